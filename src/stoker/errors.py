@@ -1,0 +1,108 @@
+"""Every exception stoker raises on purpose.
+
+The tree::
+
+    StokerError                         base of everything below
+    ├── StoreError                      a store on disk cannot be used
+    │   ├── StoreNotFoundError          the path does not exist (also FileNotFoundError)
+    │   ├── StoreExistsError            writing over an existing path without overwrite=True
+    │   │                               (also FileExistsError)
+    │   ├── ManifestError               manifest.json missing, unreadable or inconsistent
+    │   └── ShardError                  a shard is missing, truncated, altered or unreadable
+    ├── SchemaError                     data does not fit the schema (also ValueError)
+    ├── EmptyDatasetError               nothing to write or to load (also ValueError)
+    ├── ConfigError                     an invalid option (also ValueError)
+    ├── StateError                      a state_dict that does not fit this loader (also ValueError)
+    └── WorkerError                     a worker failed in a way that cannot be re-raised as
+                                        the original exception (it died, or its exception
+                                        could not be sent back)
+
+Exceptions raised by user code inside a worker (a ``Dataset.__getitem__``, a ``collate_fn``)
+are re-raised in the consumer as the original exception type, with a note naming the stage
+and the batch, so ``except KeyError`` in user code keeps working.
+
+Every message says what went wrong, where (file, row, column or stage) and what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "StokerError",
+    "StoreError",
+    "StoreNotFoundError",
+    "StoreExistsError",
+    "ManifestError",
+    "ShardError",
+    "SchemaError",
+    "EmptyDatasetError",
+    "ConfigError",
+    "StateError",
+    "WorkerError",
+]
+
+
+class StokerError(Exception):
+    """Base class of every error stoker raises on purpose."""
+
+
+class StoreError(StokerError):
+    """A store on disk cannot be used. ``path`` names the file or directory at fault."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+
+
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """The store path does not exist."""
+
+
+class StoreExistsError(StoreError, FileExistsError):
+    """The destination of a write exists and ``overwrite`` was not given."""
+
+
+class ManifestError(StoreError):
+    """manifest.json is missing, unreadable, of an unknown version or inconsistent."""
+
+
+class ShardError(StoreError):
+    """A shard file is missing, truncated, altered (checksum) or not Arrow IPC."""
+
+
+class SchemaError(StokerError, ValueError):
+    """Data does not fit the schema. ``row`` and ``column`` say where, when known."""
+
+    def __init__(self, message: str, *, row: int | None = None, column: str | None = None) -> None:
+        super().__init__(message)
+        self.row = row
+        self.column = column
+
+
+class EmptyDatasetError(StokerError, ValueError):
+    """There is nothing to write or to load."""
+
+
+class ConfigError(StokerError, ValueError):
+    """An option has an invalid value. ``option`` names it."""
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class StateError(StokerError, ValueError):
+    """A state_dict does not fit the loader it is loaded into."""
+
+
+class WorkerError(StokerError):
+    """A worker died or failed in a way that cannot be re-raised as the original exception.
+
+    ``stage`` names the pipeline stage and ``batch`` the batch number within the epoch.
+    """
+
+    def __init__(self, message: str, *, stage: str | None = None, batch: int | None = None) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.batch = batch

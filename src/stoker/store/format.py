@@ -1,0 +1,272 @@
+"""The on-disk format of a stoker store, written down in one place.
+
+A store is a directory::
+
+    manifest.json          what is below, see Manifest
+    shard-00000.arrow      Arrow IPC *file* format, uncompressed, one record batch
+    shard-00001.arrow      ...
+
+Each shard holds one record batch, so that every column of a shard is one contiguous
+buffer that can be memory-mapped and viewed as a numpy array without a copy.
+
+Column kinds and their Arrow types (all numbers little-endian):
+
+=========  ===========================================  ==========================
+kind       numpy side                                   Arrow type
+=========  ===========================================  ==========================
+tensor     fixed shape ``(*shape)`` of a numeric dtype  ``dtype`` (shape ``()``) or
+                                                        ``fixed_size_list<dtype>[prod(shape)]``
+sequence   1-D arrays of varying length (token ids)     ``large_list<dtype>``
+binary     bytes of any length (encoded images)         ``large_binary``
+string     str                                          ``large_string``
+=========  ===========================================  ==========================
+
+``bool`` tensors are stored as ``uint8`` (Arrow packs booleans into bits, which cannot be
+viewed without a copy); dtypes without an Arrow counterpart (complex, for instance) are
+stored as ``fixed_size_binary`` of their bytes. The manifest keeps the numpy dtype either way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stoker.errors import ManifestError, SchemaError
+
+FORMAT_NAME = "stoker-store"
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+SHARD_PATTERN = "shard-{:05d}.arrow"
+
+KINDS = ("tensor", "sequence", "binary", "string")
+
+# numpy dtype name -> Arrow type, for the dtypes Arrow can view without a copy.
+_ARROW_NUMERIC = {
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float16": pa.float16(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+}
+
+
+def _normalize_dtype(dtype: Any, column: str) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise SchemaError(f"column {column!r}: {dtype!r} is not a numpy dtype", column=column) from exc
+    if dt.hasobject or dt.kind in "OUSV" or dt.fields is not None:
+        raise SchemaError(
+            f"column {column!r}: dtype {dt} cannot be stored as numbers; use a string, binary or "
+            "sequence column, or convert the values to a numeric dtype",
+            column=column,
+        )
+    return dt.newbyteorder("<") if dt.byteorder == ">" else dt
+
+
+@dataclass(frozen=True)
+class Column:
+    """The declared type of one column.
+
+    Attributes:
+        kind: one of ``tensor``, ``sequence``, ``binary``, ``string``.
+        dtype: numpy dtype name of the elements (tensor and sequence), else ``None``.
+        shape: the fixed per-row shape of a tensor column (``()`` for a scalar), else ``None``.
+    """
+
+    kind: str
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise SchemaError(f"unknown column kind {self.kind!r}; expected one of {KINDS}")
+        if self.kind in ("tensor", "sequence"):
+            if self.dtype is None:
+                raise SchemaError(f"a {self.kind} column needs a dtype")
+            object.__setattr__(self, "dtype", _normalize_dtype(self.dtype, "?").name)
+        elif self.dtype is not None or self.shape is not None:
+            raise SchemaError(f"a {self.kind} column takes no dtype or shape")
+        if self.kind == "tensor":
+            shape = tuple(int(s) for s in (self.shape or ()))
+            if any(s <= 0 for s in shape):
+                raise SchemaError(f"tensor shape {shape} must have positive sizes")
+            object.__setattr__(self, "shape", shape)
+        elif self.shape is not None:
+            raise SchemaError("only tensor columns have a shape")
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    @property
+    def row_size(self) -> int:
+        """Elements per row of a tensor column."""
+        return math.prod(self.shape or ())
+
+    @property
+    def storage_dtype(self) -> np.dtype:
+        """The numpy dtype of the values as they lie in the Arrow buffer."""
+        dt = self.numpy_dtype
+        if dt == np.bool_:
+            return np.dtype(np.uint8)
+        if dt.name in _ARROW_NUMERIC:
+            return dt
+        return np.dtype((np.void, dt.itemsize))
+
+    def arrow_type(self) -> pa.DataType:
+        if self.kind == "binary":
+            return pa.large_binary()
+        if self.kind == "string":
+            return pa.large_string()
+        dt = self.numpy_dtype
+        if dt.name in _ARROW_NUMERIC or dt == np.bool_:
+            elem = _ARROW_NUMERIC[self.storage_dtype.name]
+        else:
+            elem = pa.binary(dt.itemsize)
+        if self.kind == "sequence":
+            return pa.large_list(elem)
+        if self.shape == ():
+            return elem
+        return pa.list_(elem, self.row_size)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.dtype is not None:
+            out["dtype"] = self.dtype
+        if self.shape is not None:
+            out["shape"] = list(self.shape)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Column:
+        shape = obj.get("shape")
+        return cls(obj["kind"], obj.get("dtype"), None if shape is None else tuple(shape))
+
+
+def Tensor(dtype: Any, shape: tuple[int, ...] | list[int] = ()) -> Column:  # noqa: N802
+    """A column of fixed-shape arrays (``shape=()`` for scalars)."""
+    return Column("tensor", np.dtype(dtype).name, tuple(shape))
+
+
+def Scalar(dtype: Any) -> Column:  # noqa: N802
+    """A column of one number per row."""
+    return Tensor(dtype, ())
+
+
+def Sequence(dtype: Any) -> Column:  # noqa: N802
+    """A column of 1-D arrays whose length varies from row to row (token ids)."""
+    return Column("sequence", np.dtype(dtype).name)
+
+
+def Binary() -> Column:  # noqa: N802
+    """A column of byte strings (encoded images, audio, ...)."""
+    return Column("binary")
+
+
+def String() -> Column:  # noqa: N802
+    """A column of text."""
+    return Column("string")
+
+
+Schema = dict  # column name -> Column; a plain ordered dict
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One shard file as the manifest records it."""
+
+    file: str
+    rows: int
+    bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What manifest.json says: format version, schema, shards and user metadata."""
+
+    schema: dict[str, Column]
+    shards: tuple[ShardInfo, ...]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    version: int = FORMAT_VERSION
+
+    @property
+    def num_rows(self) -> int:
+        return sum(s.rows for s in self.shards)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "version": self.version,
+            "num_rows": self.num_rows,
+            "columns": {name: col.to_json() for name, col in self.schema.items()},
+            "shards": [vars(s) for s in self.shards],
+            "metadata": self.metadata,
+        }
+
+    def write(self, directory: Path) -> None:
+        text = json.dumps(self.to_json(), indent=2, sort_keys=False)
+        (directory / MANIFEST_NAME).write_text(text + "\n", encoding="utf-8")
+
+    @classmethod
+    def read(cls, directory: Path) -> Manifest:
+        path = directory / MANIFEST_NAME
+        if not path.is_file():
+            raise ManifestError(
+                f"{directory} has no {MANIFEST_NAME}: it is not a stoker store, or its writer was "
+                "interrupted before finishing (write it again)",
+                path=path,
+            )
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ManifestError(f"{path} is not valid JSON ({exc}); the store is corrupt", path=path) from exc
+        return cls.from_json(obj, path)
+
+    @classmethod
+    def from_json(cls, obj: Any, path: Path) -> Manifest:
+        if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
+            raise ManifestError(f"{path} is not a stoker manifest (no \"format\": \"{FORMAT_NAME}\")", path=path)
+        version = obj.get("version")
+        if version != FORMAT_VERSION:
+            raise ManifestError(
+                f"{path} has format version {version!r}; this stoker reads version {FORMAT_VERSION} "
+                "(upgrade stoker, or write the store again)",
+                path=path,
+            )
+        try:
+            schema = {str(k): Column.from_json(v) for k, v in obj["columns"].items()}
+            shards = tuple(
+                ShardInfo(str(s["file"]), int(s["rows"]), int(s["bytes"]), str(s["sha256"])) for s in obj["shards"]
+            )
+            metadata = dict(obj.get("metadata") or {})
+            declared_rows = int(obj["num_rows"])
+        except (KeyError, TypeError, ValueError, AttributeError, SchemaError) as exc:
+            raise ManifestError(f"{path} is malformed ({type(exc).__name__}: {exc}); the store is corrupt", path=path) from exc
+        manifest = cls(schema, shards, metadata, version)
+        if manifest.num_rows != declared_rows:
+            raise ManifestError(
+                f"{path} says num_rows={declared_rows} but its shards add up to {manifest.num_rows}; the store is corrupt",
+                path=path,
+            )
+        for s in shards:
+            if "/" in s.file or "\\" in s.file or s.file.startswith("."):
+                raise ManifestError(f"{path} names shard {s.file!r} outside the store directory", path=path)
+        return manifest
+
+
+def arrow_schema(schema: dict[str, Column]) -> pa.Schema:
+    return pa.schema([pa.field(name, col.arrow_type(), nullable=False) for name, col in schema.items()])

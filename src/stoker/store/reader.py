@@ -1,0 +1,310 @@
+"""Reading a store: memory-mapped shards viewed as numpy arrays, and batch gathers.
+
+``Store.gather(indices)`` is the loader's hot path: one gather per column per group of
+rows that lie in the same shard. With sorted indices each group is a contiguous slice of
+the output, so a fixed-width column is read with one ``np.take`` per shard straight into
+the (recycled) output buffer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stoker.errors import ShardError, StoreNotFoundError
+from stoker.store.columns import Ragged
+from stoker.store.format import Column, Manifest, ShardInfo, arrow_schema
+from stoker.store.writer import sha256_file
+
+
+@dataclass(frozen=True)
+class _ColumnView:
+    """Zero-copy numpy views of one column of one shard."""
+
+    data: np.ndarray  # tensor: (rows, *shape); others: flat values / bytes
+    offsets: np.ndarray | None = None  # int64, rows + 1 (sequence, binary, string)
+
+
+class _Shard:
+    def __init__(self, directory: Path, info: ShardInfo, schema: dict[str, Column]) -> None:
+        path = directory / info.file
+        self.path = path
+        if not path.is_file():
+            raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path)
+        size = path.stat().st_size
+        if size != info.bytes:
+            raise ShardError(
+                f"shard {path} is {size} bytes, the manifest says {info.bytes}: it was truncated or altered "
+                "(write the store again, or restore the file)",
+                path=path,
+            )
+        try:
+            source = pa.memory_map(str(path), "r")
+            reader = pa.ipc.open_file(source)
+            if reader.num_record_batches == 1:
+                batch = reader.get_batch(0)
+            else:
+                batch = reader.read_all().combine_chunks().to_batches()[0]
+        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
+            raise ShardError(f"shard {path} is not a readable Arrow IPC file ({exc}); the store is corrupt", path=path) from exc
+        expected = arrow_schema(schema)
+        if not batch.schema.equals(expected):
+            raise ShardError(f"shard {path} has schema {batch.schema}, the manifest declares {expected}", path=path)
+        if batch.num_rows != info.rows:
+            raise ShardError(f"shard {path} holds {batch.num_rows} rows, the manifest says {info.rows}", path=path)
+        self.rows = info.rows
+        self.columns = {name: _view(batch.column(i), col, info.rows) for i, (name, col) in enumerate(schema.items())}
+
+
+def _buffer_view(buf: pa.Buffer, dtype: np.dtype, count: int, offset: int) -> np.ndarray:
+    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset * dtype.itemsize)
+
+
+def _view(arr: pa.Array, col: Column, rows: int) -> _ColumnView:
+    if col.kind == "tensor":
+        flat_arr = arr if col.shape == () else arr.flatten()
+        storage = col.storage_dtype
+        flat = _buffer_view(flat_arr.buffers()[1], storage, len(flat_arr), flat_arr.offset)
+        return _ColumnView(flat.view(col.numpy_dtype).reshape((rows, *col.shape)))
+    offsets = _buffer_view(arr.buffers()[1], np.dtype(np.int64), rows + 1, arr.offset)
+    if col.kind == "sequence":
+        child = arr.values
+        values = _buffer_view(child.buffers()[1], col.storage_dtype, len(child), child.offset)
+        return _ColumnView(values.view(col.numpy_dtype), offsets)
+    data_buf = arr.buffers()[2]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
+    return _ColumnView(data, offsets)
+
+
+class Store:
+    """A store opened for reading: a map-style dataset over memory-mapped shards.
+
+    ``len(ds)`` rows; ``ds[i]`` one row as a dict; ``ds[[i, j, ...]]`` or ``ds[a:b]`` a batch
+    (tensor columns stacked, sequence columns as :class:`Ragged`, binary/string as lists).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = False) -> None:
+        self.path = Path(path)
+        if not self.path.exists():
+            raise StoreNotFoundError(f"no store at {self.path}: the path does not exist", path=self.path)
+        if not self.path.is_dir():
+            raise StoreNotFoundError(f"{self.path} is a file; a store is a directory with a manifest.json", path=self.path)
+        self.manifest = Manifest.read(self.path)
+        if verify:
+            self.verify()
+        self._shards = [_Shard(self.path, info, self.schema) for info in self.manifest.shards]
+        rows = np.array([s.rows for s in self._shards], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(rows)])
+        self._len = int(self._starts[-1])
+
+    # -- description ----------------------------------------------------------------------
+    @property
+    def schema(self) -> dict[str, Column]:
+        return self.manifest.schema
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.manifest.metadata
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._shards)
+
+    @property
+    def shard_starts(self) -> np.ndarray:
+        """First global row of each shard, plus the total (length ``num_shards + 1``)."""
+        return self._starts
+
+    @property
+    def nbytes(self) -> int:
+        return sum(s.bytes for s in self.manifest.shards)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{n}: {_describe(c)}" for n, c in self.schema.items())
+        return f"Store({str(self.path)!r}, rows={self._len}, shards={self.num_shards}, columns={{{cols}}})"
+
+    def verify(self) -> None:
+        """Check every shard's size and sha256 against the manifest; raise ShardError on the first bad one."""
+        for info in self.manifest.shards:
+            path = self.path / info.file
+            if not path.is_file():
+                raise ShardError(f"shard {path} is missing", path=path)
+            if path.stat().st_size != info.bytes:
+                raise ShardError(f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path)
+            digest = sha256_file(path)
+            if digest != info.sha256:
+                raise ShardError(
+                    f"shard {path} has sha256 {digest[:16]}..., the manifest says {info.sha256[:16]}...: "
+                    "its contents were altered (write the store again, or restore the file)",
+                    path=path,
+                )
+
+    def table(self) -> pa.Table:
+        """All shards as one pyarrow Table (zero-copy, memory-mapped)."""
+        tables = [pa.ipc.open_file(pa.memory_map(str(s.path), "r")).read_all() for s in self._shards]
+        return pa.concat_tables(tables)
+
+    # -- access ---------------------------------------------------------------------------
+    def __getitem__(self, key: int | slice | Sequence[int] | np.ndarray) -> dict[str, Any]:
+        if isinstance(key, (int, np.integer)):
+            i = int(key)
+            if i < 0:
+                i += self._len
+            if not 0 <= i < self._len:
+                raise IndexError(f"row {key} is out of range for a store of {self._len} rows")
+            batch = self.gather(np.array([i]))
+            return {name: _first(col, batch[name]) for name, col in self.schema.items()}
+        if isinstance(key, slice):
+            return self.gather(np.arange(*key.indices(self._len)))
+        idx = np.asarray(key)
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"store indices must be integers, a slice or a list of integers, not {idx.dtype}")
+        idx = np.where(idx < 0, idx + self._len, idx)
+        return self.gather(idx)
+
+    def gather(
+        self,
+        indices: np.ndarray,
+        columns: Sequence[str] | None = None,
+        out: Mapping[str, np.ndarray] | None = None,
+    ) -> dict[str, Any]:
+        """Read rows ``indices`` (in that order) of ``columns`` (default: all).
+
+        ``out`` may hold preallocated arrays for tensor columns, shaped ``(len(indices), *shape)``;
+        they are filled and returned. Sorted indices take the fastest path.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._len):
+            bad = idx[(idx < 0) | (idx >= self._len)][0]
+            raise IndexError(f"row {bad} is out of range for a store of {self._len} rows")
+        names = list(self.schema) if columns is None else list(columns)
+        plan = _Plan(idx, self._starts)
+        result: dict[str, Any] = {}
+        for name in names:
+            col = self.schema.get(name)
+            if col is None:
+                raise KeyError(f"no column {name!r}; the store has {list(self.schema)}")
+            views = [s.columns[name] for s in self._shards]
+            if col.kind == "tensor":
+                target = None if out is None else out.get(name)
+                result[name] = _gather_tensor(col, views, plan, target)
+            elif col.kind == "sequence":
+                result[name] = _gather_ragged(views, plan)
+            else:
+                result[name] = _gather_blobs(views, plan, col.kind == "string")
+        return result
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        for i in range(self._len):
+            yield self[i]
+
+
+class _Plan:
+    """Where each requested row lives: (shard, local row), grouped into runs of one shard."""
+
+    def __init__(self, idx: np.ndarray, starts: np.ndarray) -> None:
+        self.n = len(idx)
+        shard = np.searchsorted(starts, idx, side="right") - 1
+        self.local = idx - starts[shard]
+        self.sorted = bool(self.n < 2 or np.all(shard[1:] >= shard[:-1]))
+        if self.sorted:
+            # contiguous runs: (shard, start, stop) positions in the output
+            if self.n == 0:
+                self.runs: list[tuple[int, np.ndarray | slice]] = []
+            else:
+                cuts = np.flatnonzero(shard[1:] != shard[:-1]) + 1
+                bounds = np.concatenate([[0], cuts, [self.n]])
+                self.runs = [(int(shard[a]), slice(int(a), int(b))) for a, b in zip(bounds[:-1], bounds[1:])]
+        else:
+            self.runs = [(int(s), np.flatnonzero(shard == s)) for s in np.unique(shard)]
+
+
+def _gather_tensor(col: Column, views: list[_ColumnView], plan: _Plan, out: np.ndarray | None) -> np.ndarray:
+    shape = (plan.n, *col.shape)
+    if out is None:
+        out = np.empty(shape, dtype=col.numpy_dtype)
+    elif out.shape != shape or out.dtype != col.numpy_dtype:
+        raise ValueError(f"out buffer for a {col.dtype}{list(col.shape)} column has shape {out.shape} and dtype {out.dtype}, expected {shape}")
+    for shard, pos in plan.runs:
+        src = views[shard].data
+        if isinstance(pos, slice):
+            np.take(src, plan.local[pos], axis=0, out=out[pos], mode="clip")
+        else:
+            out[pos] = np.take(src, plan.local[pos], axis=0)
+    return out
+
+
+def _gather_ragged(views: list[_ColumnView], plan: _Plan) -> Ragged:
+    lengths = np.empty(plan.n, dtype=np.int64)
+    starts = np.empty(plan.n, dtype=np.int64)
+    for shard, pos in plan.runs:
+        off = views[shard].offsets
+        local = plan.local[pos]
+        starts[pos] = off[local]
+        lengths[pos] = off[local + 1] - starts[pos]
+    offsets = np.zeros(plan.n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    dtype = views[0].data.dtype
+    values = np.empty(int(offsets[-1]), dtype=dtype)
+    for shard, pos in plan.runs:
+        rows = np.arange(plan.n)[pos]
+        run_len = lengths[rows]
+        if not run_len.sum():
+            continue
+        # flat source index of every value of these rows, without a Python loop
+        dest = np.repeat(offsets[rows], run_len) + _ramp(run_len)
+        src = np.repeat(starts[rows], run_len) + _ramp(run_len)
+        values[dest] = views[shard].data[src]
+    return Ragged(values, offsets)
+
+
+def _ramp(lengths: np.ndarray) -> np.ndarray:
+    """[0..l0-1, 0..l1-1, ...] for lengths [l0, l1, ...]."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
+
+
+def _gather_blobs(views: list[_ColumnView], plan: _Plan, as_text: bool) -> list[Any]:
+    result: list[Any] = [None] * plan.n
+    for shard, pos in plan.runs:
+        view = views[shard]
+        off = view.offsets
+        for i in np.arange(plan.n)[pos]:
+            j = plan.local[i]
+            raw = view.data[off[j] : off[j + 1]].tobytes()
+            result[i] = raw.decode("utf-8") if as_text else raw
+    return result
+
+
+def _first(col: Column, value: Any) -> Any:
+    if col.kind == "tensor":
+        return value[0]
+    if col.kind == "sequence":
+        return value[0].copy()
+    return value[0]
+
+
+def _describe(col: Column) -> str:
+    if col.kind == "tensor":
+        return f"{col.dtype}{list(col.shape)}" if col.shape else col.dtype
+    if col.kind == "sequence":
+        return f"sequence<{col.dtype}>"
+    return col.kind
+
+
+def open(path: str | os.PathLike[str], *, verify: bool = False) -> Store:  # noqa: A001
+    """Open the store at ``path``. ``verify=True`` checks every shard's checksum first."""
+    return Store(path, verify=verify)
+
+
+__all__ = ["Store", "open"]

@@ -1,0 +1,329 @@
+"""Writing a store: streaming, sharded by size, atomic.
+
+Rows are buffered until a shard's worth of bytes is reached, then written as one Arrow
+record batch. Everything goes to a hidden temporary directory beside the destination,
+which is renamed into place only after the manifest is written: a writer that is killed
+leaves no directory that opens as a store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError
+from stoker.store.columns import (
+    Ragged,
+    chunk_row_bytes,
+    concat_chunks,
+    infer_from_batch,
+    infer_from_sample,
+    slice_chunk,
+    to_chunk,
+)
+from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo, arrow_schema
+
+DEFAULT_SHARD_SIZE = 256 * 2**20
+_ROWS_PER_FLUSH = 1024  # add() buffers this many rows before turning them into column chunks
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30}
+
+
+def parse_size(size: int | str) -> int:
+    """``268435456``, ``"256MB"`` or ``"1 GiB"`` -> bytes (binary units)."""
+    if isinstance(size, bool):
+        raise ConfigError(f"shard_size must be a number of bytes or a string like '256MB', not {size!r}", option="shard_size")
+    if isinstance(size, int):
+        value = size
+    else:
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(size))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ConfigError(f"shard_size {size!r} is not a size like 268435456, '256MB' or '1GiB'", option="shard_size")
+        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise ConfigError(f"shard_size must be positive, got {size!r}", option="shard_size")
+    return value
+
+
+def sha256_file(path: Path, block: int = 8 * 2**20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _to_arrow(col: Column, chunk: Any) -> pa.Array:
+    if col.kind in ("binary", "string"):
+        return pa.array(chunk, type=col.arrow_type())
+    if col.kind == "sequence":
+        values = _flat_to_arrow(col, chunk.values)
+        return pa.LargeListArray.from_arrays(pa.array(chunk.offsets, pa.int64()), values)
+    flat = _flat_to_arrow(col, chunk.reshape(-1))
+    if col.shape == ():
+        return flat
+    return pa.FixedSizeListArray.from_arrays(flat, col.row_size)
+
+
+def _flat_to_arrow(col: Column, flat: np.ndarray) -> pa.Array:
+    storage = col.storage_dtype
+    if storage.kind == "V":
+        data = np.ascontiguousarray(flat).view(np.uint8)
+        return pa.Array.from_buffers(pa.binary(storage.itemsize), len(flat), [None, pa.py_buffer(data)])
+    return pa.array(np.ascontiguousarray(flat).view(storage))
+
+
+class StoreWriter:
+    """Write rows into a new store at ``path``.
+
+    Use as a context manager; rows come one at a time (:meth:`add`) or as column batches
+    (:meth:`add_batch`). The store appears at ``path`` when the block ends without error.
+
+    Args:
+        path: destination directory; must not exist unless ``overwrite=True``.
+        schema: column name -> :class:`~stoker.store.format.Column` (``stoker.Tensor(...)``,
+            ``stoker.Sequence(...)``, ...). Inferred from the first rows when omitted.
+        shard_size: bytes of data per shard (int or ``"256MB"``); one shard is held in RAM while writing.
+        overwrite: replace an existing store at ``path``.
+        metadata: JSON-serializable dict kept in the manifest (class names, tokenizer, ...).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        schema: Mapping[str, Column] | None = None,
+        *,
+        shard_size: int | str = DEFAULT_SHARD_SIZE,
+        overwrite: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.shard_bytes = parse_size(shard_size)
+        self.overwrite = overwrite
+        self.metadata = dict(metadata or {})
+        try:
+            json.dumps(self.metadata)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"metadata must be JSON-serializable: {exc}", option="metadata") from exc
+        if schema is not None:
+            for name, col in schema.items():
+                if not isinstance(col, Column):
+                    raise SchemaError(f"schema[{name!r}] must be a stoker column (stoker.Tensor(...), ...), not {col!r}", column=name)
+        self.schema: dict[str, Column] | None = dict(schema) if schema is not None else None
+        if self.path.exists() and not overwrite:
+            raise StoreExistsError(f"{self.path} exists; pass overwrite=True to replace it", path=self.path)
+        self._tmp: Path | None = None
+        self._rows: list[Mapping[str, Any]] = []
+        self._chunks: dict[str, list[Any]] = {}
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._shards: list[ShardInfo] = []
+        self._rows_written = 0
+        self._closed = False
+
+    # -- context manager ------------------------------------------------------------------
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    # -- adding rows ----------------------------------------------------------------------
+    @property
+    def rows_written(self) -> int:
+        """Rows accepted so far (buffered or on disk)."""
+        return self._rows_written + self._pending_rows + len(self._rows)
+
+    def add(self, sample: Mapping[str, Any]) -> None:
+        """Add one row: a dict of column name -> value."""
+        if not isinstance(sample, Mapping):
+            raise SchemaError(f"row {self.rows_written}: a sample must be a dict of column -> value, not {type(sample).__name__}", row=self.rows_written)
+        if self.schema is None:
+            self.schema = {name: infer_from_sample(name, value) for name, value in sample.items()}
+        self._rows.append(sample)
+        if len(self._rows) >= _ROWS_PER_FLUSH:
+            self._flush_rows()
+
+    def add_batch(self, columns: Mapping[str, Any]) -> None:
+        """Add many rows at once: column name -> values with the rows along the first axis."""
+        self._flush_rows()
+        self._add_columns(columns)
+
+    def _flush_rows(self) -> None:
+        if not self._rows:
+            return
+        rows, self._rows = self._rows, []
+        assert self.schema is not None
+        first = self.rows_written
+        columns: dict[str, list[Any]] = {name: [] for name in self.schema}
+        for i, row in enumerate(rows):
+            if row.keys() != columns.keys():
+                missing = sorted(set(columns) - set(row))
+                extra = sorted(set(row) - set(columns))
+                raise SchemaError(
+                    f"row {first + i} has columns {sorted(row)}, the store has {sorted(columns)} "
+                    f"(missing {missing}, unexpected {extra})",
+                    row=first + i,
+                )
+            for name, value in row.items():
+                columns[name].append(value)
+        stacked = {}
+        for name, values in columns.items():
+            col = self.schema[name]
+            if col.kind == "tensor":
+                arrays = [np.asarray(v) if not hasattr(v, "detach") else v.detach().cpu().numpy() for v in values]
+                shapes = {a.shape for a in arrays}
+                if len(shapes) > 1:
+                    bad = next(i for i, a in enumerate(arrays) if a.shape != col.shape)
+                    raise SchemaError(
+                        f"row {first + bad}, column {name!r}: shape {arrays[bad].shape}, the column holds {col.shape}; "
+                        f"declare schema={{{name!r}: stoker.Sequence(...)}} if the length varies",
+                        row=first + bad,
+                        column=name,
+                    )
+                stacked[name] = np.stack(arrays)
+            elif col.kind == "sequence":
+                stacked[name] = values
+            else:
+                stacked[name] = values
+        self._add_columns(stacked, first_row=first)
+
+    def _add_columns(self, columns: Mapping[str, Any], first_row: int | None = None) -> None:
+        if self._closed:
+            raise RuntimeError("this StoreWriter is closed")
+        if self.schema is None:
+            self.schema = {name: infer_from_batch(name, values) for name, values in columns.items()}
+        first = self.rows_written if first_row is None else first_row
+        if set(columns) != set(self.schema):
+            raise SchemaError(
+                f"rows from {first}: columns {sorted(columns)} do not match the store's {sorted(self.schema)}",
+                row=first,
+            )
+        chunks = {name: to_chunk(name, self.schema[name], columns[name], first) for name in self.schema}
+        lengths = {name: len(c) for name, c in chunks.items()}
+        if len(set(lengths.values())) > 1:
+            raise SchemaError(f"rows from {first}: columns have different numbers of rows: {lengths}", row=first)
+        n = next(iter(lengths.values()))
+        row_bytes = sum(chunk_row_bytes(self.schema[name], c) for name, c in chunks.items())
+        start = 0
+        while start < n:
+            cum = np.cumsum(row_bytes[start:])
+            fits = int(np.searchsorted(cum, self.shard_bytes - self._pending_bytes, side="right"))
+            if fits == 0 and self._pending_rows:
+                self._write_shard()
+                continue
+            stop = start + max(fits, 1)
+            for name, c in chunks.items():
+                self._chunks.setdefault(name, []).append(slice_chunk(c, start, stop))
+            self._pending_rows += stop - start
+            self._pending_bytes += int(cum[stop - start - 1])
+            start = stop
+            if self._pending_bytes >= self.shard_bytes:
+                self._write_shard()
+
+    # -- shards and the end -----------------------------------------------------------------
+    def _tmpdir(self) -> Path:
+        if self._tmp is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:12]}"
+            self._tmp.mkdir()
+        return self._tmp
+
+    def _write_shard(self) -> None:
+        if not self._pending_rows:
+            return
+        assert self.schema is not None
+        arrays = [_to_arrow(col, concat_chunks(col, self._chunks[name])) for name, col in self.schema.items()]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(self.schema))
+        name = SHARD_PATTERN.format(len(self._shards))
+        path = self._tmpdir() / name
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as out:
+            out.write_batch(batch)
+        self._shards.append(ShardInfo(name, batch.num_rows, path.stat().st_size, sha256_file(path)))
+        self._rows_written += self._pending_rows
+        self._chunks.clear()
+        self._pending_rows = 0
+        self._pending_bytes = 0
+
+    def close(self) -> Path:
+        """Write what is buffered, the manifest, and move the store into place."""
+        if self._closed:
+            return self.path
+        try:
+            self._flush_rows()
+            self._write_shard()
+            if not self._shards:
+                raise EmptyDatasetError(f"no rows were written to {self.path}; a store needs at least one row")
+            assert self.schema is not None
+            tmp = self._tmpdir()
+            Manifest(self.schema, tuple(self._shards), self.metadata).write(tmp)
+            _replace_dir(tmp, self.path, self.overwrite)
+            self._tmp = None
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        return self.path
+
+    def abort(self) -> None:
+        """Drop everything written so far; nothing appears at ``path``."""
+        self._closed = True
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+
+def _replace_dir(tmp: Path, dest: Path, overwrite: bool) -> None:
+    if dest.exists():
+        if not overwrite:
+            raise StoreExistsError(f"{dest} appeared while writing; pass overwrite=True to replace it", path=dest)
+        trash = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(dest, trash)
+        os.rename(tmp, dest)
+        if trash.is_dir():
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            trash.unlink()
+    else:
+        os.rename(tmp, dest)
+
+
+def write(
+    path: str | os.PathLike[str],
+    data: Mapping[str, Any] | Iterable[Mapping[str, Any]],
+    schema: Mapping[str, Column] | None = None,
+    *,
+    shard_size: int | str = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write ``data`` as a store at ``path`` and return the path.
+
+    ``data`` is either a dict of columns (arrays, tensors or lists with rows along the first
+    axis; :class:`Ragged` or lists of 1-D arrays for sequences) or any iterable of sample
+    dicts, consumed as a stream.
+    """
+    with StoreWriter(path, schema, shard_size=shard_size, overwrite=overwrite, metadata=metadata) as writer:
+        if isinstance(data, Mapping):
+            if not data:
+                raise EmptyDatasetError("data has no columns")
+            writer.add_batch(data)
+        else:
+            for sample in data:
+                writer.add(sample)
+    return Path(path)
+
+
+__all__ = ["StoreWriter", "write", "parse_size", "Ragged", "DEFAULT_SHARD_SIZE"]
