@@ -1,0 +1,49 @@
+"""stoker keeps GPUs fed: a memory-mapped Arrow store and a batch loader for PyTorch.
+
+    import stoker
+    stoker.write("stores/digits", {"image": images, "label": labels})
+    ds = stoker.open("stores/digits")
+    for batch in stoker.Loader(ds, batch_size=256, shuffle=True, device="cuda"):
+        ...
+"""
+
+from stoker import errors
+from stoker.config import LoaderConfig
+from stoker.errors import StokerError
+from stoker.loader import Loader
+from stoker.pipeline.sampler import Sampler
+from stoker.store import (
+    Binary,
+    Column,
+    Ragged,
+    Scalar,
+    Sequence,
+    Store,
+    StoreWriter,
+    String,
+    Tensor,
+    open,
+    write,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Binary",
+    "Column",
+    "Loader",
+    "LoaderConfig",
+    "Ragged",
+    "Sampler",
+    "Scalar",
+    "Sequence",
+    "StokerError",
+    "Store",
+    "StoreWriter",
+    "String",
+    "Tensor",
+    "__version__",
+    "errors",
+    "open",
+    "write",
+]

@@ -1,0 +1,88 @@
+"""The loader's options, frozen and validated in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from stoker.errors import ConfigError
+from stoker.pipeline.sampler import order_name
+
+
+@dataclass(frozen=True)
+class LoaderConfig:
+    """Every option of :class:`stoker.Loader`. Names follow ``torch.utils.data.DataLoader``.
+
+    Attributes:
+        batch_size: rows per batch (> 0).
+        shuffle: ``False`` (storage order), ``True``/``"global"`` (a new permutation each
+            epoch) or ``"block"`` (shuffle blocks of rows, then rows within a window of blocks;
+            for data larger than RAM).
+        drop_last: drop the last batch of an epoch when it is short.
+        num_workers: worker threads (stores) or processes (torch Datasets); ``None`` picks the
+            usable cores, ``0`` works in the calling thread.
+        prefetch_factor: batches in flight per worker.
+        pin_memory: stage batches in pinned memory; ``None`` pins exactly when the device is CUDA.
+        device: where batches land: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"auto"``.
+        timeout: seconds to wait for one batch before failing (``0`` waits forever).
+        seed: base seed of the shuffle; epoch ``e`` uses ``(seed, e)``.
+        rank: this process's rank; ``None`` asks torch.distributed when it is initialized, else 0.
+        world_size: ranks sharing each epoch; ``None`` as for ``rank``.
+        uneven: ``"pad"`` (repeat rows so every rank gets as many) or ``"drop"`` (leave the rest out).
+        block_size: rows per block for ``shuffle="block"``.
+        window: blocks shuffled together for ``shuffle="block"``.
+        columns: the store columns to read (default: all).
+        pad_value: padding of sequence columns.
+        pad_to_multiple_of: sequence columns are padded to a multiple of this length.
+        persistent_workers: keep worker processes between epochs (torch Datasets only).
+    """
+
+    batch_size: int = 1
+    shuffle: bool | str = False
+    drop_last: bool = False
+    num_workers: int | None = None
+    prefetch_factor: int = 2
+    pin_memory: bool | None = None
+    device: Any = "cpu"
+    timeout: float = 0.0
+    seed: int = 0
+    rank: int | None = None
+    world_size: int | None = None
+    uneven: str = "pad"
+    block_size: int = 4096
+    window: int = 16
+    columns: tuple[str, ...] | None = None
+    pad_value: int | float = 0
+    pad_to_multiple_of: int = 1
+    persistent_workers: bool = False
+
+    def __post_init__(self) -> None:
+        def positive_int(name: str, value: Any, minimum: int = 1) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}", option=name)
+
+        positive_int("batch_size", self.batch_size)
+        positive_int("prefetch_factor", self.prefetch_factor)
+        positive_int("pad_to_multiple_of", self.pad_to_multiple_of)
+        positive_int("block_size", self.block_size)
+        positive_int("window", self.window)
+        if self.num_workers is not None:
+            positive_int("num_workers", self.num_workers, 0)
+        if not isinstance(self.timeout, (int, float)) or self.timeout < 0:
+            raise ConfigError(f"timeout must be a number of seconds >= 0, got {self.timeout!r}", option="timeout")
+        order_name(self.shuffle)
+        if self.uneven not in ("pad", "drop"):
+            raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
+        if self.columns is not None:
+            object.__setattr__(self, "columns", tuple(self.columns))
+
+    @classmethod
+    def names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+    @classmethod
+    def from_options(cls, **options: Any) -> LoaderConfig:
+        unknown = set(options) - cls.names()
+        if unknown:
+            raise ConfigError(f"unknown loader option(s) {sorted(unknown)}; the options are {sorted(cls.names())}", option=sorted(unknown)[0])
+        return cls(**options)

@@ -1,0 +1,117 @@
+"""Host batches to torch tensors on the target device.
+
+CPU: ``torch.from_numpy`` on the gathered buffers, no copy at all.
+
+CUDA: tensor columns are gathered straight into pinned, recycled staging buffers; the
+worker that gathered a batch starts its host-to-device copy on a side stream and records
+an event. The consumer waits for that event before the batch is handed out, and tells the
+caching allocator that the consumer's stream uses the memory (``record_stream``). The
+device tensors are fresh allocations, so nothing handed out is ever a later copy's target;
+the pinned staging buffer returns to the pool when the batch no longer references it.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from stoker.device.buffers import BufferPool
+from stoker.errors import ConfigError
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"device {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'auto')", option="device") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"device {device!r} was asked for but this torch ({torch.__version__}) sees no CUDA device; "
+            "use device='cpu' or 'auto'",
+            option="device",
+        )
+    return dev
+
+
+def _pinned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return torch.empty(shape, dtype=torch.from_numpy(np.empty(0, dtype)).dtype, pin_memory=True).numpy()
+
+
+@dataclass
+class PendingBatch:
+    """A batch whose device copies may still be running."""
+
+    tensors: dict[str, Any]
+    event: Any = None  # torch.cuda.Event on CUDA
+    host: list[np.ndarray] = field(default_factory=list)  # staging buffers kept busy until handed out
+
+
+class Transfer:
+    """Moves gathered host batches to ``device``; owns the staging buffers and the side stream."""
+
+    def __init__(self, device: str | torch.device | None = "cpu", pin_memory: bool | None = None) -> None:
+        self.device = resolve_device(device)
+        cuda = self.device.type == "cuda"
+        if pin_memory and not cuda:
+            if not torch.cuda.is_available():
+                warnings.warn("pin_memory=True needs CUDA, which this torch does not see; not pinning", stacklevel=3)
+            pin_memory = False
+        self.pin_memory = cuda if pin_memory is None else bool(pin_memory)
+        self.pool = BufferPool(_pinned if self.pin_memory else None)
+        self._stream = None
+        self._stream_lock = threading.Lock()
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def _side_stream(self):
+        with self._stream_lock:
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(device=self.device)
+            return self._stream
+
+    def start(self, batch: dict[str, Any]) -> PendingBatch:
+        """Turn numpy arrays into tensors and, on CUDA, start their copies (worker thread)."""
+        if not self.is_cuda:
+            return PendingBatch({k: _as_tensor(v) for k, v in batch.items()})
+        stream = self._side_stream()
+        host = [v for v in batch.values() if isinstance(v, np.ndarray)]
+        with torch.cuda.stream(stream):
+            tensors = {}
+            for k, v in batch.items():
+                t = _as_tensor(v)
+                if isinstance(t, torch.Tensor):
+                    if self.pin_memory and not t.is_pinned():
+                        t = t.pin_memory()
+                    t = t.to(self.device, non_blocking=True)
+                tensors[k] = t
+            event = torch.cuda.Event()
+            event.record(stream)
+        return PendingBatch(tensors, event, host)
+
+    def finish(self, pending: PendingBatch) -> dict[str, Any]:
+        """Wait for the copies of ``pending`` and return its tensors (consumer thread)."""
+        if pending.event is not None:
+            pending.event.synchronize()
+            consumer = torch.cuda.current_stream(self.device)
+            for t in pending.tensors.values():
+                if isinstance(t, torch.Tensor) and t.is_cuda:
+                    t.record_stream(consumer)
+            pending.host.clear()
+        return pending.tensors
+
+
+def _as_tensor(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable:
+            value = value.copy()
+        return torch.from_numpy(value)
+    return value

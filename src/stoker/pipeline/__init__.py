@@ -1,0 +1,13 @@
+"""Pipeline: sampling, batch stages and the workers that run them.
+
+Files:
+    sampler.py    Sampler: sequential / global / block order, rank sharding, resume
+    stages.py     StoreRead and compose(): batch-level stages
+    threads.py    ordered_map(): worker threads with bounded prefetch, errors tagged by stage
+    processes.py  process_map(): process workers for Dataset.__getitem__, batches via /dev/shm
+"""
+
+from stoker.pipeline.sampler import Sampler
+from stoker.pipeline.threads import ordered_map
+
+__all__ = ["Sampler", "ordered_map"]

@@ -1,0 +1,312 @@
+"""Process workers for user Python that must run in parallel (a Dataset's ``__getitem__``).
+
+Each worker fetches the samples of a batch, collates them, and writes every array of the
+batch into one shared-memory segment; only a small description (names, dtypes, shapes,
+offsets) travels through the result queue. The consumer copies the arrays out, unlinks the
+segment, and rebuilds the batch. Segments are named ``stoker_<token>_<batch>``, so closing
+the pool can sweep ``/dev/shm`` for anything a killed worker left behind.
+"""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import secrets
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import WorkerError
+from stoker.pipeline.threads import tag_error
+
+_POLL = 0.5  # seconds between liveness checks while waiting for a result
+
+
+# -- collate and (un)flatten --------------------------------------------------------------------
+def _to_numpy(value: Any) -> Any:
+    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
+        t = value.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":
+            return BF16(t.view(dtype=_torch_int16()).numpy())
+        return t.numpy()
+    return value
+
+
+class BF16:
+    """A bfloat16 tensor travelling as its int16 bits (numpy has no bfloat16)."""
+
+    def __init__(self, bits: np.ndarray) -> None:
+        self.bits = bits
+
+
+def _torch_int16():
+    import torch
+
+    return torch.int16
+
+
+def default_collate(samples: list[Any]) -> Any:
+    """Stack a list of samples like torch's default_collate, into numpy arrays."""
+    first = samples[0]
+    if isinstance(first, dict):
+        return {k: default_collate([s[k] for s in samples]) for k in first}
+    if isinstance(first, tuple) and hasattr(first, "_fields"):  # namedtuple
+        return type(first)(*(default_collate(list(col)) for col in zip(*samples)))
+    if isinstance(first, (tuple, list)):
+        return type(first)(default_collate(list(col)) for col in zip(*samples))
+    if isinstance(first, (str, bytes)) or first is None:
+        return list(samples)
+    values = [_to_numpy(s) for s in samples]
+    if isinstance(values[0], BF16):
+        return BF16(np.stack([v.bits for v in values]))
+    return np.stack([np.asarray(v) for v in values])
+
+
+def flatten(tree: Any) -> tuple[list[Any], Any]:
+    """Leaves of nested dict/list/tuple and a spec to rebuild it."""
+    leaves: list[Any] = []
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            return ("dict", [(k, walk(v)) for k, v in node.items()])
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            return ("namedtuple", type(node), [walk(v) for v in node])
+        if isinstance(node, (tuple, list)) and not (node and isinstance(node[0], (str, bytes))):
+            return (type(node).__name__, [walk(v) for v in node])
+        leaves.append(_to_numpy(node))
+        return ("leaf", len(leaves) - 1)
+
+    return leaves, walk(tree)
+
+
+def unflatten(spec: Any, leaves: list[Any]) -> Any:
+    kind = spec[0]
+    if kind == "leaf":
+        return leaves[spec[1]]
+    if kind == "dict":
+        return {k: unflatten(v, leaves) for k, v in spec[1]}
+    if kind == "namedtuple":
+        return spec[1](*(unflatten(v, leaves) for v in spec[2]))
+    items = [unflatten(v, leaves) for v in spec[1]]
+    return tuple(items) if kind == "tuple" else items
+
+
+# -- the worker ---------------------------------------------------------------------------------
+def fetch(dataset: Any, indices: list[int]) -> list[Any]:
+    if hasattr(dataset, "__getitems__"):
+        return list(dataset.__getitems__(indices))
+    samples = []
+    for i in indices:
+        try:
+            samples.append(dataset[i])
+        except Exception as exc:
+            if hasattr(exc, "add_note"):
+                exc.add_note(f"stoker: dataset[{i}] raised this")
+            raise
+    return samples
+
+
+def _write_segment(name: str, leaves: list[Any]) -> tuple[list[Any], bool]:
+    """Put the array leaves in a new segment; returns per-leaf layout and whether one was made."""
+    layout: list[Any] = []
+    offset = 0
+    arrays = []
+    for leaf in leaves:
+        bf16 = isinstance(leaf, BF16)
+        arr = leaf.bits if bf16 else leaf
+        if isinstance(arr, np.ndarray) and arr.dtype.kind in "biufcV":
+            offset = -(-offset // 64) * 64
+            layout.append(("array", arr.dtype.str, arr.shape, offset, bf16))
+            arrays.append((offset, arr))
+            offset += arr.nbytes
+        else:
+            layout.append(("object", leaf))
+    if not arrays:
+        return layout, False
+    shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
+    try:
+        for off, arr in arrays:
+            np.ndarray(arr.shape, arr.dtype, buffer=shm.buf, offset=off)[...] = arr
+    finally:
+        shm.close()
+    _untrack(name)
+    return layout, True
+
+
+def _untrack(name: str) -> None:
+    # The consumer unlinks the segment; keep this process's resource tracker from doing it too.
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.unregister("/" + name, "shared_memory")
+    except Exception:  # noqa: BLE001 - bookkeeping only; the sweep in close() covers leftovers
+        pass
+
+
+def _worker(dataset: Any, collate: Callable | None, token: str, tasks: Any, results: Any) -> None:
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        n, indices = task
+        try:
+            samples = fetch(dataset, indices)
+            batch = collate(samples) if collate is not None else default_collate(samples)
+            leaves, spec = flatten(batch)
+            name = f"stoker_{token}_{n}"
+            layout, has_segment = _write_segment(name, leaves)
+            results.put((n, "ok", (name if has_segment else None, layout, spec)))
+        except Exception as exc:  # noqa: BLE001 - sent back and re-raised in the consumer
+            try:
+                payload = pickle.dumps(exc)
+            except Exception:  # noqa: BLE001
+                payload = None
+            results.put((n, "error", (payload, traceback.format_exc())))
+
+
+def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
+    leaves: list[Any] = []
+    shm = shared_memory.SharedMemory(name=name) if name else None
+    try:
+        for entry in layout:
+            if entry[0] == "object":
+                leaves.append(entry[1])
+                continue
+            _, dtype, shape, offset, bf16 = entry
+            arr = np.ndarray(shape, np.dtype(dtype), buffer=shm.buf, offset=offset).copy()
+            leaves.append(BF16(arr) if bf16 else arr)
+    finally:
+        if shm is not None:
+            shm.close()
+            shm.unlink()
+    return unflatten(spec, leaves)
+
+
+# -- the consumer -------------------------------------------------------------------------------
+def process_map(
+    dataset: Any,
+    batches: Iterable[np.ndarray],
+    *,
+    workers: int,
+    depth: int,
+    collate_fn: Callable | None = None,
+    timeout: float | None = None,
+    stage: str = "dataset",
+) -> Iterator[Any]:
+    """Yield collated batches of ``dataset`` rows, in order, fetched by ``workers`` processes."""
+    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    ctx = mp.get_context(method)
+    token = f"{os.getpid()}_{secrets.token_hex(4)}"
+    tasks = [ctx.Queue() for _ in range(workers)]
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(target=_worker, args=(dataset, collate_fn, token, tasks[w], results), daemon=True, name=f"stoker-{stage}-{w}")
+        for w in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    it = iter(batches)
+    sent = received = 0
+    ready: dict[int, Any] = {}
+
+    def send_next() -> bool:
+        nonlocal sent
+        indices = next(it, None)
+        if indices is None:
+            return False
+        tasks[sent % workers].put((sent, [int(i) for i in indices]))
+        sent += 1
+        return True
+
+    try:
+        while sent < max(depth, workers) and send_next():
+            pass
+        while received < sent:
+            while received not in ready:
+                n, status, payload = _get(results, procs, timeout, stage, received)
+                if status == "error":
+                    raise _rebuild_error(payload, stage, n)
+                ready[n] = payload
+            batch = _read_segment(*ready.pop(received))
+            received += 1
+            send_next()
+            yield batch
+    finally:
+        _shutdown(procs, tasks, results, token)
+
+
+def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batch: int) -> Any:
+    waited = 0.0
+    while True:
+        try:
+            return results.get(timeout=_POLL)
+        except queue.Empty:
+            waited += _POLL
+            dead = [p for p in procs if not p.is_alive()]
+            if dead:
+                p = dead[0]
+                raise WorkerError(
+                    f"worker {p.name} exited unexpectedly (exit code {p.exitcode}) while producing batch {batch}; "
+                    "a crash in native code or the out-of-memory killer are the usual causes",
+                    stage=stage,
+                    batch=batch,
+                ) from None
+            if timeout and waited >= timeout:
+                raise WorkerError(f"stage {stage!r}: batch {batch} was not ready after timeout={timeout}s", stage=stage, batch=batch) from None
+
+
+def _rebuild_error(payload: Any, stage: str, batch: int) -> BaseException:
+    pickled, text = payload
+    exc: BaseException | None = None
+    if pickled is not None:
+        try:
+            exc = pickle.loads(pickled)
+        except Exception:  # noqa: BLE001
+            exc = None
+    if exc is None:
+        exc = WorkerError(f"stage {stage!r} failed in a worker process:\n{text}", stage=stage, batch=batch)
+    tag_error(exc, stage, batch)
+    if hasattr(exc, "add_note"):
+        exc.add_note("stoker: traceback in the worker process:\n" + text)
+    return exc
+
+
+def _shutdown(procs: list[Any], tasks: list[Any], results: Any, token: str) -> None:
+    for q in tasks:
+        try:
+            q.put(None)
+        except (ValueError, OSError):
+            pass
+    for p in procs:
+        p.join(timeout=2.0)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+            p.join(timeout=2.0)
+    while True:  # unlink what finished but was never consumed
+        try:
+            n, status, payload = results.get_nowait()
+        except (queue.Empty, OSError, ValueError, EOFError):
+            break
+        if status == "ok" and payload[0]:
+            _unlink(payload[0])
+    for q in [*tasks, results]:
+        q.close()
+        q.join_thread()
+    for path in glob.glob(f"/dev/shm/stoker_{token}_*"):
+        _unlink(os.path.basename(path))
+
+
+def _unlink(name: str) -> None:
+    try:
+        shm = shared_memory.SharedMemory(name=name)
+    except FileNotFoundError:
+        return
+    shm.close()
+    shm.unlink()

@@ -1,0 +1,95 @@
+"""An ordered map over worker threads with bounded prefetch.
+
+The heavy work of a batch (numpy gathers, Arrow reads, the Rust tokenizer, libjpeg-turbo,
+torch copies) releases the GIL, so threads run it in parallel without the cost of moving
+batches between processes. Threads start when iteration starts and are joined when it
+ends, however it ends (exhausted, ``break``, an exception, Ctrl-C, the iterator dropped).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+
+from stoker.errors import WorkerError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_END = object()
+
+
+def tag_error(exc: BaseException, stage: str, batch: int) -> None:
+    """Say on ``exc`` which stage and batch raised it (shown under the traceback)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(f"stoker: raised in stage {stage!r} while producing batch {batch} of this epoch")
+
+
+def ordered_map(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    workers: int,
+    depth: int,
+    stage: str = "worker",
+    timeout: float | None = None,
+) -> Iterator[R]:
+    """Yield ``fn(item)`` for each item, in order, computed by ``workers`` threads.
+
+    At most ``depth`` items are in flight. ``workers=0`` runs ``fn`` in the calling thread.
+    An exception raised by ``fn`` is re-raised here with a note naming ``stage`` and the
+    batch; ``timeout`` (seconds, ``None`` for none) bounds the wait for one result.
+    """
+    if workers <= 0:
+        for n, item in enumerate(items):
+            try:
+                yield fn(item)
+            except Exception as exc:
+                tag_error(exc, stage, n)
+                raise
+        return
+    it = iter(items)
+    pending: deque[cf.Future[R]] = deque()
+    pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"stoker-{stage}")
+    try:
+        for _ in range(max(depth, 1)):
+            item = next(it, _END)
+            if item is _END:
+                break
+            pending.append(pool.submit(fn, item))
+        n = 0
+        while pending:
+            fut = pending.popleft()
+            try:
+                result = fut.result(timeout=timeout)
+            except cf.TimeoutError:
+                raise WorkerError(
+                    f"stage {stage!r}: batch {n} was not ready after timeout={timeout}s "
+                    "(raise timeout, or look for a stuck read)",
+                    stage=stage,
+                    batch=n,
+                ) from None
+            except Exception as exc:
+                tag_error(exc, stage, n)
+                raise
+            item = next(it, _END)
+            if item is not _END:
+                pending.append(pool.submit(fn, item))
+            yield result
+            n += 1
+    finally:
+        for fut in pending:
+            fut.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def default_workers(limit: int | None = None) -> int:
+    """Worker threads to use when the user does not say: the usable cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores if limit is None else min(cores, limit))
+
+
+__all__ = ["ordered_map", "tag_error", "default_workers"]
