@@ -26,7 +26,7 @@ from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
 from stoker.pipeline.processes import BF16, default_collate, fetch, flatten, process_map, unflatten
 from stoker.pipeline.sampler import Sampler, order_name
-from stoker.pipeline.stages import StoreRead, compose
+from stoker.pipeline.stages import StoreRead, chunk_size, chunked
 from stoker.pipeline.threads import default_workers, ordered_map
 from stoker.store.reader import Store
 
@@ -164,10 +164,19 @@ class Loader:
         if isinstance(self.data, Store):
             columns = cfg.columns or tuple(self.data.schema)
             read = StoreRead(self.data, self.transfer.pool, columns, cfg.pad_value, cfg.pad_to_multiple_of)
-            work = compose(read, self.collate_fn, self._start)
+            per_chunk = chunk_size(cfg.batch_size * self.data.nbytes / len(self.data))
+
+            def work(chunk: list[np.ndarray]) -> list[tuple[Any, PendingBatch]]:
+                batches = read(chunk)
+                if self.collate_fn is not None:
+                    batches = [self.collate_fn(b) for b in batches]
+                return [self._start(b) for b in batches]
+
             depth = max(1, workers) * cfg.prefetch_factor
-            started = ordered_map(work, index_batches, workers=workers, depth=depth, stage="read", timeout=timeout)
+            chunks = ordered_map(work, chunked(index_batches, per_chunk), workers=workers, depth=depth, stage="read", timeout=timeout)
+            started = (item for chunk in chunks for item in chunk)
         else:
+            chunks = None
             started = self._dataset_batches(index_batches, workers, timeout)
         try:
             for item in started:
@@ -176,6 +185,8 @@ class Loader:
                 yield batch
         finally:
             started.close()
+            if chunks is not None:
+                chunks.close()
         if self._done >= len(self):
             self._epoch, self._done = epoch + 1, 0
 

@@ -9,7 +9,7 @@ Each stage works on a whole batch; Python runs once per batch, native code once 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,12 +25,17 @@ BatchFn = Callable[[Batch], Batch]
 
 @dataclass(frozen=True)
 class StoreRead:
-    """Gather rows of a store into recycled buffers; pad sequence columns.
+    """Gather a chunk of batches from a store; pad sequence columns.
+
+    Called with a list of index arrays (consecutive batches) and returns the list of
+    batches. One batch is gathered into recycled buffers; several small batches are gathered
+    together, with one gather and one padding pass for the whole chunk, then cut into views,
+    which keeps Python's cost per batch small when batches are tiny (token ids).
 
     Rows inside a batch are read in storage order (the indices are sorted): which rows form
-    a batch follows the sampler, and reading them in order turns one gather per shard into
-    one contiguous write. A sequence column ``x`` becomes ``x`` (padded ``(rows, longest)``,
-    longest rounded up to ``pad_to_multiple_of``) and ``x_lengths``.
+    a batch follows the sampler, and reading them in order turns the gather of each shard's
+    rows into one contiguous write. A sequence column ``x`` becomes ``x`` (padded to the
+    longest row of its batch, rounded up to ``pad_to_multiple_of``) and ``x_lengths``.
     """
 
     store: Store
@@ -38,26 +43,50 @@ class StoreRead:
     columns: Sequence[str]
     pad_value: int | float = 0
     pad_to_multiple_of: int = 1
-    sort: bool = True
 
-    def __call__(self, indices: np.ndarray) -> Batch:
-        idx = np.sort(indices) if self.sort else indices
-        schema = self.store.schema
-        out = {}
-        for name in self.columns:
-            col = schema[name]
-            if col.kind == "tensor":
-                out[name] = self.pool.get(name, (len(idx), *col.shape), col.numpy_dtype)
-        raw = self.store.gather(idx, self.columns, out)
-        batch: Batch = {}
+    def __call__(self, chunk: list[np.ndarray]) -> list[Batch]:
+        if len(chunk) == 1:
+            idx = np.sort(chunk[0])
+            out = {}
+            for name in self.columns:
+                col = self.store.schema[name]
+                if col.kind == "tensor":
+                    out[name] = self.pool.get(name, (len(idx), *col.shape), col.numpy_dtype)
+            raw = self.store.gather(idx, self.columns, out)
+        else:
+            idx = np.concatenate([np.sort(c) for c in chunk])
+            raw = self.store.gather(idx, self.columns)
+        bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in chunk], out=bounds[1:])
+        batches: list[Batch] = [{} for _ in chunk]
         for name in self.columns:
             value = raw[name]
             if isinstance(value, Ragged):
-                batch[name] = value.pad(self.pad_value, self.pad_to_multiple_of)
-                batch[f"{name}_lengths"] = value.lengths
+                padded = value.pad_groups(bounds, self.pad_value, self.pad_to_multiple_of)
+                lengths = value.lengths
+                for k, batch in enumerate(batches):
+                    batch[name] = padded[k]
+                    batch[f"{name}_lengths"] = lengths[bounds[k] : bounds[k + 1]]
             else:
-                batch[name] = value
-        return batch
+                for k, batch in enumerate(batches):
+                    batch[name] = value[bounds[k] : bounds[k + 1]]
+        return batches
+
+
+def chunk_size(batch_bytes: float, target_bytes: int = 2**20, limit: int = 64) -> int:
+    """How many consecutive batches one worker task reads: about ``target_bytes`` of data."""
+    return int(max(1, min(limit, target_bytes // max(batch_bytes, 1))))
+
+
+def chunked(batches: Iterator[np.ndarray], size: int) -> Iterator[list[np.ndarray]]:
+    chunk: list[np.ndarray] = []
+    for b in batches:
+        chunk.append(b)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def compose(*fns: Callable[[Any], Any] | None) -> Callable[[Any], Any]:

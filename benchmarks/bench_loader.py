@@ -1,0 +1,186 @@
+"""The foundation's speed targets, side by side in one run.
+
+Workloads (issue 2):
+  images  pre-decoded uint8 224x224x3 rows, batches of 256, shuffled, CPU, warm page cache.
+          Contenders: a memcpy of the same bytes (the physical limit), stoker.Loader, and the
+          seeds' pattern: a numpy-memmap Dataset in torch DataLoader(num_workers=2, pin_memory=True).
+  tokens  variable-length token ids (mean ~20), padded batches of 32, shuffled. Contenders:
+          stoker.Loader and a per-sample Dataset + pad_sequence collate in DataLoader(num_workers=2).
+Also: time to first batch, and RSS growth over 20 epochs.
+
+    python benchmarks/bench_loader.py [--images 6000] [--rows 200000] [--seconds 3] [--json results/loader.json]
+
+Pixels are synthetic (their values do not change copy speed); token lengths follow real
+short sentences (mean ~20, long tail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import stoker  # noqa: E402
+from common import Result, first_batch_time, print_table, rate, rss_mb, save  # noqa: E402
+
+IMG = (224, 224, 3)
+
+
+class MemmapImages(torch.utils.data.Dataset):
+    """The seeds' pattern: one sample per __getitem__ from a numpy memmap."""
+
+    def __init__(self, path: str, n: int) -> None:
+        self.path, self.n = path, n
+        self.arr = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.arr is None:
+            self.arr = np.load(self.path, mmap_mode="r")
+        return torch.from_numpy(np.array(self.arr[i])), i
+
+
+class TokenRows(torch.utils.data.Dataset):
+    def __init__(self, rows: list[np.ndarray]) -> None:
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int):
+        return torch.from_numpy(self.rows[i]), i
+
+
+def pad_collate(samples):
+    ids = torch.nn.utils.rnn.pad_sequence([s[0] for s in samples], batch_first=True)
+    return ids, torch.tensor([s[1] for s in samples])
+
+
+def token_lengths(n: int, rng: np.random.Generator) -> np.ndarray:
+    return np.clip(rng.lognormal(mean=2.85, sigma=0.45, size=n).astype(np.int64), 3, 128)
+
+
+def bench_images(tmp: str, n: int, seconds: float, results: list[Result], checks: dict) -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 255, size=(n, *IMG), dtype=np.uint8)
+    labels = rng.integers(0, 1000, size=n)
+    store_path = os.path.join(tmp, "images")
+    t0 = time.perf_counter()
+    stoker.write(store_path, {"image": images, "label": labels})
+    write_s = time.perf_counter() - t0
+    npy = os.path.join(tmp, "images.npy")
+    np.save(npy, images)
+    del images
+    ds = stoker.open(store_path)
+    row = int(np.prod(IMG))
+    batch = 256
+    # warm the page cache for both copies
+    ds.gather(np.arange(n), ["image"])
+    np.load(npy, mmap_mode="r").sum(dtype=np.uint64)
+
+    src = np.asarray(ds.gather(np.arange(batch), ["image"])["image"])
+    dst = np.empty_like(src)
+    t0 = time.perf_counter()
+    reps = 0
+    while time.perf_counter() - t0 < seconds / 2:
+        np.copyto(dst, src)
+        reps += 1
+    memcpy = reps * batch / (time.perf_counter() - t0)
+    results.append(Result("images 224 uint8 / b256", "memcpy (same bytes, 1 thread)", memcpy, memcpy * row / 1e6))
+
+    loader = stoker.Loader(ds, batch_size=batch, shuffle=True, columns=["image", "label"])
+    sps, mbs = rate(lambda: loader, lambda b: len(b["label"]), seconds=seconds, nbytes=lambda b: b["image"].nbytes)
+    results.append(Result("images 224 uint8 / b256", "stoker", sps, mbs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pin_memory without CUDA
+        dl = torch.utils.data.DataLoader(MemmapImages(npy, n), batch_size=batch, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)
+        dsps, dmbs = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds, nbytes=lambda b: b[0].nbytes)
+    results.append(Result("images 224 uint8 / b256", "torch DataLoader memmap w=2 pin", dsps, dmbs))
+    checks["images_vs_memcpy"] = sps / memcpy
+    checks["images_vs_dataloader"] = sps / dsps
+    checks["images_write_s"] = write_s
+    checks["images_first_batch_s"] = first_batch_time(lambda: stoker.Loader(stoker.open(store_path), batch_size=batch, shuffle=True))
+
+
+def bench_tokens(tmp: str, n: int, seconds: float, results: list[Result], checks: dict) -> None:
+    rng = np.random.default_rng(1)
+    lengths = token_lengths(n, rng)
+    rows = [rng.integers(1000, 30000, size=k, dtype=np.int32) for k in lengths]
+    path = os.path.join(tmp, "tokens")
+    stoker.write(path, {"ids": rows, "label": rng.integers(0, 2, size=n)}, {"ids": stoker.Sequence("int32"), "label": stoker.Scalar("int64")})
+    ds = stoker.open(path)
+    batch = 32
+    loader = stoker.Loader(ds, batch_size=batch, shuffle=True)
+    sps, _ = rate(lambda: loader, lambda b: len(b["label"]), seconds=seconds)
+    results.append(Result("token ids (mean ~20) / b32", "stoker", sps))
+    loader0 = stoker.Loader(ds, batch_size=batch, shuffle=True, num_workers=0)
+    sps0, _ = rate(lambda: loader0, lambda b: len(b["label"]), seconds=seconds)
+    results.append(Result("token ids (mean ~20) / b32", "stoker num_workers=0", sps0))
+    dl = torch.utils.data.DataLoader(TokenRows(rows), batch_size=batch, shuffle=True, num_workers=2, collate_fn=pad_collate, persistent_workers=True)
+    dsps, _ = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds)
+    results.append(Result("token ids (mean ~20) / b32", "torch DataLoader pad_sequence w=2", dsps))
+    checks["tokens_samples_per_s"] = max(sps, sps0)
+    checks["tokens_vs_dataloader"] = max(sps, sps0) / dsps
+    checks["tokens_first_batch_s"] = first_batch_time(lambda: stoker.Loader(stoker.open(path), batch_size=batch, shuffle=True))
+
+    # RSS over 20 epochs on a smaller slice of the same store
+    small = stoker.Loader(ds, batch_size=batch, shuffle=True, num_workers=2)
+    epochs_rows = min(n, 20000)
+    sub = stoker.Loader(stoker.open(path), batch_size=batch, shuffle=True)
+    del small
+    rss = []
+    for _ in range(20):
+        for i, _b in enumerate(sub):
+            if i * batch >= epochs_rows:
+                break
+        rss.append(rss_mb())
+    checks["rss_epoch1_mb"] = rss[0]
+    checks["rss_epoch20_mb"] = rss[-1]
+    checks["rss_growth"] = rss[-1] / rss[0] - 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=8000)
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--json", default="results/loader.json")
+    args = ap.parse_args()
+    results: list[Result] = []
+    checks: dict = {}
+    with tempfile.TemporaryDirectory(prefix="stoker-bench-") as tmp:
+        bench_images(tmp, args.images, args.seconds, results, checks)
+        bench_tokens(tmp, args.rows, args.seconds, results, checks)
+    print_table(results)
+    print("\nchecks (issue 2 targets):")
+    targets = {
+        "images_vs_memcpy": (">=", 0.5),
+        "images_vs_dataloader": (">=", 3.0),
+        "tokens_samples_per_s": (">=", 300_000),
+        "tokens_vs_dataloader": (">=", 20.0),
+        "images_first_batch_s": ("<=", 0.3),
+        "tokens_first_batch_s": ("<=", 0.3),
+        "rss_growth": ("<=", 0.05),
+    }
+    for key, value in checks.items():
+        target = targets.get(key)
+        verdict = ""
+        if target:
+            ok = value >= target[1] if target[0] == ">=" else value <= target[1]
+            verdict = f"target {target[0]} {target[1]:g}: {'PASS' if ok else 'MISS'}"
+        print(f"  {key:<24} {value:>14.4g}   {verdict}")
+    save(results, args.json, checks)
+    print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""Shared helpers for benchmarks: timing loops, a results table with ratios, JSON output.
+
+Benchmarks run every contender in one process run on the same data and report ratios:
+the machines are noisy, absolute numbers drift, ratios measured side by side do not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from typing import Any
+
+import psutil
+
+
+@dataclass
+class Result:
+    workload: str
+    contender: str
+    samples_per_s: float
+    mb_per_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def rate(make_iter: Callable[[], Iterable[Any]], count: Callable[[Any], int], *, seconds: float = 3.0, nbytes: Callable[[Any], int] | None = None, warmup: int = 2) -> tuple[float, float]:
+    """(samples/s, MB/s) over whole passes of ``make_iter()``, at least ``seconds`` long, after ``warmup`` batches."""
+    it = iter(make_iter())
+    for _ in range(warmup):
+        next(it, None)
+    samples = 0
+    byts = 0
+    t0 = time.perf_counter()
+    while True:
+        for batch in it:
+            samples += count(batch)
+            if nbytes is not None:
+                byts += nbytes(batch)
+            if time.perf_counter() - t0 >= seconds:
+                break
+        else:
+            it = iter(make_iter())
+            continue
+        break
+    dt = time.perf_counter() - t0
+    close = getattr(it, "close", None)
+    if close:
+        close()
+    return samples / dt, byts / dt / 1e6
+
+
+def first_batch_time(make_iter: Callable[[], Iterable[Any]]) -> float:
+    t0 = time.perf_counter()
+    it = iter(make_iter())
+    next(it)
+    dt = time.perf_counter() - t0
+    close = getattr(it, "close", None)
+    if close:
+        close()
+    return dt
+
+
+def rss_mb() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def machine() -> str:
+    mem = psutil.virtual_memory().total / 2**30
+    return f"{platform.machine()}, {os.cpu_count()} vCPU, {mem:.0f} GiB RAM, {platform.python_implementation()} {platform.python_version()}"
+
+
+def print_table(results: list[Result], baseline: str = "stoker") -> None:
+    by_workload: dict[str, list[Result]] = {}
+    for r in results:
+        by_workload.setdefault(r.workload, []).append(r)
+    print(f"\n{'workload':<28} {'contender':<34} {'samples/s':>12} {'MB/s':>9} {'vs stoker':>9}")
+    for workload, rows in by_workload.items():
+        base = next((r.samples_per_s for r in rows if r.contender == baseline), None)
+        for r in rows:
+            ratio = f"{r.samples_per_s / base:.3f}x" if base else "-"
+            mb = f"{r.mb_per_s:.0f}" if r.mb_per_s else ""
+            print(f"{workload:<28} {r.contender:<34} {r.samples_per_s:>12,.0f} {mb:>9} {ratio:>9}")
+
+
+def save(results: list[Result], path: str, checks: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"date": date.today().isoformat(), "machine": machine(), "results": [asdict(r) for r in results], "checks": checks}, f, indent=2)
