@@ -1,8 +1,8 @@
 """Pipeline: sampling, batch stages and the workers that run them.
 
 Files:
-    sampler.py    Sampler: sequential / global / block order, rank sharding, resume
-    stages.py     StoreRead and compose(): batch-level stages
+    sampler.py    Sampler (sequential / global / block order, rank sharding), FixedBatches
+    stages.py     BatchSource protocol, StoreSource (a store read in chunks of batches)
     threads.py    ordered_map(): worker threads with bounded prefetch, errors tagged by stage
     processes.py  process_map(): process workers for Dataset.__getitem__, batches via /dev/shm
 """

@@ -127,13 +127,6 @@ class Sampler:
             "uneven": self.uneven,
         }
 
-    def check_fingerprint(self, saved: dict[str, Any]) -> None:
-        mine = self.fingerprint()
-        diff = {k: (saved.get(k), v) for k, v in mine.items() if saved.get(k) != v}
-        if diff:
-            detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
-            raise StateError(f"cannot resume: the saved position was taken with a different order ({detail})")
-
 
 def _block_order(n: int, block_size: int, window: int, rng: np.random.Generator) -> np.ndarray:
     num_blocks = -(-n // block_size)
@@ -147,3 +140,42 @@ def _block_order(n: int, block_size: int, window: int, rng: np.random.Generator)
     window_of_row = np.repeat(window_of_block, lengths)
     keys = rng.random(n)
     return rows[np.lexsort((keys, window_of_row))]
+
+
+@dataclass(frozen=True)
+class FixedBatches:
+    """Batches of ``batch_size`` rows in the order of ``sampler``: the default batch sampler.
+
+    A batch sampler is anything with ``__len__`` (batches per epoch on this rank, the same on
+    every rank), ``batches(epoch, start)`` (index arrays from batch ``start`` on, a pure function
+    of the epoch) and ``fingerprint()`` (what a saved position must agree with). Length-bucketing
+    samplers implement the same three.
+    """
+
+    sampler: Sampler
+    batch_size: int
+    drop_last: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batch_size <= 0:
+            raise ConfigError(f"batch_size must be > 0, got {self.batch_size}", option="batch_size")
+
+    def __len__(self) -> int:
+        return self.sampler.num_batches(self.batch_size, self.drop_last)
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
+        return self.sampler.batches(epoch, self.batch_size, self.drop_last, start)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {**self.sampler.fingerprint(), "batch_size": self.batch_size, "drop_last": self.drop_last}
+
+    def check_fingerprint(self, saved: dict[str, Any]) -> None:
+        check_fingerprint(self.fingerprint(), saved)
+
+
+def check_fingerprint(mine: dict[str, Any], saved: dict[str, Any]) -> None:
+    """Raise StateError naming every field where ``saved`` differs from ``mine``."""
+    diff = {k: (saved.get(k), v) for k, v in mine.items() if saved.get(k) != v}
+    if diff:
+        detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
+        raise StateError(f"cannot resume: the saved position was taken with a different order ({detail})")

@@ -9,9 +9,9 @@ Each stage works on a whole batch; Python runs once per batch, native code once 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,11 +20,28 @@ from stoker.store.columns import Ragged
 from stoker.store.reader import Store
 
 Batch = dict[str, Any]
-BatchFn = Callable[[Batch], Batch]
+
+
+@runtime_checkable
+class BatchSource(Protocol):
+    """What a loader reads from. Domain modules (text, vision, sources) implement this.
+
+    ``read`` runs in worker threads, several at once: it must be thread-safe, and its heavy
+    work should release the GIL (numpy, Arrow, tokenizers, libjpeg-turbo, torch ops). It gets a
+    chunk of consecutive batches (row index arrays) and returns one batch dict per array, whose
+    numpy arrays become tensors on the device. A source may also define
+    ``finalize(batch) -> batch``, run on the consumer's side after the copy to the device (for
+    example: uint8 to float and normalize, as one batch operation on the GPU), and
+    ``batch_bytes(batch_size) -> float``, the expected bytes of one batch, which sizes chunks.
+    """
+
+    def __len__(self) -> int: ...
+
+    def read(self, chunk: list[np.ndarray]) -> list[Batch]: ...
 
 
 @dataclass(frozen=True)
-class StoreRead:
+class StoreSource:
     """Gather a chunk of batches from a store; pad sequence columns.
 
     Called with a list of index arrays (consecutive batches) and returns the list of
@@ -44,7 +61,13 @@ class StoreRead:
     pad_value: int | float = 0
     pad_to_multiple_of: int = 1
 
-    def __call__(self, chunk: list[np.ndarray]) -> list[Batch]:
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def batch_bytes(self, batch_size: int) -> float:
+        return batch_size * self.store.nbytes / max(len(self.store), 1)
+
+    def read(self, chunk: list[np.ndarray]) -> list[Batch]:
         if len(chunk) == 1:
             idx = np.sort(chunk[0])
             out = {}
@@ -87,15 +110,3 @@ def chunked(batches: Iterator[np.ndarray], size: int) -> Iterator[list[np.ndarra
             chunk = []
     if chunk:
         yield chunk
-
-
-def compose(*fns: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
-    """``compose(f, g, h)(x) == h(g(f(x)))``, skipping ``None``."""
-    chain = [f for f in fns if f is not None]
-
-    def run(x: Any) -> Any:
-        for f in chain:
-            x = f(x)
-        return x
-
-    return run
