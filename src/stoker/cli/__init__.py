@@ -1,0 +1,10 @@
+"""The ``stoker`` command: parses arguments, calls the public API, returns an exit code.
+
+Files:
+    main.py     the entry point and the list of commands
+    output.py   printing helpers (tables, sizes) and the progress bar
+    inspect.py  stoker inspect STORE [--verify] [--json]
+    bench.py    stoker bench STORE
+    convert.py  stoker convert KIND ...: one module per kind registers itself here
+    demo.py     stoker demo: the README's main job
+"""

@@ -1,0 +1,19 @@
+"""``stoker convert KIND SRC STORE``: build a store from other data.
+
+Each kind lives in its own module with ``register(subparsers)``; add it to ``KINDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+KINDS: tuple[str, ...] = ()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("convert", help="build a store from text, images, HDF5, tables or a Dataset", description=__doc__)
+    kinds = p.add_subparsers(dest="kind", metavar="KIND")
+    for name in KINDS:
+        importlib.import_module(name).register(kinds)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

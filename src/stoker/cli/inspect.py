@@ -1,0 +1,46 @@
+"""``stoker inspect STORE``: what a store holds, and whether it is intact."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from stoker.cli.output import human_bytes, table
+from stoker.store.reader import Store, _describe
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="show a store's schema, rows, shards and sizes", description=__doc__)
+    p.add_argument("store", help="path of the store directory")
+    p.add_argument("--verify", action="store_true", help="check every shard's sha256 against the manifest")
+    p.add_argument("--json", action="store_true", help="print the description as JSON")
+    p.add_argument("--shards", action="store_true", help="list every shard")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ds = Store(args.store)
+    if args.verify:
+        ds.verify()
+    if args.json:
+        obj = ds.manifest.to_json()
+        obj["path"] = str(ds.path)
+        obj["bytes"] = ds.nbytes
+        if args.verify:
+            obj["verified"] = True
+        print(json.dumps(obj, indent=2))
+        return 0
+    print(f"store    {ds.path}")
+    print(f"rows     {len(ds):,}")
+    print(f"shards   {ds.num_shards}  ({human_bytes(ds.nbytes)} on disk)")
+    print()
+    table(["column", "type"], [(name, _describe(col)) for name, col in ds.schema.items()])
+    if ds.metadata:
+        print()
+        print("metadata " + json.dumps(ds.metadata)[:400])
+    if args.shards:
+        print()
+        table(["shard", "rows", "bytes", "sha256"], [(s.file, f"{s.rows:,}", human_bytes(s.bytes), s.sha256[:16]) for s in ds.manifest.shards])
+    if args.verify:
+        print(f"\nverified: all {ds.num_shards} shards match their checksums")
+    return 0
