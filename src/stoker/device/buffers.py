@@ -43,9 +43,10 @@ class BufferPool:
         slot = (key, tuple(shape), np.dtype(dtype).str)
         with self._lock:
             buffers = self._free.setdefault(slot, [])
-            for buf in buffers:
-                if sys.getrefcount(buf) == _FREE_REFS:
-                    return buf  # the caller's reference now marks it busy
+            for i in range(len(buffers)):
+                # no loop variable: it would hold one more reference
+                if sys.getrefcount(buffers[i]) == _FREE_REFS:
+                    return buffers[i]  # the caller's reference now marks it busy
             buf = self._allocate(tuple(shape), np.dtype(dtype))
             if len(buffers) < self._max:
                 buffers.append(buf)

@@ -42,6 +42,10 @@ class Ragged:
     @classmethod
     def from_rows(cls, rows: list[Any], dtype: Any = None) -> Ragged:
         arrays = [np.asarray(r, dtype=dtype) for r in rows]
+        if dtype is None:  # empty rows carry no type: let the others decide (ints stay ints)
+            typed = [a for a in arrays if a.size]
+            dtype = np.result_type(*typed) if typed else np.int64
+            arrays = [a if a.size else np.empty(0, dtype) for a in arrays]
         lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
         offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
@@ -135,11 +139,21 @@ def infer_from_batch(name: str, values: Any) -> Column:
         if isinstance(first, str):
             return String()
         if isinstance(first, (list, tuple)) or (as_array(first).ndim == 1 if _arraylike(first) else False):
-            return Sequence(as_array(first).dtype if len(first) else np.int64)
+            return Sequence(_sequence_dtype(values))
         if _arraylike(first) and as_array(first).ndim >= 2:
             return Tensor(as_array(first).dtype, as_array(first).shape)
         return infer_from_batch(name, np.asarray(values))
     raise SchemaError(f"column {name!r}: cannot store a batch of type {type(values).__name__}", column=name)
+
+
+def _sequence_dtype(rows: list[Any]) -> np.dtype:
+    """The element type of a list of rows: arrays carry one even when empty, empty lists do not."""
+    for row in rows:
+        if _arraylike(row):
+            return as_array(row).dtype
+        if len(row):
+            return np.asarray(row).dtype
+    return np.dtype(np.int64)
 
 
 def _arraylike(value: Any) -> bool:

@@ -1,0 +1,53 @@
+"""Shared fixtures; CUDA tests are skipped where torch sees no GPU."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device; torch sees none here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def mixed_columns():
+    """One column of every kind, 300 rows."""
+    n = 300
+    rng = np.random.default_rng(7)
+    return {
+        "image": rng.integers(0, 255, size=(n, 4, 5, 3), dtype=np.uint8),
+        "label": np.arange(n, dtype=np.int64),
+        "score": rng.random(n).astype(np.float32),
+        "ids": [rng.integers(0, 30000, size=int(k), dtype=np.int32) for k in rng.integers(0, 12, size=n)],
+        "blob": [bytes(rng.integers(0, 255, size=int(k), dtype=np.uint8)) for k in rng.integers(0, 40, size=n)],
+        "text": [f"row {i} é" for i in range(n)],
+    }
+
+
+@pytest.fixture
+def mixed_store(tmp_path, mixed_columns):
+    """A store of mixed_columns split over several shards."""
+    path = tmp_path / "mixed"
+    stoker.write(path, mixed_columns, shard_size=4096)
+    return path
+
+
+@pytest.fixture
+def shm_clean():
+    """Fails the test if it leaves stoker segments in /dev/shm."""
+    before = {f for f in os.listdir("/dev/shm") if f.startswith("stoker_")} if os.path.isdir("/dev/shm") else set()
+    yield
+    if os.path.isdir("/dev/shm"):
+        after = {f for f in os.listdir("/dev/shm") if f.startswith("stoker_")}
+        assert after <= before, f"left in /dev/shm: {sorted(after - before)}"

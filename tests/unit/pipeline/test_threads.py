@@ -1,0 +1,66 @@
+import threading
+import time
+
+import pytest
+
+from stoker.errors import WorkerError
+from stoker.pipeline.threads import ordered_map
+
+
+def _stoker_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("stoker-")]
+
+
+def test_order_is_kept_with_uneven_work():
+    def slow_first(i):
+        time.sleep(0.02 if i % 3 == 0 else 0)
+        return i * 2
+
+    assert list(ordered_map(slow_first, range(20), workers=3, depth=6)) == [i * 2 for i in range(20)]
+    assert _stoker_threads() == []
+
+
+def test_inline_when_no_workers():
+    seen = []
+    out = list(ordered_map(lambda i: seen.append(threading.current_thread().name) or i, range(3), workers=0, depth=2))
+    assert out == [0, 1, 2] and set(seen) == {threading.current_thread().name}
+
+
+def test_prefetch_is_bounded():
+    started = []
+
+    def work(i):
+        started.append(i)
+        return i
+
+    it = ordered_map(work, range(100), workers=2, depth=4)
+    next(it)
+    time.sleep(0.05)
+    assert len(started) <= 5
+    it.close()
+
+
+def test_error_is_reraised_with_stage_and_batch():
+    def boom(i):
+        if i == 3:
+            raise KeyError("bad row")
+        return i
+
+    with pytest.raises(KeyError) as info:
+        list(ordered_map(boom, range(10), workers=2, depth=4, stage="read"))
+    assert any("stage 'read'" in n and "batch 3" in n for n in getattr(info.value, "__notes__", []))
+    assert _stoker_threads() == []
+
+
+def test_break_joins_threads():
+    it = ordered_map(lambda i: i, range(1000), workers=2, depth=4)
+    for i in it:
+        if i == 5:
+            break
+    it.close()
+    assert _stoker_threads() == []
+
+
+def test_timeout():
+    with pytest.raises(WorkerError, match="timeout=0.05"):
+        list(ordered_map(lambda i: time.sleep(0.5), range(2), workers=1, depth=1, timeout=0.05))

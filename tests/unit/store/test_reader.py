@@ -1,0 +1,112 @@
+import json
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker.errors import ManifestError, ShardError, StoreNotFoundError
+
+
+def test_getitem_forms(mixed_store, mixed_columns):
+    ds = stoker.open(mixed_store)
+    assert ds[-1]["label"] == 299
+    np.testing.assert_array_equal(ds[7]["image"], mixed_columns["image"][7])
+    b = ds[[299, 0, 150, 0]]
+    np.testing.assert_array_equal(b["label"], [299, 0, 150, 0])
+    assert b["text"] == [mixed_columns["text"][i] for i in (299, 0, 150, 0)]
+    np.testing.assert_array_equal(b["ids"][0], mixed_columns["ids"][299])
+    np.testing.assert_array_equal(ds[10:20:3]["label"], [10, 13, 16, 19])
+    with pytest.raises(IndexError, match="out of range"):
+        ds[300]
+    with pytest.raises(IndexError):
+        ds[[0, 1000]]
+    with pytest.raises(TypeError):
+        ds[np.array([0.5])]
+
+
+def test_gather_into_given_buffer(mixed_store, mixed_columns):
+    ds = stoker.open(mixed_store)
+    idx = np.array([3, 4, 250, 251])
+    out = np.empty((4, 4, 5, 3), np.uint8)
+    res = ds.gather(idx, ["image"], out={"image": out})
+    assert res["image"] is out
+    np.testing.assert_array_equal(out, mixed_columns["image"][idx])
+    with pytest.raises(ValueError, match="out buffer"):
+        ds.gather(idx, ["image"], out={"image": np.empty((3, 4, 5, 3), np.uint8)})
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        ds.gather(idx, ["nope"])
+
+
+def test_unsorted_and_sorted_gathers_agree(mixed_store):
+    ds = stoker.open(mixed_store)
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, len(ds), 64)
+    a = ds.gather(idx)
+    b = ds.gather(np.sort(idx))
+    order = np.argsort(idx, kind="stable")
+    np.testing.assert_array_equal(a["image"][order], b["image"])
+    assert [a["blob"][i] for i in order] == b["blob"]
+
+
+def test_table_is_whole_store(mixed_store):
+    assert stoker.open(mixed_store).table().num_rows == 300
+
+
+def test_missing_path(tmp_path):
+    with pytest.raises(StoreNotFoundError, match="does not exist"):
+        stoker.open(tmp_path / "nope")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StoreNotFoundError, match="is a file"):
+        stoker.open(tmp_path / "file")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ManifestError, match="no manifest.json"):
+        stoker.open(tmp_path / "empty")
+
+
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda m: "{not json", "not valid JSON"),
+        (lambda m: json.dumps({**m, "version": 99}), "format version 99"),
+        (lambda m: json.dumps({**m, "format": "other"}), "not a stoker manifest"),
+        (lambda m: json.dumps({**m, "num_rows": 5}), "num_rows=5"),
+        (lambda m: json.dumps({k: v for k, v in m.items() if k != "shards"}), "malformed"),
+        (lambda m: json.dumps({**m, "shards": [{**m["shards"][0], "file": "../x.arrow"}, *m["shards"][1:]]}), "outside the store"),
+    ],
+)
+def test_corrupt_manifest(mixed_store, mutate, match):
+    path = mixed_store / "manifest.json"
+    path.write_text(mutate(json.loads(path.read_text())))
+    with pytest.raises(ManifestError, match=match):
+        stoker.open(mixed_store)
+
+
+def test_truncated_shard(mixed_store):
+    shard = mixed_store / "shard-00001.arrow"
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ShardError, match="shard-00001.arrow.*truncated"):
+        stoker.open(mixed_store)
+
+
+def test_missing_shard(mixed_store):
+    (mixed_store / "shard-00000.arrow").unlink()
+    with pytest.raises(ShardError, match="missing"):
+        stoker.open(mixed_store)
+
+
+def test_altered_shard_caught_by_verify(mixed_store):
+    shard = mixed_store / "shard-00000.arrow"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    stoker.open(mixed_store)  # same size and valid Arrow: only the checksum can tell
+    with pytest.raises(ShardError, match="sha256.*altered"):
+        stoker.open(mixed_store, verify=True)
+
+
+def test_garbage_shard(mixed_store):
+    shard = mixed_store / "shard-00000.arrow"
+    shard.write_bytes(b"\x00" * shard.stat().st_size)
+    with pytest.raises(ShardError, match="not a readable Arrow IPC file"):
+        stoker.open(mixed_store)

@@ -1,0 +1,152 @@
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+import stoker
+from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError
+from stoker.store.writer import parse_size
+
+
+def test_columns_round_trip(mixed_store, mixed_columns):
+    ds = stoker.open(mixed_store)
+    assert len(ds) == 300
+    assert ds.num_shards > 1
+    batch = ds[:]
+    np.testing.assert_array_equal(batch["image"], mixed_columns["image"])
+    np.testing.assert_array_equal(batch["label"], mixed_columns["label"])
+    np.testing.assert_array_equal(batch["score"], mixed_columns["score"])
+    assert batch["blob"] == mixed_columns["blob"]
+    assert batch["text"] == mixed_columns["text"]
+    for got, want in zip(batch["ids"], mixed_columns["ids"]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_samples_stream_with_inferred_schema(tmp_path):
+    rows = ({"x": np.full((2, 3), i, np.float32), "y": i, "seq": list(range(i % 4)), "name": f"n{i}", "raw": b"\x00" * i} for i in range(2500))
+    stoker.write(tmp_path / "s", rows, shard_size="16KB")
+    ds = stoker.open(tmp_path / "s")
+    assert {k: c.kind for k, c in ds.schema.items()} == {"x": "tensor", "y": "tensor", "seq": "sequence", "name": "string", "raw": "binary"}
+    assert ds.schema["seq"].dtype == "int64"  # the first row's empty list does not make it float
+    row = ds[2401]
+    assert row["y"] == 2401 and row["name"] == "n2401" and row["raw"] == b"\x00" * 2401
+    np.testing.assert_array_equal(row["seq"], [0])
+    assert ds.num_shards > 2
+
+
+def test_torch_tensors_and_bool_and_complex(tmp_path):
+    stoker.write(tmp_path / "t", {"t": torch.arange(12).reshape(6, 2), "b": np.array([True, False] * 3), "c": np.arange(6) * 1j})
+    ds = stoker.open(tmp_path / "t")
+    assert ds.schema["b"].dtype == "bool"
+    np.testing.assert_array_equal(ds[:]["t"], np.arange(12).reshape(6, 2))
+    np.testing.assert_array_equal(ds[:]["b"], [True, False] * 3)
+    np.testing.assert_array_equal(ds[:]["c"], np.arange(6) * 1j)
+
+
+def test_store_opens_in_plain_pyarrow(mixed_store, mixed_columns):
+    manifest = json.loads((mixed_store / "manifest.json").read_text())
+    tables = [pa.ipc.open_file(str(mixed_store / s["file"])).read_all() for s in manifest["shards"]]
+    table = pa.concat_tables(tables)
+    assert table.num_rows == 300
+    assert table.column("label").to_pylist() == list(range(300))
+    assert table.column("text").to_pylist() == mixed_columns["text"]
+    assert table.column("ids").to_pylist()[5] == mixed_columns["ids"][5].tolist()
+
+
+def test_manifest_records_shards(mixed_store):
+    m = json.loads((mixed_store / "manifest.json").read_text())
+    assert m["format"] == "stoker-store" and m["version"] == 1
+    assert sum(s["rows"] for s in m["shards"]) == m["num_rows"] == 300
+    for s in m["shards"]:
+        assert os.path.getsize(mixed_store / s["file"]) == s["bytes"]
+        assert len(s["sha256"]) == 64
+
+
+def test_existing_destination_needs_overwrite(tmp_path):
+    stoker.write(tmp_path / "s", {"x": np.arange(3)})
+    with pytest.raises(StoreExistsError, match="overwrite=True"):
+        stoker.write(tmp_path / "s", {"x": np.arange(3)})
+    stoker.write(tmp_path / "s", {"x": np.arange(5)}, overwrite=True)
+    assert len(stoker.open(tmp_path / "s")) == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+    def rows():
+        for i in range(3000):
+            if i == 2500:
+                raise RuntimeError("source broke")
+            yield {"x": np.zeros(100, np.float32)}
+
+    with pytest.raises(RuntimeError, match="source broke"):
+        stoker.write(tmp_path / "s", rows(), shard_size="64KB")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_killed_writer_leaves_nothing_that_opens(tmp_path):
+    w = stoker.StoreWriter(tmp_path / "s", shard_size="8KB")
+    for i in range(1000):
+        w.add({"x": np.zeros(64, np.uint8)})
+    w.add_batch({"x": np.zeros((10, 64), np.uint8)})  # shards are on disk in the temporary directory now
+    leftovers = list(tmp_path.iterdir())
+    assert not (tmp_path / "s").exists()
+    assert all(p.name.startswith(".s.tmp-") for p in leftovers)
+    with pytest.raises(stoker.errors.StoreError):
+        stoker.open(leftovers[0])
+    w.abort()
+
+
+def test_schema_mismatch_names_row_and_column(tmp_path):
+    rows = [{"x": np.zeros(3), "y": 1}] * 5 + [{"x": np.zeros(4), "y": 1}]
+    with pytest.raises(SchemaError, match=r"row 5.*'x'.*Sequence") as info:
+        stoker.write(tmp_path / "s", rows)
+    assert info.value.row == 5 and info.value.column == "x"
+    with pytest.raises(SchemaError, match="row 1 has columns"):
+        stoker.write(tmp_path / "s2", [{"x": 1}, {"z": 2}])
+    with pytest.raises(SchemaError, match="different numbers of rows"):
+        stoker.write(tmp_path / "s3", {"x": np.arange(3), "y": np.arange(4)})
+
+
+def test_unsafe_casts_are_refused(tmp_path):
+    with pytest.raises(SchemaError, match="outside int8"):
+        stoker.write(tmp_path / "a", {"x": np.array([1, 300])}, {"x": stoker.Scalar("int8")})
+    with pytest.raises(SchemaError, match="float64 values in a int32"):
+        stoker.write(tmp_path / "b", {"x": np.array([1.5])}, {"x": stoker.Scalar("int32")})
+    stoker.write(tmp_path / "c", {"x": np.array([1, 100])}, {"x": stoker.Scalar("int8")})
+    assert stoker.open(tmp_path / "c").schema["x"].dtype == "int8"
+
+
+def test_unstorable_values(tmp_path):
+    with pytest.raises(SchemaError, match="cannot store a value of type dict"):
+        stoker.write(tmp_path / "a", [{"x": {"nested": 1}}])
+    with pytest.raises(SchemaError, match="object"):
+        stoker.write(tmp_path / "b", {"x": np.array([object(), object()])})
+
+
+def test_empty_data(tmp_path):
+    with pytest.raises(EmptyDatasetError):
+        stoker.write(tmp_path / "a", [])
+    with pytest.raises(EmptyDatasetError):
+        stoker.write(tmp_path / "b", {})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text,expected", [(1024, 1024), ("256MB", 256 * 2**20), ("1.5 KiB", 1536), ("2g", 2 * 2**30)])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["lots", "-1MB", 0, "12 parsecs", True])
+def test_parse_size_rejects(bad):
+    with pytest.raises(ConfigError):
+        parse_size(bad)
+
+
+def test_metadata_must_be_json(tmp_path):
+    with pytest.raises(ConfigError, match="JSON"):
+        stoker.StoreWriter(tmp_path / "s", metadata={"x": object()})
+    stoker.write(tmp_path / "s", {"x": np.arange(2)}, metadata={"classes": ["a", "b"]})
+    assert stoker.open(tmp_path / "s").metadata == {"classes": ["a", "b"]}

@@ -1,0 +1,28 @@
+"""The public surface: every name in __all__ exists, and nothing else is advertised by accident."""
+
+import stoker
+import stoker.errors
+
+EXPECTED = {
+    "Binary", "Column", "Loader", "LoaderConfig", "Ragged", "Sampler", "Scalar", "Sequence", "StokerError",
+    "Store", "StoreWriter", "String", "Tensor", "__version__", "errors", "open", "write",
+}  # fmt: skip
+
+
+def test_all_is_what_we_promise():
+    assert set(stoker.__all__) >= EXPECTED
+    for name in stoker.__all__:
+        assert hasattr(stoker, name), name
+
+
+def test_public_names_are_in_all():
+    public = {n for n in dir(stoker) if not n.startswith("_")}
+    modules = {"config", "convert", "device", "errors", "loader", "pipeline", "store", "cli", "text", "vision", "sources"}
+    assert public - set(stoker.__all__) - modules == set()
+
+
+def test_every_error_derives_from_the_base():
+    for name in stoker.errors.__all__:
+        cls = getattr(stoker.errors, name)
+        assert issubclass(cls, stoker.errors.StokerError)
+        assert name in stoker.errors.__doc__  # drawn in the tree

@@ -1,0 +1,279 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+from stoker.errors import ConfigError, EmptyDatasetError, StateError
+
+
+def labels_of(loader):
+    return np.concatenate([b["label"].numpy() for b in loader])
+
+
+def test_batches_are_tensors_with_padded_sequences(mixed_store, mixed_columns):
+    loader = stoker.Loader(mixed_store, batch_size=32, num_workers=2)
+    batch = next(iter(loader))
+    assert batch["image"].dtype == torch.uint8 and batch["image"].shape == (32, 4, 5, 3)
+    assert batch["ids"].shape[0] == 32 and batch["ids"].dtype == torch.int32
+    lengths = batch["ids_lengths"].numpy()
+    assert batch["ids"].shape[1] == lengths.max()
+    for row, n, label in zip(batch["ids"].numpy(), lengths, batch["label"].numpy()):
+        np.testing.assert_array_equal(row[:n], mixed_columns["ids"][label])
+        assert (row[n:] == 0).all()
+    assert isinstance(batch["text"], list) and batch["text"][0] == mixed_columns["text"][int(batch["label"][0])]
+
+
+def test_epoch_covers_every_row_once(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=32, shuffle=True, num_workers=2)
+    assert len(loader) == 10
+    first = labels_of(loader)
+    second = labels_of(loader)
+    assert sorted(first) == sorted(second) == list(range(300))
+    assert not np.array_equal(first, second)
+    assert loader.epoch == 2
+
+
+def test_rows_in_a_batch_come_sorted_but_batches_follow_the_sampler(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=32, shuffle=True, seed=3)
+    expected = list(loader.batch_sampler.batches(0))
+    for batch, idx in zip(loader, expected):
+        np.testing.assert_array_equal(batch["label"].numpy(), np.sort(idx))
+
+
+def test_pad_to_multiple_and_columns(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=16, columns=["ids", "label"], pad_to_multiple_of=8, pad_value=-1)
+    for batch in loader:
+        assert set(batch) == {"ids", "ids_lengths", "label"}
+        assert batch["ids"].shape[1] % 8 == 0
+        assert (batch["ids"][0, batch["ids_lengths"][0] :] == -1).all()
+
+
+@pytest.mark.parametrize("workers_before,workers_after", [(2, 0), (0, 2), (1, 2)])
+def test_resume_mid_epoch_with_other_worker_count(mixed_store, workers_before, workers_after):
+    full = stoker.Loader(mixed_store, batch_size=16, shuffle=True, seed=9, num_workers=workers_before)
+    it = iter(full)
+    head = [next(it)["label"].numpy() for _ in range(7)]
+    state = full.state_dict()
+    tail = [b["label"].numpy() for b in it]
+    resumed = stoker.Loader(mixed_store, batch_size=16, shuffle=True, seed=9, num_workers=workers_after)
+    resumed.load_state_dict(state)
+    again = [b["label"].numpy() for b in resumed]
+    assert len(again) == len(tail) == len(full) - 7
+    assert all(np.array_equal(a, b) for a, b in zip(again, tail))
+    assert sorted(np.concatenate(head + again)) == list(range(300))
+
+
+def test_state_after_a_whole_epoch_starts_the_next(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=50, shuffle=True)
+    list(loader)
+    state = loader.state_dict()
+    assert state["epoch"] == 1 and state["batches_done"] == 0
+    other = stoker.Loader(mixed_store, batch_size=50, shuffle=True)
+    other.load_state_dict(state)
+    np.testing.assert_array_equal(labels_of(other), labels_of(loader))
+
+
+def test_load_state_refuses_another_order(mixed_store):
+    state = stoker.Loader(mixed_store, batch_size=50, shuffle=True, seed=1).state_dict()
+    with pytest.raises(StateError, match="seed"):
+        stoker.Loader(mixed_store, batch_size=50, shuffle=True, seed=2).load_state_dict(state)
+    with pytest.raises(StateError, match="batch_size"):
+        stoker.Loader(mixed_store, batch_size=40, shuffle=True, seed=1).load_state_dict(state)
+    with pytest.raises(StateError):
+        stoker.Loader(mixed_store, batch_size=50).load_state_dict({"epoch": 1})
+
+
+def test_ranks_partition_the_epoch(mixed_store):
+    parts = [labels_of(stoker.Loader(mixed_store, batch_size=7, shuffle=True, rank=r, world_size=3)) for r in range(3)]
+    lens = {len(stoker.Loader(mixed_store, batch_size=7, shuffle=True, rank=r, world_size=3)) for r in range(3)}
+    assert len(lens) == 1
+    assert sorted(np.concatenate(parts)) == list(range(300))
+
+
+def test_collate_fn_on_store_batches(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=10, columns=["label"], collate_fn=lambda b: (b["label"] * 2, b["label"]))
+    doubled, plain = next(iter(loader))
+    assert torch.equal(doubled, plain * 2)
+
+
+def test_set_epoch_and_len(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=64, shuffle=True, drop_last=True)
+    assert len(loader) == 4
+    loader.set_epoch(5)
+    a = labels_of(loader)
+    loader.set_epoch(5)
+    np.testing.assert_array_equal(a, labels_of(loader))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(batch_size=0), "batch_size"),
+        (dict(batch_size=-3), "batch_size"),
+        (dict(num_workers=-1), "num_workers"),
+        (dict(prefetch_factor=0), "prefetch_factor"),
+        (dict(shuffle="maybe"), "shuffle"),
+        (dict(timeout=-1), "timeout"),
+        (dict(bogus=1), "unknown loader option"),
+        (dict(device="tpu9"), "device"),
+    ],
+)
+def test_invalid_options(mixed_store, kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        stoker.Loader(mixed_store, **kwargs)
+
+
+def test_cuda_without_gpu_is_a_clear_error(mixed_store):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ConfigError, match="sees no CUDA device"):
+        stoker.Loader(mixed_store, device="cuda")
+
+
+def test_pin_memory_without_cuda_warns_and_copies_nothing(mixed_store):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.warns(UserWarning, match="pin_memory=True needs CUDA"):
+        loader = stoker.Loader(mixed_store, batch_size=8, pin_memory=True, num_workers=0)
+    assert next(iter(loader))["label"].shape == (8,)
+
+
+def test_empty_cases(tmp_path, mixed_store):
+    with pytest.raises(EmptyDatasetError, match="drop_last"):
+        stoker.Loader(mixed_store, batch_size=1000, drop_last=True)
+
+    class Empty(torch.utils.data.Dataset):
+        def __len__(self):
+            return 0
+
+        def __getitem__(self, i):
+            raise IndexError(i)
+
+    with pytest.raises(EmptyDatasetError, match="no rows"):
+        stoker.Loader(Empty())
+
+
+def test_iterable_and_odd_data_are_refused():
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            yield 1
+
+    with pytest.raises(ConfigError, match="map-style"):
+        stoker.Loader(Stream())
+    with pytest.raises(ConfigError, match="cannot load from int"):
+        stoker.Loader(5)
+
+
+def test_cpu_batches_are_not_copied_twice(mixed_store):
+    """The gathered buffer is the tensor's memory: no copy between the read and the user."""
+    loader = stoker.Loader(mixed_store, batch_size=300, columns=["image"], num_workers=0)
+    batch = next(iter(loader))
+    pool_buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs]
+    assert any(batch["image"].data_ptr() == b.ctypes.data for b in pool_buffers)
+
+
+def test_held_batches_are_never_overwritten(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=100, columns=["image", "label"], shuffle=True, num_workers=2)
+    kept = [(b["label"].clone(), b["image"]) for b in loader]
+    kept += [(b["label"].clone(), b["image"]) for b in loader]
+    ds = stoker.open(mixed_store)
+    for labels, images in kept:
+        np.testing.assert_array_equal(images.numpy(), ds.gather(labels.numpy(), ["image"])["image"])
+
+
+def test_break_and_drop_leave_no_threads(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=8, num_workers=2)
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break
+    it = iter(loader)
+    next(it)
+    del it
+    assert [t for t in threading.enumerate() if t.name.startswith("stoker-")] == []
+
+
+class Squares(torch.utils.data.Dataset):
+    def __init__(self, n=100, fail_at=None):
+        self.n, self.fail_at = n, fail_at
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i == self.fail_at:
+            raise ValueError(f"cannot read sample {i}")
+        return {"x": torch.full((2, 2), float(i)), "y": i * i, "name": f"s{i}"}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torch_dataset_drop_in(workers, shm_clean):
+    loader = stoker.Loader(Squares(), batch_size=16, shuffle=True, num_workers=workers)
+    seen = []
+    for batch in loader:
+        assert batch["x"].shape[1:] == (2, 2) and batch["x"].dtype == torch.float32
+        assert torch.equal(batch["y"], (batch["x"][:, 0, 0] ** 2).long())
+        assert batch["name"] == [f"s{int(v)}" for v in batch["x"][:, 0, 0]]
+        seen += batch["x"][:, 0, 0].long().tolist()
+    assert sorted(seen) == list(range(100))
+
+
+def test_dataset_error_names_the_index(shm_clean):
+    loader = stoker.Loader(Squares(fail_at=37), batch_size=10, num_workers=2)
+    with pytest.raises(ValueError, match="cannot read sample 37") as info:
+        list(loader)
+    assert any("dataset[37]" in n for n in info.value.__notes__)
+
+
+def test_dataset_with_user_collate(shm_clean):
+    def collate(samples):
+        return torch.stack([s["x"] for s in samples]).sum(dim=(1, 2)), [s["name"] for s in samples]
+
+    sums, names = next(iter(stoker.Loader(Squares(), batch_size=4, num_workers=2, collate_fn=collate)))
+    assert sums.tolist() == [0.0, 4.0, 8.0, 12.0] and names == ["s0", "s1", "s2", "s3"]
+
+
+def test_dataset_break_leaves_no_processes_or_segments(shm_clean):
+    import multiprocessing as mp
+
+    loader = stoker.Loader(Squares(1000), batch_size=10, num_workers=2, prefetch_factor=4)
+    for i, _ in enumerate(loader):
+        if i == 3:
+            break
+    assert [p for p in mp.active_children() if p.name.startswith("stoker-")] == []
+
+
+def test_ctrl_c_cleans_up(tmp_path):
+    """SIGINT in a training loop: the script exits, nothing remains in /dev/shm."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, signal, sys, time, torch, stoker
+            class Slow(torch.utils.data.Dataset):
+                def __len__(self): return 10_000
+                def __getitem__(self, i):
+                    time.sleep(0.001)
+                    return torch.zeros(1000)
+            try:
+                for i, b in enumerate(stoker.Loader(Slow(), batch_size=8, num_workers=2)):
+                    if i == 5:
+                        os.kill(os.getpid(), signal.SIGINT)
+                        time.sleep(5)
+            except KeyboardInterrupt:
+                print("interrupted", flush=True)
+                sys.exit(3)
+            """
+        )
+    )
+    before = set(os.listdir("/dev/shm"))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    assert "interrupted" in proc.stdout
+    assert {f for f in set(os.listdir("/dev/shm")) - before if f.startswith("stoker_")} == set()
