@@ -6,5 +6,5 @@ Files:
     inspect.py  stoker inspect STORE [--verify] [--json]
     bench.py    stoker bench STORE
     convert.py  stoker convert KIND ...: one module per kind registers itself here
-    demo.py     stoker demo: the README's main job
+    demo.py     stoker demo: the README's main job (sections: demo_mnist.py, ...)
 """

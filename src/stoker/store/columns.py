@@ -237,10 +237,6 @@ def to_chunk(name: str, col: Column, values: Any, first_row: int) -> Any:
     return out
 
 
-def chunk_len(chunk: Any) -> int:
-    return len(chunk)
-
-
 def chunk_row_bytes(col: Column, chunk: Any) -> np.ndarray:
     """Bytes each row of a chunk takes on disk (int64 array)."""
     n = len(chunk)

@@ -165,9 +165,9 @@ class StoreWriter:
         if not self._rows:
             return
         rows, self._rows = self._rows, []
-        assert self.schema is not None
+        schema = self._schema()
         first = self.rows_written
-        columns: dict[str, list[Any]] = {name: [] for name in self.schema}
+        columns: dict[str, list[Any]] = {name: [] for name in schema}
         for i, row in enumerate(rows):
             if row.keys() != columns.keys():
                 missing = sorted(set(columns) - set(row))
@@ -179,9 +179,9 @@ class StoreWriter:
                 )
             for name, value in row.items():
                 columns[name].append(value)
-        stacked = {}
+        stacked: dict[str, Any] = dict(columns)  # sequences, blobs and text stay lists of rows
         for name, values in columns.items():
-            col = self.schema[name]
+            col = schema[name]
             if col.kind == "tensor":
                 arrays = [np.asarray(v) if not hasattr(v, "detach") else v.detach().cpu().numpy() for v in values]
                 shapes = {a.shape for a in arrays}
@@ -194,10 +194,6 @@ class StoreWriter:
                         column=name,
                     )
                 stacked[name] = np.stack(arrays)
-            elif col.kind == "sequence":
-                stacked[name] = values
-            else:
-                stacked[name] = values
         self._add_columns(stacked, first_row=first)
 
     def _add_columns(self, columns: Mapping[str, Any], first_row: int | None = None) -> None:
@@ -233,6 +229,11 @@ class StoreWriter:
             if self._pending_bytes >= self.shard_bytes:
                 self._write_shard()
 
+    def _schema(self) -> dict[str, Column]:
+        if self.schema is None:  # only reachable with no row added, which close() reports as empty
+            raise EmptyDatasetError(f"no rows were written to {self.path}; a store needs at least one row")
+        return self.schema
+
     # -- shards and the end -----------------------------------------------------------------
     def _tmpdir(self) -> Path:
         if self._tmp is None:
@@ -244,9 +245,9 @@ class StoreWriter:
     def _write_shard(self) -> None:
         if not self._pending_rows:
             return
-        assert self.schema is not None
-        arrays = [_to_arrow(col, concat_chunks(col, self._chunks[name])) for name, col in self.schema.items()]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(self.schema))
+        schema = self._schema()
+        arrays = [_to_arrow(col, concat_chunks(col, self._chunks[name])) for name, col in schema.items()]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(schema))
         name = SHARD_PATTERN.format(len(self._shards))
         path = self._tmpdir() / name
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as out:
@@ -266,9 +267,8 @@ class StoreWriter:
             self._write_shard()
             if not self._shards:
                 raise EmptyDatasetError(f"no rows were written to {self.path}; a store needs at least one row")
-            assert self.schema is not None
             tmp = self._tmpdir()
-            Manifest(self.schema, tuple(self._shards), self.metadata).write(tmp)
+            Manifest(self._schema(), tuple(self._shards), self.metadata).write(tmp)
             _replace_dir(tmp, self.path, self.overwrite)
             self._tmp = None
         except BaseException:
