@@ -15,6 +15,7 @@ comes back through shared memory (see ``pipeline/processes.py``).
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -24,7 +25,7 @@ import torch
 from stoker.config import LoaderConfig
 from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
-from stoker.pipeline.processes import BF16, default_collate, fetch, flatten, process_map, unflatten
+from stoker.pipeline.processes import BF16, ProcessPool, default_collate, fetch, flatten, process_map, unflatten
 from stoker.pipeline.sampler import FixedBatches, Sampler, order_name
 from stoker.pipeline.stages import BatchSource, StoreSource, chunk_size, chunked
 from stoker.pipeline.threads import default_workers, ordered_map
@@ -103,6 +104,20 @@ class Loader:
             raise EmptyDatasetError(f"this loader has no batch: {len(self.source)} rows, batch_size={cfg.batch_size}, drop_last={cfg.drop_last}")
         self._epoch = 0
         self._done = 0  # batches delivered in the current epoch
+        self._pool: ProcessPool | None = None  # worker processes kept between epochs (persistent_workers)
+        self._finalizer: weakref.finalize | None = None
+
+    def close(self) -> None:
+        """Stop worker processes kept between epochs (``persistent_workers``). Idempotent."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._pool = self._finalizer = None
+
+    def __enter__(self) -> Loader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _as_source(self, data: Any) -> Any:
         cfg = self.config
@@ -201,14 +216,17 @@ class Loader:
         return unflatten(spec, [tensors[str(i)] for i in range(len(tensors))])
 
     def _dataset_batches(self, index_batches: Iterator[np.ndarray], workers: int, timeout: float | None) -> Iterator[Any]:
+        depth = workers * self.config.prefetch_factor
         if workers == 0:
             collate = self.collate_fn or default_collate
             produced = (collate(fetch(self.source, [int(i) for i in idx])) for idx in index_batches)
+        elif self.config.persistent_workers:
+            if self._pool is None:
+                self._pool = ProcessPool(self.source, workers, self.collate_fn)
+                self._finalizer = weakref.finalize(self, self._pool.close)
+            produced = self._pool.map(index_batches, depth=depth, timeout=timeout)
         else:
-            produced = process_map(
-                self.source, index_batches, workers=workers, depth=workers * self.config.prefetch_factor,
-                collate_fn=self.collate_fn, timeout=timeout,
-            )  # fmt: skip
+            produced = process_map(self.source, index_batches, workers=workers, depth=depth, collate_fn=self.collate_fn, timeout=timeout)
         try:
             for batch in produced:
                 yield self._start(batch)

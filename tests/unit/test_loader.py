@@ -277,3 +277,32 @@ def test_ctrl_c_cleans_up(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "interrupted" in proc.stdout
     assert {f for f in set(os.listdir("/dev/shm")) - before if f.startswith("stoker_")} == set()
+
+
+def test_persistent_workers_serve_many_epochs(shm_clean):
+    import multiprocessing as mp
+
+    with stoker.Loader(Squares(64), batch_size=8, shuffle=True, num_workers=2, persistent_workers=True) as loader:
+        pids = set()
+        for _ in range(3):
+            seen = sorted(int(v) for b in loader for v in b["x"][:, 0, 0])
+            assert seen == list(range(64))
+            pids.add(tuple(p.pid for p in loader._pool._procs))
+        assert len(pids) == 1  # the same processes every epoch
+        for i, _ in enumerate(loader):  # leave an epoch early: the next one is still whole and right
+            if i == 1:
+                break
+        loader.set_epoch(7)
+        assert sorted(int(v) for b in loader for v in b["x"][:, 0, 0]) == list(range(64))
+    assert [p for p in mp.active_children() if p.name.startswith("stoker-")] == []
+
+
+def test_persistent_pool_is_closed_when_the_loader_is_dropped(shm_clean):
+    import gc
+    import multiprocessing as mp
+
+    loader = stoker.Loader(Squares(32), batch_size=8, num_workers=2, persistent_workers=True)
+    next(iter(loader))
+    del loader
+    gc.collect()
+    assert [p for p in mp.active_children() if p.name.startswith("stoker-") and p.is_alive()] == []

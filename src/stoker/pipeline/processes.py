@@ -3,7 +3,7 @@
 Each worker fetches the samples of a batch, collates them, and writes every array of the
 batch into one shared-memory segment; only a small description (names, dtypes, shapes,
 offsets) travels through the result queue. The consumer copies the arrays out, unlinks the
-segment, and rebuilds the batch. Segments are named ``stoker_<token>_<batch>``, so closing
+segment, and rebuilds the batch. Segments are named ``stoker_<token>_<generation>_<batch>``, so closing
 the pool can sweep ``/dev/shm`` for anything a killed worker left behind.
 """
 
@@ -149,25 +149,27 @@ def _untrack(name: str) -> None:
         pass
 
 
-def _worker(dataset: Any, collate: Callable | None, token: str, tasks: Any, results: Any) -> None:
+def _worker(dataset: Any, collate: Callable | None, token: str, tasks: Any, results: Any, current: Any) -> None:
     while True:
         task = tasks.get()
         if task is None:
             return
-        n, indices = task
+        gen, n, indices = task
+        if gen != current.value:  # the consumer abandoned that iteration
+            continue
         try:
             samples = fetch(dataset, indices)
             batch = collate(samples) if collate is not None else default_collate(samples)
             leaves, spec = flatten(batch)
-            name = f"stoker_{token}_{n}"
+            name = f"stoker_{token}_{gen}_{n}"
             layout, has_segment = _write_segment(name, leaves)
-            results.put((n, "ok", (name if has_segment else None, layout, spec)))
+            results.put((gen, n, "ok", (name if has_segment else None, layout, spec)))
         except Exception as exc:  # noqa: BLE001 - sent back and re-raised in the consumer
             try:
                 payload = pickle.dumps(exc)
             except Exception:  # noqa: BLE001
                 payload = None
-            results.put((n, "error", (payload, traceback.format_exc())))
+            results.put((gen, n, "error", (payload, traceback.format_exc())))
 
 
 def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
@@ -189,6 +191,100 @@ def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
 
 
 # -- the consumer -------------------------------------------------------------------------------
+class ProcessPool:
+    """Worker processes that fetch and collate batches of ``dataset`` rows.
+
+    Processes start on the first :meth:`map` and stay until :meth:`close`, so one pool can serve
+    many epochs (``persistent_workers``). Every :meth:`map` call is a new *generation*: results
+    of an abandoned one (the user broke out of the loop) are dropped and their segments unlinked.
+    """
+
+    def __init__(self, dataset: Any, workers: int, collate_fn: Callable | None = None, stage: str = "dataset") -> None:
+        self.dataset = dataset
+        self.workers = workers
+        self.collate_fn = collate_fn
+        self.stage = stage
+        self.token = f"{os.getpid()}_{secrets.token_hex(4)}"
+        self._procs: list[Any] = []
+        self._tasks: list[Any] = []
+        self._results: Any = None
+        self._current: Any = None
+        self._generation = 0
+        self._busy = False
+
+    def _start(self) -> None:
+        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+        ctx = mp.get_context(method)
+        self._tasks = [ctx.Queue() for _ in range(self.workers)]
+        self._results = ctx.Queue()
+        self._current = ctx.Value("q", 0, lock=False)
+        self._procs = [
+            ctx.Process(
+                target=_worker, args=(self.dataset, self.collate_fn, self.token, self._tasks[w], self._results, self._current),
+                daemon=True, name=f"stoker-{self.stage}-{w}",
+            )  # fmt: skip
+            for w in range(self.workers)
+        ]
+        for p in self._procs:
+            p.start()
+
+    def map(self, batches: Iterable[np.ndarray], *, depth: int, timeout: float | None = None) -> Iterator[Any]:
+        """Yield the collated batches for ``batches`` (index arrays), in order."""
+        if self._busy:
+            raise RuntimeError("this worker pool is already serving an iteration; finish or close it first")
+        if not self._procs:
+            self._start()
+        self._busy = True
+        self._generation += 1
+        gen = self._current.value = self._generation
+        it = iter(batches)
+        sent = received = 0
+        ready: dict[int, Any] = {}
+
+        def send_next() -> bool:
+            nonlocal sent
+            indices = next(it, None)
+            if indices is None:
+                return False
+            self._tasks[sent % self.workers].put((gen, sent, [int(i) for i in indices]))
+            sent += 1
+            return True
+
+        try:
+            while sent < max(depth, self.workers) and send_next():
+                pass
+            while received < sent:
+                while received not in ready:
+                    g, n, status, payload = _get(self._results, self._procs, timeout, self.stage, received)
+                    if g != gen:  # left over from an abandoned iteration
+                        _discard(status, payload)
+                        continue
+                    if status == "error":
+                        raise _rebuild_error(payload, self.stage, n)
+                    ready[n] = payload
+                batch = _read_segment(*ready.pop(received))
+                received += 1
+                send_next()
+                yield batch
+        except GeneratorExit:  # the user left the loop: workers skip the rest of this generation
+            raise
+        except BaseException:
+            self.close()  # a failed or interrupted pool is not reused
+            raise
+        finally:
+            for status_payload in ready.values():
+                _discard("ok", status_payload)
+            self._busy = False
+
+    def close(self) -> None:
+        """Stop the workers and unlink every segment this pool made. Safe to call twice."""
+        if self._procs:
+            _shutdown(self._procs, self._tasks, self._results)
+            self._procs, self._tasks, self._results = [], [], None
+        for path in glob.glob(f"/dev/shm/stoker_{self.token}_*"):
+            _unlink(os.path.basename(path))
+
+
 def process_map(
     dataset: Any,
     batches: Iterable[np.ndarray],
@@ -199,46 +295,17 @@ def process_map(
     timeout: float | None = None,
     stage: str = "dataset",
 ) -> Iterator[Any]:
-    """Yield collated batches of ``dataset`` rows, in order, fetched by ``workers`` processes."""
-    method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    ctx = mp.get_context(method)
-    token = f"{os.getpid()}_{secrets.token_hex(4)}"
-    tasks = [ctx.Queue() for _ in range(workers)]
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(target=_worker, args=(dataset, collate_fn, token, tasks[w], results), daemon=True, name=f"stoker-{stage}-{w}")
-        for w in range(workers)
-    ]
-    for p in procs:
-        p.start()
-    it = iter(batches)
-    sent = received = 0
-    ready: dict[int, Any] = {}
-
-    def send_next() -> bool:
-        nonlocal sent
-        indices = next(it, None)
-        if indices is None:
-            return False
-        tasks[sent % workers].put((sent, [int(i) for i in indices]))
-        sent += 1
-        return True
-
+    """Yield collated batches of ``dataset`` rows, in order, from a pool that lives for this call."""
+    pool = ProcessPool(dataset, workers, collate_fn, stage)
     try:
-        while sent < max(depth, workers) and send_next():
-            pass
-        while received < sent:
-            while received not in ready:
-                n, status, payload = _get(results, procs, timeout, stage, received)
-                if status == "error":
-                    raise _rebuild_error(payload, stage, n)
-                ready[n] = payload
-            batch = _read_segment(*ready.pop(received))
-            received += 1
-            send_next()
-            yield batch
+        yield from pool.map(batches, depth=depth, timeout=timeout)
     finally:
-        _shutdown(procs, tasks, results, token)
+        pool.close()
+
+
+def _discard(status: str, payload: Any) -> None:
+    if status == "ok" and payload[0]:
+        _unlink(payload[0])
 
 
 def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batch: int) -> Any:
@@ -277,7 +344,7 @@ def _rebuild_error(payload: Any, stage: str, batch: int) -> BaseException:
     return exc
 
 
-def _shutdown(procs: list[Any], tasks: list[Any], results: Any, token: str) -> None:
+def _shutdown(procs: list[Any], tasks: list[Any], results: Any) -> None:
     for q in tasks:
         try:
             q.put(None)
@@ -291,16 +358,13 @@ def _shutdown(procs: list[Any], tasks: list[Any], results: Any, token: str) -> N
             p.join(timeout=2.0)
     while True:  # unlink what finished but was never consumed
         try:
-            n, status, payload = results.get_nowait()
+            _, _, status, payload = results.get_nowait()
         except (queue.Empty, OSError, ValueError, EOFError):
             break
-        if status == "ok" and payload[0]:
-            _unlink(payload[0])
+        _discard(status, payload)
     for q in [*tasks, results]:
         q.close()
         q.join_thread()
-    for path in glob.glob(f"/dev/shm/stoker_{token}_*"):
-        _unlink(os.path.basename(path))
 
 
 def _unlink(name: str) -> None:
