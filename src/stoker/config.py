@@ -19,8 +19,9 @@ class LoaderConfig:
             epoch) or ``"block"`` (shuffle blocks of rows, then rows within a window of blocks;
             for data larger than RAM).
         drop_last: drop the last batch of an epoch when it is short.
-        num_workers: worker threads (stores) or processes (torch Datasets); ``None`` picks the
-            usable cores, ``0`` works in the calling thread.
+        num_workers: worker threads (stores, sources) or processes (torch Datasets); ``0`` works
+            in the calling thread; ``None`` chooses: a store whose batches are under 1 MiB is read
+            in the calling thread (it costs microseconds), anything else gets one worker per core.
         prefetch_factor: batches in flight per worker.
         pin_memory: stage batches in pinned memory; ``None`` pins exactly when the device is CUDA.
         device: where batches land: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"auto"``.

@@ -133,6 +133,14 @@ class Loader:
             raise ConfigError("stoker.Loader takes map-style data (with __len__ and __getitem__); an iterable dataset has no random access", option="data")
         raise ConfigError(f"cannot load from {type(data).__name__}; pass a store, its path, a batch source or a map-style Dataset", option="data")
 
+    @property
+    def num_workers(self) -> int:
+        """The workers this loader uses: ``num_workers``, or the source's choice when it was None."""
+        if self.config.num_workers is not None:
+            return self.config.num_workers
+        auto = getattr(self.source, "auto_workers", None)
+        return auto(self.config.batch_size) if auto is not None else default_workers()
+
     # -- sizes and positions ------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.batch_sampler)
@@ -167,7 +175,7 @@ class Loader:
             self._epoch, self._done = self._epoch + 1, 0
         epoch = self._epoch
         index_batches = self.batch_sampler.batches(epoch, self._done)
-        workers = default_workers() if cfg.num_workers is None else cfg.num_workers
+        workers = self.num_workers
         timeout = cfg.timeout or None
         if isinstance(self.source, BatchSource):
             hint = getattr(self.source, "batch_bytes", None)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import importlib
 
+DESCRIPTION = "Build a store from other data. Run 'stoker convert KIND --help' for the options of each kind."
+
 KINDS: tuple[str, ...] = ()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="build a store from text, images, HDF5, tables or a Dataset", description=__doc__)
+    p = sub.add_parser("convert", help="build a store from text, images, HDF5, tables or a Dataset", description=DESCRIPTION)
     kinds = p.add_subparsers(dest="kind", metavar="KIND")
     for name in KINDS:
         importlib.import_module(name).register(kinds)

@@ -16,10 +16,13 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from stoker.device.buffers import BufferPool
+from stoker.pipeline.threads import default_workers
 from stoker.store.columns import Ragged
 from stoker.store.reader import Store
 
 Batch = dict[str, Any]
+
+INLINE_BYTES = 2**20  # store batches smaller than this are read without worker threads by default
 
 
 @runtime_checkable
@@ -32,7 +35,9 @@ class BatchSource(Protocol):
     numpy arrays become tensors on the device. A source may also define
     ``finalize(batch) -> batch``, run on the consumer's side after the copy to the device (for
     example: uint8 to float and normalize, as one batch operation on the GPU), and
-    ``batch_bytes(batch_size) -> float``, the expected bytes of one batch, which sizes chunks.
+    ``batch_bytes(batch_size) -> float``, the expected bytes of one batch, which sizes chunks, and
+    ``auto_workers(batch_size) -> int``, the worker threads to use when the user does not say
+    (one per core otherwise).
     """
 
     def __len__(self) -> int: ...
@@ -66,6 +71,16 @@ class StoreSource:
 
     def batch_bytes(self, batch_size: int) -> float:
         return batch_size * self.store.nbytes / max(len(self.store), 1)
+
+    def auto_workers(self, batch_size: int) -> int:
+        """Threads to use when the user does not say.
+
+        A batch under ``INLINE_BYTES`` is read in the calling thread: the gather costs
+        microseconds, and worker threads would only add hand-offs (measured on 2 cores: 28x28
+        uint8 batches of 256 at 3.9M rows/s inline vs 1.8M with 2 threads; 224x224x3 at 52k
+        inline vs 65k with 2 threads).
+        """
+        return 0 if self.batch_bytes(batch_size) < INLINE_BYTES else default_workers()
 
     def read(self, chunk: list[np.ndarray]) -> list[Batch]:
         if len(chunk) == 1:
