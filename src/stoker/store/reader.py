@@ -103,6 +103,10 @@ class Store:
         self._starts = np.concatenate([[0], np.cumsum(rows)])
         self._len = int(self._starts[-1])
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # memory maps do not pickle: a copy in another process opens the same path again
+        return (Store, (str(self.path),))
+
     # -- description ----------------------------------------------------------------------
     @property
     def schema(self) -> dict[str, Column]:

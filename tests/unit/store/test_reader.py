@@ -110,3 +110,12 @@ def test_garbage_shard(mixed_store):
     shard.write_bytes(b"\x00" * shard.stat().st_size)
     with pytest.raises(ShardError, match="not a readable Arrow IPC file"):
         stoker.open(mixed_store)
+
+
+def test_store_pickles_by_path(mixed_store):
+    import pickle
+
+    ds = stoker.open(mixed_store)
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy.path == ds.path and len(copy) == len(ds)
+    np.testing.assert_array_equal(copy[[1, 2]]["image"], ds[[1, 2]]["image"])
