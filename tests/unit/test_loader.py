@@ -317,3 +317,15 @@ def test_auto_workers_read_small_batches_inline(tmp_path):
     assert stoker.Loader(tmp_path / "big", batch_size=20).num_workers == default_workers()
     assert stoker.Loader(tmp_path / "big", batch_size=20, num_workers=0).num_workers == 0
     assert stoker.Loader(Squares(), batch_size=4).num_workers == default_workers()
+
+
+def test_ragged_samples_get_a_collate_hint(shm_clean):
+    class Ragged(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return {"ids": torch.arange(i + 1), "y": i}
+
+    with pytest.raises(ValueError, match=r"sample\['ids'\].*shapes differ.*collate_fn"):
+        list(stoker.Loader(Ragged(), batch_size=4, num_workers=2))

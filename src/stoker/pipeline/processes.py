@@ -51,21 +51,32 @@ def _torch_int16():
     return torch.int16
 
 
-def default_collate(samples: list[Any]) -> Any:
+def default_collate(samples: list[Any], path: str = "sample") -> Any:
     """Stack a list of samples like torch's default_collate, into numpy arrays."""
     first = samples[0]
     if isinstance(first, dict):
-        return {k: default_collate([s[k] for s in samples]) for k in first}
+        return {k: default_collate([s[k] for s in samples], f"{path}[{k!r}]") for k in first}
     if isinstance(first, tuple) and hasattr(first, "_fields"):  # namedtuple
-        return type(first)(*(default_collate(list(col)) for col in zip(*samples)))
+        return type(first)(*(default_collate(list(col), f"{path}.{name}") for name, col in zip(first._fields, zip(*samples))))
     if isinstance(first, (tuple, list)):
-        return type(first)(default_collate(list(col)) for col in zip(*samples))
+        return type(first)(default_collate(list(col), f"{path}[{i}]") for i, col in enumerate(zip(*samples)))
     if isinstance(first, (str, bytes)) or first is None:
         return list(samples)
     values = [_to_numpy(s) for s in samples]
     if isinstance(values[0], BF16):
-        return BF16(np.stack([v.bits for v in values]))
-    return np.stack([np.asarray(v) for v in values])
+        values = [v.bits for v in values]
+        return BF16(_stack(values, path))
+    return _stack([np.asarray(v) for v in values], path)
+
+
+def _stack(arrays: list[np.ndarray], path: str) -> np.ndarray:
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise ValueError(
+            f"cannot stack {path} into a batch: its shapes differ ({', '.join(str(s) for s in sorted(shapes)[:4])}); "
+            "pass a collate_fn that pads or crops them, or store them as stoker.Sequence"
+        )
+    return np.stack(arrays)
 
 
 def flatten(tree: Any) -> tuple[list[Any], Any]:
