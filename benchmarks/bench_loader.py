@@ -6,9 +6,9 @@ Workloads (issue 2):
           seeds' pattern: a numpy-memmap Dataset in torch DataLoader(num_workers=2, pin_memory=True).
   tokens  variable-length token ids (mean ~20), padded batches of 32, shuffled. Contenders:
           stoker.Loader and a per-sample Dataset + pad_sequence collate in DataLoader(num_workers=2).
-Also: time to first batch, and RSS growth over 20 epochs.
+Also: time to first batch (a fresh process, imports not counted), and RSS growth over 20 epochs.
 
-    python benchmarks/bench_loader.py [--images 6000] [--rows 200000] [--seconds 3] [--json results/loader.json]
+    python benchmarks/bench_loader.py [--images 8000] [--rows 200000] [--seconds 3] [--json results/loader.json]
 
 Pixels are synthetic (their values do not change copy speed); token lengths follow real
 short sentences (mean ~20, long tail).
@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import stoker  # noqa: E402
-from common import Result, first_batch_time, print_table, rate, rss_mb, save  # noqa: E402
+from common import Result, first_batch_fresh_process, print_table, rate, rss_mb, save  # noqa: E402
 
 IMG = (224, 224, 3)
 
@@ -49,15 +49,22 @@ class MemmapImages(torch.utils.data.Dataset):
         return torch.from_numpy(np.array(self.arr[i])), i
 
 
-class TokenRows(torch.utils.data.Dataset):
-    def __init__(self, rows: list[np.ndarray]) -> None:
-        self.rows = rows
+class MemmapTokens(torch.utils.data.Dataset):
+    """The seeds' pattern for token ids: flat ids + offsets in .npy memmaps, one row per __getitem__."""
+
+    def __init__(self, values: str, offsets: str) -> None:
+        self.paths = (values, offsets)
+        self.values = self.offsets = None
+        self.n = len(np.load(offsets, mmap_mode="r")) - 1
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return self.n
 
     def __getitem__(self, i: int):
-        return torch.from_numpy(self.rows[i]), i
+        if self.values is None:
+            self.values, self.offsets = (np.load(p, mmap_mode="r") for p in self.paths)
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return torch.from_numpy(np.array(self.values[a:b])), i
 
 
 def pad_collate(samples):
@@ -99,7 +106,7 @@ def bench_images(tmp: str, n: int, seconds: float, results: list[Result], checks
 
     loader = stoker.Loader(ds, batch_size=batch, shuffle=True, columns=["image", "label"])
     sps, mbs = rate(lambda: loader, lambda b: len(b["label"]), seconds=seconds, nbytes=lambda b: b["image"].nbytes)
-    results.append(Result("images 224 uint8 / b256", "stoker", sps, mbs))
+    results.append(Result("images 224 uint8 / b256", f"stoker (default: {loader.num_workers} workers)", sps, mbs))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
         dl = torch.utils.data.DataLoader(MemmapImages(npy, n), batch_size=batch, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)
@@ -108,7 +115,7 @@ def bench_images(tmp: str, n: int, seconds: float, results: list[Result], checks
     checks["images_vs_memcpy"] = sps / memcpy
     checks["images_vs_dataloader"] = sps / dsps
     checks["images_write_s"] = write_s
-    checks["images_first_batch_s"] = first_batch_time(lambda: stoker.Loader(stoker.open(store_path), batch_size=batch, shuffle=True))
+    checks["images_first_batch_s"] = first_batch_fresh_process(store_path, batch_size=batch, shuffle=True)
 
 
 def bench_tokens(tmp: str, n: int, seconds: float, results: list[Result], checks: dict) -> None:
@@ -119,24 +126,30 @@ def bench_tokens(tmp: str, n: int, seconds: float, results: list[Result], checks
     stoker.write(path, {"ids": rows, "label": rng.integers(0, 2, size=n)}, {"ids": stoker.Sequence("int32"), "label": stoker.Scalar("int64")})
     ds = stoker.open(path)
     batch = 32
-    loader = stoker.Loader(ds, batch_size=batch, shuffle=True)
+    loader = stoker.Loader(ds, batch_size=batch, shuffle=True)  # default workers: inline for small batches
     sps, _ = rate(lambda: loader, lambda b: len(b["label"]), seconds=seconds)
-    results.append(Result("token ids (mean ~20) / b32", "stoker", sps))
-    loader0 = stoker.Loader(ds, batch_size=batch, shuffle=True, num_workers=0)
-    sps0, _ = rate(lambda: loader0, lambda b: len(b["label"]), seconds=seconds)
-    results.append(Result("token ids (mean ~20) / b32", "stoker num_workers=0", sps0))
-    dl = torch.utils.data.DataLoader(TokenRows(rows), batch_size=batch, shuffle=True, num_workers=2, collate_fn=pad_collate, persistent_workers=True)
-    dsps, _ = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds)
-    results.append(Result("token ids (mean ~20) / b32", "torch DataLoader pad_sequence w=2", dsps))
-    checks["tokens_samples_per_s"] = max(sps, sps0)
-    checks["tokens_vs_dataloader"] = max(sps, sps0) / dsps
-    checks["tokens_first_batch_s"] = first_batch_time(lambda: stoker.Loader(stoker.open(path), batch_size=batch, shuffle=True))
+    results.append(Result("token ids (mean ~20) / b32", f"stoker (default: {loader.num_workers} workers)", sps))
+    loader2 = stoker.Loader(ds, batch_size=batch, shuffle=True, num_workers=2)
+    sps2, _ = rate(lambda: loader2, lambda b: len(b["label"]), seconds=seconds)
+    results.append(Result("token ids (mean ~20) / b32", "stoker num_workers=2", sps2))
+    ragged = stoker.Ragged.from_rows(rows)
+    np.save(os.path.join(tmp, "ids.npy"), ragged.values)
+    np.save(os.path.join(tmp, "offsets.npy"), ragged.offsets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pin_memory without CUDA
+        dl = torch.utils.data.DataLoader(
+            MemmapTokens(os.path.join(tmp, "ids.npy"), os.path.join(tmp, "offsets.npy")), batch_size=batch, shuffle=True,
+            num_workers=2, pin_memory=True, collate_fn=pad_collate, persistent_workers=True,
+        )  # fmt: skip
+        dsps, _ = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds)
+    results.append(Result("token ids (mean ~20) / b32", "torch DataLoader memmap w=2 pin", dsps))
+    checks["tokens_samples_per_s"] = sps
+    checks["tokens_vs_dataloader"] = sps / dsps
+    checks["tokens_first_batch_s"] = first_batch_fresh_process(path, batch_size=batch, shuffle=True)
 
-    # RSS over 20 epochs on a smaller slice of the same store
-    small = stoker.Loader(ds, batch_size=batch, shuffle=True, num_workers=2)
+    # RSS over 20 epochs (the first 20,000 rows of each epoch, threads on)
     epochs_rows = min(n, 20000)
-    sub = stoker.Loader(stoker.open(path), batch_size=batch, shuffle=True)
-    del small
+    sub = stoker.Loader(stoker.open(path), batch_size=batch, shuffle=True, num_workers=2)
     rss = []
     for _ in range(20):
         for i, _b in enumerate(sub):
