@@ -1,0 +1,73 @@
+"""Run one contender on one workload and print one JSON line (called by run.py in the right venv)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(__file__))
+from contenders import CONTENDERS  # noqa: E402
+from workloads import WORKLOADS  # noqa: E402
+
+
+def du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--contender", required=True)
+    ap.add_argument("--workload", required=True)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    w = WORKLOADS[args.workload]
+    raw = Path(args.root) / w.name / "raw"
+    work = Path(args.root) / w.name / args.contender.replace(" ", "_").replace("(", "").replace(")", "").replace(":", "")
+    out = {"contender": args.contender, "workload": w.name}
+    try:
+        _, prepare, load = CONTENDERS[args.contender]
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        t0 = time.perf_counter()
+        prepare(w, raw, work)
+        out["write_s"] = time.perf_counter() - t0
+        out["bytes_on_disk"] = du(work)
+        t0 = time.perf_counter()
+        make_iter, count = load(w, raw, work)
+        it = iter(make_iter())
+        first = next(it)
+        out["first_batch_s"] = time.perf_counter() - t0
+        samples = count(first)
+        del first
+        t0 = time.perf_counter()
+        samples = 0
+        while time.perf_counter() - t0 < args.seconds:
+            for batch in it:
+                samples += count(batch)
+                if time.perf_counter() - t0 >= args.seconds:
+                    break
+            else:
+                it = iter(make_iter())
+        out["samples_per_s"] = samples / (time.perf_counter() - t0)
+        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    except Exception as exc:  # noqa: BLE001 - the table says why a contender has no figure
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        out["traceback"] = traceback.format_exc()[-2000:]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(out), flush=True)
+    os._exit(0)  # do not wait for loaders' worker processes to wind down
+
+
+if __name__ == "__main__":
+    main()

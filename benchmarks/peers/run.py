@@ -1,0 +1,138 @@
+"""stoker against its peers, side by side, on the same machine, data and task.
+
+    python benchmarks/peers/run.py [--workloads images_uint8,token_ids,tensors] [--seconds 4]
+                                   [--only stoker,WebDataset] [--out results/peers]
+
+Every (contender, workload) runs in its own process, in the environment that contender needs
+(``ENVS``: peers that pin conflicting versions get their own venv). Each writes its own format
+with its own writer, then loads shuffled batches on the CPU for ``--seconds``. Printed: a ratio
+table (stoker = 1.0) with write time, bytes on disk, time to first batch and peak RSS; written:
+``<out>.json`` and ``<out>.png``. A contender that cannot run says why in the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from contenders import CONTENDERS  # noqa: E402
+from workloads import WORKLOADS, make_raw  # noqa: E402
+
+ENVS = {"peers": ".venv-peers", "mosaic": ".venv-mosaic"}
+
+
+def env_python(env: str) -> Path:
+    root = Path(os.environ.get("STOKER_BENCH_VENVS", HERE.parent.parent))
+    return root / ENVS[env] / "bin" / "python"
+
+
+def memcpy_rate(raw: Path, batch: int, seconds: float = 1.0) -> float:
+    """Rows per second that one thread can copy: the physical limit of a loader that copies once."""
+    x = np.load(raw / "x.npy", mmap_mode="r")
+    src = np.ascontiguousarray(x[:batch])
+    dst = np.empty_like(src)
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        np.copyto(dst, src)
+        reps += 1
+    return reps * batch / (time.perf_counter() - t0)
+
+
+def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
+    env = CONTENDERS[contender][0]
+    python = env_python(env)
+    if not python.exists():
+        return {"contender": contender, "workload": workload, "error": f"its environment {ENVS[env]} is not built (make bench builds it)"}
+    cmd = [str(python), str(HERE / "child.py"), "--contender", contender, "--workload", workload, "--root", str(root), "--seconds", str(seconds)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    except subprocess.TimeoutExpired:
+        return {"contender": contender, "workload": workload, "error": "timed out after 20 minutes"}
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return {"contender": contender, "workload": workload, "error": f"exited {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+    return json.loads(lines[-1])
+
+
+def print_table(rows: list[dict]) -> None:
+    header = f"{'workload':<13} {'contender':<40} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11}"
+    print(header)
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        group = [r for r in rows if r["workload"] == workload]
+        base = next((r.get("samples_per_s") for r in group if r["contender"] == "stoker"), None)
+        for r in group:
+            if "error" in r:
+                print(f"{workload:<13} {r['contender']:<40} {'-':>11} {'-':>9}  not measured: {r['error'][:120]}")
+                continue
+            ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
+            opt = lambda k, f: f.format(r[k]) if k in r else "-"  # noqa: E731
+            print(
+                f"{workload:<13} {r['contender']:<40} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
+                f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_rss_mb', '{:.0f}'):>11}"
+            )
+
+
+def chart(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, 2.6 * len(workloads)), squeeze=False)
+    for ax, workload in zip(axes[:, 0], workloads):
+        group = [r for r in rows if r["workload"] == workload and "samples_per_s" in r]
+        base = next((r["samples_per_s"] for r in group if r["contender"] == "stoker"), None) or 1.0
+        names = [r["contender"] for r in group]
+        ratios = [r["samples_per_s"] / base for r in group]
+        colors = ["#d9480f" if n == "stoker" else "#868e96" if "limit" in n else "#4263eb" for n in names]
+        ax.barh(names[::-1], ratios[::-1], color=colors[::-1])
+        ax.axvline(1.0, color="black", lw=0.8)
+        ax.set_title(f"{workload}: {WORKLOADS[workload].description}", fontsize=9, loc="left")
+        ax.tick_params(labelsize=8)
+        ax.set_xlabel("throughput relative to stoker (higher is faster)", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--only", default=None, help="comma-separated contenders (default: all)")
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--root", default="/tmp/stoker-peers", help="scratch directory for data and formats")
+    ap.add_argument("--out", default="results/peers")
+    args = ap.parse_args()
+    root = Path(args.root)
+    contenders = args.only.split(",") if args.only else list(CONTENDERS)
+    rows: list[dict] = []
+    for name in args.workloads.split(","):
+        w = WORKLOADS[name]
+        raw = make_raw(w, root)
+        for contender in contenders:
+            print(f"[{name}] {contender} ...", file=sys.stderr, flush=True)
+            rows.append(run_one(contender, name, root, args.seconds))
+        if name != "token_ids":
+            rate = memcpy_rate(raw, w.batch_size)
+            rows.append({"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": rate})
+    print(f"\nstoker vs peers, {date.today().isoformat()}, {os.cpu_count()} vCPU; batches on the CPU, shuffled\n")
+    print_table(rows)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"date": date.today().isoformat(), "rows": rows}, indent=2))
+    chart(rows, out.with_suffix(".png"))
+    print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()
