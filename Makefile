@@ -9,6 +9,10 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 DATA ?= data
 
+# Peers for `make bench`, pinned; MosaicML Streaming pins numpy<2.2 and gets its own venv.
+PEERS ?= webdataset==1.0.2 datasets==5.2.0 torchdata==0.11.0 litdata==0.2.76 spdl==0.8.0 nvidia-dali-cuda120==2.4.0
+MOSAIC ?= mosaicml-streaming==0.13.0
+
 .PHONY: install demo test bench clean
 
 $(VENV)/.installed: pyproject.toml
@@ -26,8 +30,20 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
-bench: install
+.venv-peers/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/python -m pip install --quiet "$(TORCH)" -e . $(PEERS)
+	.venv-peers/bin/python -m pip uninstall --yes --quiet torchvision  # litdata pulls it; it does not import beside this torch
+	touch $@
+
+.venv-mosaic/.installed:
+	$(PYTHON) -m venv .venv-mosaic
+	.venv-mosaic/bin/python -m pip install --quiet "$(TORCH)" $(MOSAIC)
+	touch $@
+
+bench: install .venv-peers/.installed .venv-mosaic/.installed
 	$(BIN)/python benchmarks/bench_loader.py
+	$(BIN)/python benchmarks/peers/run.py
 
 clean:
-	rm -rf $(VENV) $(DATA) results .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-peers .venv-mosaic $(DATA) results .pytest_cache .hypothesis
