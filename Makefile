@@ -9,9 +9,13 @@ BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 DATA ?= data
 
-# Peers for `make bench`, pinned; MosaicML Streaming pins numpy<2.2 and gets its own venv.
+# Peers for `make bench`, pinned. MosaicML Streaming pins numpy<2.2 and imports torchvision, which
+# only loads beside PyPI's own (CUDA) torch build: it gets a venv of its own, resolved from PyPI with
+# --isolated (past this machine's local CPU wheel). FFCV compiles against Debian's libturbojpeg and
+# OpenCV (apt, needs root) and gets its own venv. A venv that fails to build only costs its column.
 PEERS ?= webdataset==1.0.2 datasets==5.2.0 torchdata==0.11.0 litdata==0.2.76 spdl==0.8.0 nvidia-dali-cuda120==2.4.0
-MOSAIC ?= mosaicml-streaming==0.13.0
+MOSAIC ?= mosaicml-streaming==0.13.0 torch==2.13.0 torchvision==0.28.0 "numpy<2.2"
+FFCV ?= ffcv==1.0.2 pillow
 
 .PHONY: install demo test bench clean
 
@@ -38,12 +42,20 @@ test: install
 
 .venv-mosaic/.installed:
 	$(PYTHON) -m venv .venv-mosaic
-	.venv-mosaic/bin/python -m pip install --quiet "$(TORCH)" $(MOSAIC)
+	.venv-mosaic/bin/python -m pip install --isolated --quiet $(MOSAIC)
 	touch $@
 
-bench: install .venv-peers/.installed .venv-mosaic/.installed
+.venv-ffcv/.installed:
+	dpkg -s libturbojpeg0-dev libopencv-dev pkg-config >/dev/null 2>&1 || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q libturbojpeg0-dev libopencv-dev pkg-config
+	$(PYTHON) -m venv .venv-ffcv
+	.venv-ffcv/bin/python -m pip install --quiet "$(TORCH)" $(FFCV)
+	touch $@
+
+bench: install .venv-peers/.installed
+	-$(MAKE) .venv-mosaic/.installed .venv-ffcv/.installed
 	$(BIN)/python benchmarks/bench_loader.py
 	$(BIN)/python benchmarks/peers/run.py
 
 clean:
-	rm -rf $(VENV) .venv-peers .venv-mosaic $(DATA) results .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-peers .venv-mosaic .venv-ffcv $(DATA) results .pytest_cache .hypothesis

@@ -322,6 +322,42 @@ def mosaic_load(w: Workload, raw: Path, work: Path):
     return (lambda: dl), (lambda b: len(b[1]))
 
 
+# -- FFCV (own venv; built against Debian's libturbojpeg and OpenCV) ------------------------------------------------
+class _IndexedRows:
+    def __init__(self, raw: Path) -> None:
+        self.x = np.load(raw / "x.npy", mmap_mode="r")
+        self.labels = np.load(raw / "labels.npy", mmap_mode="r")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int):
+        return np.asarray(self.x[i]), int(self.labels[i])
+
+
+def ffcv_prepare(w: Workload, raw: Path, work: Path) -> None:
+    if w.name == "token_ids":
+        raise NotImplementedError("FFCV has no field for variable-length numeric arrays (NDArrayField needs a fixed shape)")
+    from ffcv.fields import IntField, NDArrayField
+    from ffcv.writer import DatasetWriter
+
+    rows = _IndexedRows(raw)
+    fields = {"x": NDArrayField(shape=rows.x.shape[1:], dtype=rows.x.dtype), "label": IntField()}
+    DatasetWriter(str(work / "data.beton"), fields, num_workers=WORKERS).from_indexed_dataset(rows)
+
+
+def ffcv_load(w: Workload, raw: Path, work: Path):
+    from ffcv.fields.decoders import IntDecoder, NDArrayDecoder
+    from ffcv.loader import Loader, OrderOption
+    from ffcv.transforms import ToTensor
+
+    loader = Loader(
+        str(work / "data.beton"), batch_size=w.batch_size, num_workers=WORKERS, order=OrderOption.RANDOM, drop_last=True,
+        os_cache=True, pipelines={"x": [NDArrayDecoder(), ToTensor()], "label": [IntDecoder(), ToTensor()]},
+    )  # fmt: skip
+    return (lambda: loader), (lambda b: len(b[1]))
+
+
 def _nothing(w: Workload, raw: Path, work: Path) -> None:
     return None
 
@@ -338,4 +374,5 @@ CONTENDERS: dict[str, tuple[str, Any, Any]] = {
     "SPDL": ("peers", _nothing, spdl_load),
     "NVIDIA DALI (CPU)": ("peers", dali_prepare, dali_load),
     "MosaicML Streaming": ("mosaic", mosaic_prepare, mosaic_load),
+    "FFCV": ("ffcv", ffcv_prepare, ffcv_load),
 }

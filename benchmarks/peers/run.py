@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 from contenders import CONTENDERS  # noqa: E402
 from workloads import WORKLOADS, make_raw  # noqa: E402
 
-ENVS = {"peers": ".venv-peers", "mosaic": ".venv-mosaic"}
+ENVS = {"peers": ".venv-peers", "mosaic": ".venv-mosaic", "ffcv": ".venv-ffcv"}
 
 
 def env_python(env: str) -> Path:
