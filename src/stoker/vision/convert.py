@@ -16,6 +16,7 @@ the files left out go to the manifest's metadata.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from stoker.store.format import Binary, Scalar, Tensor
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, decode, encode_jpeg, probe, read_file
 from stoker.vision.errors import ImageError
-from stoker.vision.render import render_bytes, resample
+from stoker.vision.render import one_torch_thread_here, render_bytes, resample
 from stoker.vision.source import Skipped
 from stoker.vision.sources import ImageList, find_images
 from stoker.vision.transforms import CenterCrop, Compose, Resize, View
@@ -127,6 +128,8 @@ class _Converter:
         self.shape = (3, *self.resize.out_size())
 
     def __call__(self, rows: np.ndarray) -> tuple[dict[str, Any], list[Skipped]]:
+        if threading.current_thread() is not threading.main_thread():
+            one_torch_thread_here()  # the threads are the parallelism; see render.py
         images: list[Any] = []
         kept: list[int] = []
         skipped: list[Skipped] = []

@@ -30,7 +30,7 @@ from stoker.errors import ConfigError
 from stoker.store.reader import Store
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, probe, read_file
 from stoker.vision.errors import ImageError
-from stoker.vision.render import render_array, render_bytes
+from stoker.vision.render import one_torch_thread_here, render_array, render_bytes
 from stoker.vision.sources import ImageList, find_images
 from stoker.vision.transforms import Compose, as_compose
 
@@ -121,6 +121,7 @@ class ImageSource:
         self.options = opts = ImageOptions(transforms=as_compose(transforms), **options)
         self._pool = BufferPool()
         self._lock = threading.Lock()
+        self._threads = threading.local()  # per worker thread: torch limited to one thread there
         self._skipped: dict[int, Skipped] = {}
         self._epoch = 0
         self._norm_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -185,6 +186,9 @@ class ImageSource:
         return [self.read_batch(np.sort(np.asarray(idx, dtype=np.int64))) for idx in chunk]
 
     def read_batch(self, idx: np.ndarray) -> dict[str, Any]:
+        if not getattr(self._threads, "limited", False) and threading.current_thread() is not threading.main_thread():
+            one_torch_thread_here()  # worker threads resample in parallel already
+            self._threads.limited = True
         if self._gpu is not None:
             return self._gpu.read(idx)
         opts = self.options
