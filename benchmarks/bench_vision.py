@@ -10,7 +10,7 @@ Contenders, all producing training batches of 224x224 images with labels, shuffl
                (what crosses the bus; Normalize runs on the GPU) and with Normalize run on the CPU
   resized      stoker.Loader(ImageSource(resized store at 224)): uint8, and with Normalize on the CPU
 
-    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_vision.py [--data data] [--seconds 5]
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_vision.py [--data data] [--seconds 3] [--rounds 3]
 
 Targets: encoded >= 3x seed 002 and >= 0.8x (cores x 1 thread); resized >= 40x seed 002.
 """
@@ -93,7 +93,8 @@ def _one_thread(blobs: list[bytes], seconds: float, full_decode: bool) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="data", help="where scripts/fetch_data.py put the images (default data/)")
-    ap.add_argument("--seconds", type=float, default=5.0, help="seconds per contender (default 5)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per contender and round (default 3)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported (default 3)")
     ap.add_argument("--json", default="results/vision.json", help="where to save the results")
     args = ap.parse_args()
     photos = Path(args.data) / "images" / "photos"
@@ -113,31 +114,41 @@ def main() -> None:
           f"{int(np.median([s.height for s in sizes]))} px; convert encoded {enc.rows / t_enc:,.0f} img/s, resized {res.rows / t_res:,.0f} img/s")
 
     results: list[Result] = []
-
-    def add(name: str, value: float) -> float:
-        results.append(Result("images 224, train", name, value))
-        print(f"  {name:<58} {value:>9,.0f} img/s", flush=True)
-        return value
-
     count = lambda b: len(b[1]) if isinstance(b, (list, tuple)) else len(b["label"])  # noqa: E731
     blobs = stoker.open(enc.path).gather(np.arange(enc.rows), ["image"])["image"]
-    single = add("1 thread: stoker's per-image work (DCT-scaled decode)", one_thread(blobs, args.seconds, False))
-    add("1 thread: full simplejpeg decode + resize to 224", one_thread(blobs, args.seconds, True))
 
     def loader(path: Path, transforms) -> stoker.Loader:
         return stoker.Loader(vision.ImageSource(path, transforms), batch_size=BATCH, shuffle=True, num_workers=cores)
 
     train = [vision.RandomResizedCrop(224), vision.RandomHorizontalFlip()]
-    enc_u8 = add("stoker encoded store, uint8 (Normalize on the GPU)", rate(lambda: loader(enc.path, train), count, seconds=args.seconds)[0])
-    enc_f = add("stoker encoded store, Normalize on the CPU", rate(lambda: loader(enc.path, train + [vision.Normalize()]), count, seconds=args.seconds)[0])
-    res_u8 = add("stoker resized store, uint8 (Normalize on the GPU)", rate(lambda: loader(res.path, None), count, seconds=args.seconds)[0])
-    res_f = add("stoker resized store, Normalize on the CPU", rate(lambda: loader(res.path, [vision.Normalize()]), count, seconds=args.seconds)[0])
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
         dl = torch.utils.data.DataLoader(SeedImageFolder(str(photos)), batch_size=BATCH, shuffle=True, num_workers=2,
                                          pin_memory=True, persistent_workers=True)  # fmt: skip
-        seed = add("seed 002: ImageFolder+PIL, DataLoader(2 workers, pin)", rate(lambda: dl, count, seconds=args.seconds)[0])
+        contenders = {
+            "seed 002: ImageFolder+PIL, DataLoader(2 workers, pin)": lambda: rate(lambda: dl, count, seconds=args.seconds)[0],
+            "1 thread: stoker's per-image work (DCT-scaled decode)": lambda: one_thread(blobs, args.seconds, False),
+            "1 thread: full simplejpeg decode + resize to 224": lambda: one_thread(blobs, args.seconds, True),
+            "stoker encoded store, uint8 (Normalize on the GPU)": lambda: rate(lambda: loader(enc.path, train), count, seconds=args.seconds)[0],
+            "stoker encoded store, Normalize on the CPU": lambda: rate(lambda: loader(enc.path, train + [vision.Normalize()]), count, seconds=args.seconds)[0],
+            "stoker resized store, uint8 (Normalize on the GPU)": lambda: rate(lambda: loader(res.path, None), count, seconds=args.seconds)[0],
+            "stoker resized store, Normalize on the CPU": lambda: rate(lambda: loader(res.path, [vision.Normalize()]), count, seconds=args.seconds)[0],
+        }
+        # Interleaved rounds, median per contender: the load other processes put on the machine drifts.
+        samples: dict[str, list[float]] = {name: [] for name in contenders}
+        for r in range(args.rounds):
+            for name, measure in contenders.items():
+                samples[name].append(measure())
+            print(f"  round {r + 1}/{args.rounds}: " + ", ".join(f"{v[-1]:,.0f}" for v in samples.values()), flush=True)
+        del dl
+    print()
+    medians = {}
+    for name, values in samples.items():
+        medians[name] = float(np.median(values))
+        results.append(Result("images 224, train", name, medians[name], extra={"rounds": values}))
+        print(f"  {name:<58} {medians[name]:>9,.0f} img/s   (rounds: {', '.join(f'{v:,.0f}' for v in values)})")
+    seed, single, _, enc_u8, enc_f, res_u8, res_f = medians.values()
+
     limit = cores * single
     checks = {
         "encoded_vs_seed": enc_u8 / seed, "encoded_vs_limit": enc_u8 / limit, "resized_vs_seed": res_u8 / seed,
