@@ -175,3 +175,27 @@ def test_gpu_decoding_matches_the_cpu_path(encoded):
     b = next(iter(stoker.Loader(gpu, batch_size=12, device="cuda")))
     assert b["image"].is_cuda and b["image"].shape == a["image"].shape
     assert (a["image"] - b["image"]).abs().mean() < 0.1
+
+
+def test_gpu_path_plans_on_the_host(encoded, tmp_path):
+    """The host half of decode_device='cuda' (headers, plans, refusals) runs anywhere."""
+    from stoker.vision.gpu import GpuDecoder
+
+    src = ImageSource(encoded, train_transforms(16))
+    gpu = object.__new__(GpuDecoder)  # skip the CUDA check: only read() is exercised here
+    gpu.source = src
+    batch = gpu.read(np.arange(12))
+    assert len(batch["jpeg"]) == len(batch["plan"]) == 12 and batch["label"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    for blob, (top, bottom, left, right, flip) in zip(batch["jpeg"], batch["plan"]):
+        info = vision_probe(blob)
+        assert 0 <= top < bottom <= info.height and 0 <= left < right <= info.width and isinstance(flip, bool)
+    save(tmp_path / "png" / "a.png", photo(20, 20))
+    gpu.source = ImageSource(tmp_path / "png", train_transforms(16))
+    with pytest.raises(ImageError, match="a.png.*JPEG only"):
+        gpu.read(np.arange(1))
+
+
+def vision_probe(blob):
+    from stoker.vision.decode import probe
+
+    return probe(blob)
