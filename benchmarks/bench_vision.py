@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 import tempfile
 import threading
@@ -85,7 +86,7 @@ def _one_thread(blobs: list[bytes], seconds: float, full_decode: bool) -> float:
             arr = vision.decode(data, info)
             resample(arr, View.full(*arr.shape[:2]).resize(224, 224), "bilinear", out, True)
         else:
-            render_bytes(data, info, plan.plan(info.height, info.width, np.random.default_rng((0, 0, row))), "bilinear", out, True)
+            render_bytes(data, info, plan.plan(info.height, info.width, random.Random(row)), "bilinear", out, True)
         n, row = n + 1, row + 1
     return n / (time.perf_counter() - t0)
 

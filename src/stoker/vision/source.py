@@ -17,6 +17,7 @@ Normalize as one batch operation on the device.
 from __future__ import annotations
 
 import os
+import random
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,11 +234,15 @@ class ImageSource:
                 batch["label"] = self._labels[idx]
         return batch
 
-    def rng(self, row: int) -> np.random.Generator | None:
-        """The generator of ``row``'s randomness in the current epoch (None without random transforms)."""
+    def rng(self, row: int) -> random.Random | None:
+        """The generator of ``row``'s randomness in the current epoch (None without random transforms).
+
+        Seeded with ``(seed, epoch, row)`` packed into one integer (Python's seeding of an int is
+        the same on every platform and version).
+        """
         if not self.options.transforms.random:
             return None
-        return np.random.default_rng((self.options.seed, self._epoch, row))
+        return random.Random((self.options.seed << 96) | (self._epoch << 48) | row)
 
     def describe(self, row: int) -> str:
         """Which file (or store row) ``row`` is, for messages."""
