@@ -199,3 +199,20 @@ def vision_probe(blob):
     from stoker.vision.decode import probe
 
     return probe(blob)
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_rotated_jpeg_with_reduced_scale_decode_matches_pil(tmp_path, orientation):
+    from PIL import Image, ImageOps
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path = tmp_path / "rot" / "a.jpg"
+    path.parent.mkdir()
+    Image.fromarray(photo(200, 400, seed=2)).save(path, exif=exif.tobytes(), quality=95)
+    got = next(iter(stoker.Loader(ImageSource(path.parent, [Resize(40), CenterCrop(40)]), batch_size=1)))["image"][0]
+    upright = ImageOps.exif_transpose(Image.open(path)).convert("RGB")
+    w, h = upright.size
+    small = upright.resize((40, 80) if h > w else (80, 40), Image.BILINEAR)
+    ref = np.asarray(small)[20:60] if h > w else np.asarray(small)[:, 20:60]
+    assert np.corrcoef(got.permute(1, 2, 0).numpy().ravel(), ref.ravel())[0, 1] > 0.95
