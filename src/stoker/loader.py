@@ -174,6 +174,9 @@ class Loader:
         if self._done >= len(self):  # the last epoch was finished: go on with the next
             self._epoch, self._done = self._epoch + 1, 0
         epoch = self._epoch
+        set_epoch = getattr(self.source, "set_epoch", None)
+        if isinstance(self.source, BatchSource) and callable(set_epoch):
+            set_epoch(epoch)  # a source's per-row randomness (augmentation) derives from the epoch
         index_batches = self.batch_sampler.batches(epoch, self._done)
         workers = self.num_workers
         timeout = cfg.timeout or None

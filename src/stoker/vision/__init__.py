@@ -1,0 +1,62 @@
+"""``stoker.vision``: image folders to normalized batches on the device.
+
+    from stoker import vision
+    vision.convert_images("photos/", "stores/photos")            # JPEG bytes + labels, in threads
+    source = vision.ImageSource("stores/photos", vision.train_transforms(224))
+    for batch in stoker.Loader(source, batch_size=256, shuffle=True, device="cuda"):
+        ...  # batch["image"]: float32 (256, 3, 224, 224), normalized on the device
+
+See README.md in this folder for the file map and the life of a batch.
+"""
+
+from stoker.vision.convert import ConvertOptions, ConvertReport, convert_dataset, convert_images
+from stoker.vision.decode import decode, probe
+from stoker.vision.errors import ImageError
+from stoker.vision.gpu import gpu_available
+from stoker.vision.source import ImageOptions, ImageSource, Skipped
+from stoker.vision.sources import IMG_EXTENSIONS, ImageList, find_images, flat_folder, from_dataset, from_paths, image_folder
+from stoker.vision.transforms import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    CenterCrop,
+    Compose,
+    Normalize,
+    RandomCrop,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    Resize,
+    eval_transforms,
+    train_transforms,
+)
+
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "IMG_EXTENSIONS",
+    "CenterCrop",
+    "Compose",
+    "ConvertOptions",
+    "ConvertReport",
+    "ImageError",
+    "ImageList",
+    "ImageOptions",
+    "ImageSource",
+    "Normalize",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "Resize",
+    "Skipped",
+    "convert_dataset",
+    "convert_images",
+    "decode",
+    "eval_transforms",
+    "find_images",
+    "flat_folder",
+    "from_dataset",
+    "from_paths",
+    "gpu_available",
+    "image_folder",
+    "probe",
+    "train_transforms",
+]

@@ -1,0 +1,205 @@
+"""Bytes to upright RGB uint8 arrays, at reduced scale when the target is much smaller.
+
+JPEG goes through libjpeg-turbo (simplejpeg), which releases the GIL and can decode at
+1/2, 1/4 or 1/8 scale in the DCT domain: a 500-pixel photo cut to 224 pixels is decoded at
+the smallest scale that still covers the crop. Everything else (PNG, WebP, BMP, TIFF, CMYK
+JPEG) goes through Pillow. Every image comes out RGB and upright (EXIF orientation applied);
+grayscale is repeated over three channels and alpha is dropped, as ``Image.convert("RGB")``.
+
+Every failure is an :class:`~stoker.vision.errors.ImageError` saying what is wrong with the
+bytes; the caller adds which file or row they came from.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from stoker.vision.errors import ImageError
+
+DEFAULT_MAX_PIXELS = 2**27  # ~134 Mpx, e.g. 11,585 x 11,585
+_JPEG_MAGIC = b"\xff\xd8\xff"
+# What Pillow raises on bad input (SyntaxError and EOFError come from some of its plugins).
+_PIL_ERRORS = (OSError, ValueError, SyntaxError, EOFError, IndexError, TypeError, ZeroDivisionError)
+
+
+def _simplejpeg():
+    try:
+        import simplejpeg
+    except ImportError as exc:  # pragma: no cover - simplejpeg is in the vision extra
+        raise ImportError("stoker.vision decodes JPEG with simplejpeg: pip install 'stoker[vision]'") from exc
+    return simplejpeg
+
+
+def _pil():
+    try:
+        from PIL import Image, ImageOps
+    except ImportError as exc:  # pragma: no cover - pillow is in the vision extra
+        raise ImportError("stoker.vision reads PNG/WebP/... with Pillow: pip install 'stoker[vision]'") from exc
+    return Image, ImageOps
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the header says: upright size, and which decoder handles the bytes."""
+
+    height: int  # upright (after EXIF orientation)
+    width: int
+    jpeg: bool  # simplejpeg can decode it straight to RGB
+    orientation: int = 1  # EXIF orientation tag (1 = upright)
+
+
+def read_file(path: str | Path) -> bytes:
+    """The bytes of an image file; an ImageError for a missing, unreadable or empty file."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ImageError(f"cannot read the file ({exc.strerror or exc})", path=path) from exc
+    if not data:
+        raise ImageError("the file is empty (0 bytes)", path=path)
+    return data
+
+
+def probe(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Probe:
+    """Read the header only: size, orientation, decoder. Refuses images over ``max_pixels``."""
+    if not data:
+        raise ImageError("the image is empty (0 bytes)")
+    result = _probe_jpeg(data) if data[:3] == _JPEG_MAGIC else None
+    if result is None:
+        result = _probe_pil(data)
+    if result.height * result.width > max_pixels:
+        raise ImageError(
+            f"the image is enormous ({result.width}x{result.height} = {result.height * result.width:,} pixels, "
+            f"over max_pixels={max_pixels:,}); raise max_pixels if it is wanted, or pass on_error='skip'"
+        )
+    return result
+
+
+def _probe_jpeg(data: bytes) -> Probe | None:
+    try:
+        h, w, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
+    except ValueError as exc:
+        raise ImageError(f"not a decodable JPEG ({exc})") from exc
+    if colorspace not in ("Gray", "YCbCr", "RGB"):  # CMYK/YCCK: Pillow converts those
+        return None
+    orientation = jpeg_orientation(data)
+    if orientation >= 5:
+        h, w = w, h
+    return Probe(int(h), int(w), True, orientation)
+
+
+def _probe_pil(data: bytes) -> Probe:
+    Image, _ = _pil()
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            w, h = im.size
+            orientation = int(im.getexif().get(0x0112, 1) or 1)
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"the image is enormous ({exc})") from exc
+    except _PIL_ERRORS as exc:
+        raise ImageError(f"not a readable image ({type(exc).__name__}: {exc})") from exc
+    if orientation >= 5:
+        h, w = w, h
+    return Probe(int(h), int(w), False, orientation if 1 <= orientation <= 8 else 1)
+
+
+def decode(data: bytes, info: Probe, min_height: int = 0, min_width: int = 0) -> np.ndarray:
+    """Upright RGB ``(h, w, 3)`` uint8, at the smallest scale with ``h >= min_height`` and ``w >= min_width``.
+
+    ``min_*`` are in upright pixels; 0 (the default) decodes at full size. The result may be
+    larger than asked (scales come in eighths) but never smaller, unless the image itself is.
+    """
+    if info.jpeg:
+        return _decode_jpeg(data, info, min_height, min_width)
+    return _decode_pil(data, info, min_height, min_width)
+
+
+def _decode_jpeg(data: bytes, info: Probe, min_height: int, min_width: int) -> np.ndarray:
+    if info.orientation >= 5:
+        min_height, min_width = min_width, min_height
+    try:
+        arr = _simplejpeg().decode_jpeg(data, "RGB", min_height=min_height, min_width=min_width, strict=True)
+    except ValueError as exc:
+        raise ImageError(f"corrupt or truncated JPEG ({exc})") from exc
+    return orient(arr, info.orientation)
+
+
+def _decode_pil(data: bytes, info: Probe, min_height: int, min_width: int) -> np.ndarray:
+    Image, _ = _pil()
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if im.format == "JPEG" and (min_height or min_width):
+                want = (min_height, min_width) if info.orientation >= 5 else (min_width, min_height)
+                im.draft("RGB", (max(want[0], 1), max(want[1], 1)))  # DCT scaling for CMYK JPEG too
+            arr = np.array(im.convert("RGB"))  # a writable copy
+    except Image.DecompressionBombError as exc:
+        raise ImageError(f"the image is enormous ({exc})") from exc
+    except _PIL_ERRORS as exc:
+        raise ImageError(f"corrupt, truncated or unsupported image ({type(exc).__name__}: {exc})") from exc
+    return orient(arr, info.orientation)
+
+
+def orient(arr: np.ndarray, orientation: int) -> np.ndarray:
+    """Apply an EXIF orientation (1-8) to an ``(h, w, c)`` array; a view when possible."""
+    if orientation == 2:
+        return arr[:, ::-1]
+    if orientation == 3:
+        return arr[::-1, ::-1]
+    if orientation == 4:
+        return arr[::-1]
+    if orientation == 5:
+        return arr.transpose(1, 0, 2)
+    if orientation == 6:
+        return arr.transpose(1, 0, 2)[:, ::-1]
+    if orientation == 7:
+        return arr.transpose(1, 0, 2)[::-1, ::-1]
+    if orientation == 8:
+        return arr.transpose(1, 0, 2)[::-1]
+    return arr
+
+
+def jpeg_orientation(data: bytes) -> int:
+    """The EXIF orientation tag of a JPEG (1 when absent), read from its APP1 segment."""
+    i, n = 2, len(data)
+    while i + 4 <= n:
+        if data[i] != 0xFF:
+            return 1
+        marker = data[i + 1]
+        if marker == 0xFF:
+            i += 1
+            continue
+        if marker == 0xDA or marker == 0xD9:  # start of scan / end of image: no more headers
+            return 1
+        length = int.from_bytes(data[i + 2 : i + 4], "big")
+        if marker == 0xE1 and data[i + 4 : i + 10] == b"Exif\x00\x00":
+            return _tiff_orientation(data[i + 10 : i + 2 + length])
+        i += 2 + length
+    return 1
+
+
+def _tiff_orientation(tiff: bytes) -> int:
+    order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
+    if order is None or len(tiff) < 8:
+        return 1
+    ifd = int.from_bytes(tiff[4:8], order)
+    if ifd + 2 > len(tiff):
+        return 1
+    for k in range(int.from_bytes(tiff[ifd : ifd + 2], order)):
+        entry = ifd + 2 + 12 * k
+        if entry + 12 > len(tiff):
+            break
+        if int.from_bytes(tiff[entry : entry + 2], order) == 0x0112:
+            value = int.from_bytes(tiff[entry + 8 : entry + 10], order)
+            return value if 1 <= value <= 8 else 1
+    return 1
+
+
+def encode_jpeg(arr: np.ndarray, quality: int = 90) -> bytes:
+    """RGB uint8 ``(h, w, 3)`` to baseline JPEG bytes (libjpeg-turbo)."""
+    return _simplejpeg().encode_jpeg(np.ascontiguousarray(arr), quality=quality, colorspace="RGB", colorsubsampling="420")
+
+
+__all__ = ["DEFAULT_MAX_PIXELS", "Probe", "decode", "encode_jpeg", "jpeg_orientation", "orient", "probe", "read_file"]

@@ -1,0 +1,40 @@
+"""The errors of ``stoker.vision``; they extend the tree drawn in ``stoker.errors``::
+
+    StokerError
+    └── ImageError          an image cannot be read, decoded or cropped (also ValueError);
+                            ``path`` and ``row`` say which one, when known
+
+``on_error="skip"`` turns an ImageError into a line of the source's or the conversion's
+report instead of an exception. Nothing else is skipped: a bug stays a bug.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stoker.errors import StokerError
+
+
+class ImageError(StokerError, ValueError):
+    """An image cannot be used: unreadable, empty, corrupt, truncated, too large or too small."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, row: int | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else str(path)
+        self.row = row
+        self.reason = message
+
+    def where(self, path: str | Path | None = None, row: int | None = None) -> ImageError:
+        """The same error, naming the file and/or row it came from."""
+        place = []
+        if path is not None:
+            place.append(str(path))
+        if row is not None:
+            place.append(f"row {row}")
+        message = f"{', '.join(place)}: {self.reason}" if place else self.reason
+        err = ImageError(message, path=path if path is not None else self.path, row=row if row is not None else self.row)
+        err.reason = self.reason
+        return err
+
+
+__all__ = ["ImageError"]

@@ -1,0 +1,238 @@
+"""Where images come from: lists of files with labels, found in the layouts users have.
+
+* a class-per-folder tree (torchvision's ImageFolder layout: classes are the sorted
+  sub-folder names, ``class_to_idx`` maps them to 0..n-1, files sorted within a class);
+* a flat folder with a CSV (``file,label`` rows, header optional) or JSON
+  (``{"file": label}`` or ``[{"file": ..., "label": ...}]``) labels file;
+* a list of paths, with or without labels;
+* a torchvision-style dataset object with ``samples`` (and ``classes``/``class_to_idx``).
+
+Files are found by extension, as torchvision does (``IMG_EXTENSIONS``); other files are
+left out and listed in ``ImageList.ignored``. A file with an image extension that is not an
+image is found here and reported when it is read.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stoker.errors import ConfigError, EmptyDatasetError
+
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+LABEL_FILES = ("labels.csv", "labels.json")
+
+
+@dataclass(frozen=True)
+class ImageList:
+    """Image files, their integer labels (or None) and the class names (or None).
+
+    Attributes:
+        paths: absolute or root-relative file paths, in dataset order.
+        labels: one integer per path, or None for unlabeled images.
+        classes: class names, ``classes[label]``; None when labels are plain integers.
+        root: the folder the paths were found in (relative names in reports are under it).
+        ignored: files found that do not have an image extension.
+    """
+
+    paths: tuple[str, ...]
+    labels: tuple[int, ...] | None = None
+    classes: tuple[str, ...] | None = None
+    root: str | None = None
+    ignored: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "paths", tuple(str(p) for p in self.paths))
+        if self.labels is not None:
+            labels = tuple(int(x) for x in self.labels)
+            if len(labels) != len(self.paths):
+                raise ConfigError(f"{len(self.paths)} paths but {len(labels)} labels; give one label per image", option="labels")
+            if self.classes is not None and labels and not 0 <= min(labels) <= max(labels) < len(self.classes):
+                raise ConfigError(f"labels range {min(labels)}..{max(labels)} but there are {len(self.classes)} classes", option="labels")
+            object.__setattr__(self, "labels", labels)
+        if self.classes is not None:
+            object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.classes or ())}
+
+    def name(self, i: int) -> str:
+        """Row ``i``'s file, relative to the root when it is under it (for reports)."""
+        p = self.paths[i]
+        if self.root is not None:
+            try:
+                return str(Path(p).relative_to(self.root))
+            except ValueError:
+                return p
+        return p
+
+    def metadata(self) -> dict[str, Any]:
+        meta: dict[str, Any] = {}
+        if self.classes is not None:
+            meta["classes"] = list(self.classes)
+            meta["class_to_idx"] = self.class_to_idx
+        if self.root is not None:
+            meta["root"] = self.root
+        return meta
+
+
+def _is_image(name: str, extensions: Sequence[str]) -> bool:
+    return name.lower().endswith(tuple(e.lower() for e in extensions))
+
+
+def image_folder(root: str | os.PathLike[str], extensions: Sequence[str] = IMG_EXTENSIONS) -> ImageList:
+    """The ImageFolder layout: ``root/<class>/**/<image>``, classes sorted by name."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder of images", option="src")
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    if not classes:
+        raise EmptyDatasetError(f"{root} has no class folders; the ImageFolder layout is root/<class>/<image>")
+    paths: list[str] = []
+    labels: list[int] = []
+    ignored: list[str] = []
+    empty = []
+    for idx, cls in enumerate(classes):
+        found = 0
+        for dirpath, dirnames, filenames in sorted(os.walk(root / cls, followlinks=True)):
+            dirnames.sort()
+            for fname in sorted(filenames):
+                full = os.path.join(dirpath, fname)
+                if _is_image(fname, extensions):
+                    paths.append(full)
+                    labels.append(idx)
+                    found += 1
+                else:
+                    ignored.append(full)
+        if not found:
+            empty.append(cls)
+    if empty:
+        raise EmptyDatasetError(f"{root}: class folder(s) {empty} hold no image with an extension in {tuple(extensions)}")
+    return ImageList(tuple(paths), tuple(labels), tuple(classes), str(root), tuple(ignored))
+
+
+def read_labels(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """``file -> label`` from a CSV (``file,label``; header optional) or a JSON labels file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the labels file {path} ({exc})", option="labels") from exc
+    if path.suffix.lower() == ".json":
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not valid JSON ({exc})", option="labels") from exc
+        if isinstance(obj, Mapping):
+            return {str(k): v for k, v in obj.items()}
+        if isinstance(obj, list) and all(isinstance(r, Mapping) and "label" in r and ("file" in r or "path" in r) for r in obj):
+            return {str(r.get("file", r.get("path"))): r["label"] for r in obj}
+        raise ConfigError(f'{path}: expected {{"file": label}} or [{{"file": ..., "label": ...}}]', option="labels")
+    rows = [r for r in csv.reader(text.splitlines()) if r and any(c.strip() for c in r)]
+    if rows and rows[0][0].strip().lower() in ("file", "filename", "path", "image", "name", "id"):
+        rows = rows[1:]
+    bad = next((i for i, r in enumerate(rows) if len(r) < 2), None)
+    if bad is not None:
+        raise ConfigError(f"{path}: line {bad + 1} is {rows[bad]!r}; each line needs file,label", option="labels")
+    return {r[0].strip(): r[1].strip() for r in rows}
+
+
+def _encode_labels(values: list[Any]) -> tuple[tuple[int, ...], tuple[str, ...] | None]:
+    """Integer labels stay as they are; names become indices of their sorted set."""
+    def as_int(v: Any) -> int | None:
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int):
+            return v
+        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+            return int(v)
+        return None
+
+    ints = [as_int(v) for v in values]
+    if all(i is not None for i in ints):
+        return tuple(ints), None  # type: ignore[arg-type]
+    classes = tuple(sorted({str(v) for v in values}))
+    index = {c: i for i, c in enumerate(classes)}
+    return tuple(index[str(v)] for v in values), classes
+
+
+def flat_folder(root: str | os.PathLike[str], labels: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+                extensions: Sequence[str] = IMG_EXTENSIONS) -> ImageList:  # fmt: skip
+    """Images directly in ``root``, labeled by a CSV/JSON file or a mapping of file name to label.
+
+    With a labels file, exactly the files it names are used, in its order; a named file that
+    is missing is reported when read. Without labels, every image file in ``root``, sorted.
+    """
+    root = Path(root)
+    if labels is None:
+        found = sorted(e.name for e in os.scandir(root) if e.is_file())
+        paths = [str(root / f) for f in found if _is_image(f, extensions)]
+        ignored = [str(root / f) for f in found if not _is_image(f, extensions)]
+        return ImageList(tuple(paths), None, None, str(root), tuple(ignored))
+    table = labels if isinstance(labels, Mapping) else read_labels(labels)
+    if not table:
+        raise EmptyDatasetError(f"the labels for {root} list no file")
+    names = list(table)
+    ints, classes = _encode_labels([table[n] for n in names])
+    return ImageList(tuple(str(root / n) for n in names), ints, classes, str(root))
+
+
+def from_paths(paths: Iterable[str | os.PathLike[str]], labels: Sequence[Any] | None = None, classes: Sequence[str] | None = None) -> ImageList:
+    """A list of image files, optionally with labels (integers, or names turned into classes)."""
+    paths = tuple(str(p) for p in paths)
+    if labels is None:
+        return ImageList(paths)
+    labels = list(labels)
+    if classes is None:
+        ints, found = _encode_labels(labels)
+        return ImageList(paths, ints, found)
+    return ImageList(paths, tuple(int(x) for x in labels), tuple(classes))
+
+
+def from_dataset(dataset: Any) -> ImageList:
+    """The files of a torchvision-style ImageFolder/DatasetFolder object (its ``samples``)."""
+    samples = getattr(dataset, "samples", None) or getattr(dataset, "imgs", None)
+    if samples is None:
+        raise ConfigError(f"{type(dataset).__name__} has no .samples list of (path, label); pass its image files instead", option="src")
+    paths = tuple(str(s[0]) for s in samples)
+    labels = tuple(int(s[1]) for s in samples)
+    classes = getattr(dataset, "classes", None)
+    root = getattr(dataset, "root", None)
+    return ImageList(paths, labels, tuple(classes) if classes is not None else None, str(root) if root is not None else None)
+
+
+def find_images(src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EXTENSIONS) -> ImageList:
+    """Any of the layouts above, recognized from ``src`` (and ``labels``)."""
+    if isinstance(src, ImageList):
+        return src
+    if hasattr(src, "samples") or hasattr(src, "imgs"):
+        return from_dataset(src)
+    if isinstance(src, (list, tuple)):
+        return from_paths(src, labels)
+    if not isinstance(src, (str, os.PathLike)):
+        raise ConfigError(f"cannot find images in a {type(src).__name__}; pass a folder, a list of paths or an ImageFolder dataset", option="src")
+    root = Path(src)
+    if not root.exists():
+        raise ConfigError(f"{root} does not exist", option="src")
+    if not root.is_dir():
+        raise ConfigError(f"{root} is a file; pass a folder of images (or a list of paths)", option="src")
+    if labels is not None:
+        return flat_folder(root, labels, extensions)
+    for name in LABEL_FILES:
+        if (root / name).is_file():
+            return flat_folder(root, root / name, extensions)
+    if any(e.is_dir() and not e.name.startswith(".") for e in os.scandir(root)):
+        return image_folder(root, extensions)
+    return flat_folder(root, None, extensions)
+
+
+__all__ = ["IMG_EXTENSIONS", "ImageList", "find_images", "flat_folder", "from_dataset", "from_paths", "image_folder", "read_labels"]

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image, ImageOps
+
+from stoker.vision.decode import decode, jpeg_orientation, probe, read_file
+from stoker.vision.errors import ImageError
+
+from vision_images import corrupt_files, photo, save
+
+
+def reference(path) -> np.ndarray:
+    with Image.open(path) as im:
+        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
+
+
+@pytest.mark.parametrize("fmt,mode,ext", [("JPEG", "RGB", "jpg"), ("PNG", "RGB", "png"), ("WEBP", "RGB", "webp"), ("PNG", "L", "png"),
+                                          ("JPEG", "L", "jpg"), ("PNG", "RGBA", "png"), ("JPEG", "CMYK", "jpg"), ("PNG", "P", "png")])
+def test_every_format_and_mode_comes_out_rgb(tmp_path, fmt, mode, ext):
+    arr = photo(40, 56)
+    img = Image.fromarray(arr).convert(mode)
+    path = tmp_path / f"x.{ext}"
+    img.save(path, fmt)
+    data = read_file(path)
+    info = probe(data)
+    out = decode(data, info)
+    assert out.shape == (40, 56, 3) and out.dtype == np.uint8
+    assert (info.height, info.width) == (40, 56)
+    assert np.abs(out.astype(int) - reference(path).astype(int)).mean() < 2.0
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_is_applied(tmp_path, orientation):
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    path = tmp_path / "rot.jpg"
+    Image.fromarray(photo(30, 50, seed=3)).save(path, "JPEG", exif=exif.tobytes(), quality=95)
+    data = path.read_bytes()
+    assert jpeg_orientation(data) == orientation
+    info = probe(data)
+    out = decode(data, info)
+    expected = reference(path)
+    assert out.shape == expected.shape == ((50, 30, 3) if orientation >= 5 else (30, 50, 3))
+    assert (info.height, info.width) == expected.shape[:2]
+    assert np.array_equal(out, expected)
+
+
+def test_reduced_scale_decode_covers_the_request(tmp_path):
+    path = save(tmp_path / "big.jpg", photo(400, 600), quality=90)
+    data = path.read_bytes()
+    info = probe(data)
+    small = decode(data, info, 100, 150)
+    assert small.shape == (100, 150, 3)  # 1/4 scale, exactly the request
+    larger = decode(data, info, 101, 150)
+    assert larger.shape[0] >= 101 and larger.shape[1] >= 150 and larger.shape[0] < 400  # the next scale up
+    full = decode(data, info)
+    ref = np.asarray(Image.fromarray(full).resize((150, 100), Image.BILINEAR))
+    assert np.abs(small.astype(int) - ref.astype(int)).mean() < 6
+
+
+@pytest.mark.parametrize("kind", ["truncated", "corrupt", "text", "empty"])
+def test_bad_bytes_raise_image_error(tmp_path, kind):
+    path = corrupt_files(tmp_path)[kind]
+    with pytest.raises(ImageError):
+        data = read_file(path)
+        decode(data, probe(data))
+
+
+def test_empty_file_error_names_the_file(tmp_path):
+    path = corrupt_files(tmp_path)["empty"]
+    with pytest.raises(ImageError, match="empty") as info:
+        read_file(path)
+    assert info.value.path == str(path)
+
+
+def test_enormous_image_is_refused_before_decoding(tmp_path):
+    path = save(tmp_path / "wide.png", photo(20, 300))
+    with pytest.raises(ImageError, match="enormous"):
+        probe(path.read_bytes(), max_pixels=5000)
+    assert probe(path.read_bytes(), max_pixels=6000).width == 300
+
+
+def test_image_error_where_names_file_and_row():
+    err = ImageError("corrupt").where("a/b.jpg", 7)
+    assert "a/b.jpg" in str(err) and "row 7" in str(err) and err.reason == "corrupt"
+    assert isinstance(err, ValueError)
+
+
+def test_png_with_jpeg_name_is_read(tmp_path):
+    buf = io.BytesIO()
+    Image.fromarray(photo(10, 12)).save(buf, "PNG")
+    (tmp_path / "mislabeled.jpg").write_bytes(buf.getvalue())
+    data = read_file(tmp_path / "mislabeled.jpg")
+    assert decode(data, probe(data)).shape == (10, 12, 3)
