@@ -39,7 +39,8 @@ from common import Result, machine, rate, save  # noqa: E402
 from stoker import vision  # noqa: E402
 from stoker.pipeline.threads import default_workers  # noqa: E402
 from stoker.vision.decode import probe  # noqa: E402
-from stoker.vision.render import one_torch_thread_here, render_bytes, resample  # noqa: E402
+from stoker.pipeline.threads import one_torch_thread_here  # noqa: E402
+from stoker.vision.render import render_bytes, resample  # noqa: E402
 from stoker.vision.transforms import View  # noqa: E402
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)

@@ -32,7 +32,8 @@ from stoker.store.format import Binary, Scalar, Tensor
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, decode, encode_jpeg, probe, read_file
 from stoker.vision.errors import ImageError
-from stoker.vision.render import one_torch_thread_here, render_bytes, resample
+from stoker.pipeline.threads import one_torch_thread_here
+from stoker.vision.render import render_bytes, resample
 from stoker.vision.source import Skipped
 from stoker.vision.sources import ImageList, find_images
 from stoker.vision.transforms import CenterCrop, Compose, Resize, View

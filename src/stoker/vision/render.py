@@ -8,10 +8,7 @@ row, CHW or HWC.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -19,31 +16,6 @@ import torch.nn.functional as F
 
 from stoker.vision.decode import Probe, decode
 from stoker.vision.transforms import View
-
-
-def one_torch_thread_here() -> bool:
-    """Make torch ops called from *this* thread run single-threaded; other threads are untouched.
-
-    Several loader threads each resampling with torch's 2+ OpenMP threads oversubscribe the
-    cores, and an OpenMP team waiting for a descheduled member stalls for milliseconds
-    (measured here: 0.3 ms resamples taking 16 ms). ``torch.set_num_threads`` would change the
-    whole process (the user's training too); OpenMP's own setting is per thread. Returns
-    whether it could be applied (torch built with OpenMP and its libgomp found).
-    """
-    if "OpenMP" not in torch.__config__.parallel_info():
-        return False
-    candidates = [Path(torch.__file__).parent / "lib" / "libgomp.so.1", ctypes.util.find_library("gomp")]
-    for path in candidates:
-        if path is None or (isinstance(path, Path) and not path.is_file()):
-            continue
-        try:
-            lib = ctypes.CDLL(str(path))
-        except OSError:
-            continue
-        torch.get_num_threads()  # torch initializes this thread's OpenMP setting first...
-        lib.omp_set_num_threads(1)  # ...then this thread alone goes down to one
-        return torch.get_num_threads() == 1
-    return False
 
 
 def decode_floor(info: Probe, view: View, reduce: bool = True) -> tuple[int, int]:
@@ -105,4 +77,4 @@ def render_array(chw: np.ndarray, view: View, interpolation: str, out: torch.Ten
     resample(crop.transpose(1, 2, 0), view, interpolation, out, channels_first)
 
 
-__all__ = ["box_in", "decode_floor", "one_torch_thread_here", "render_array", "render_bytes", "resample"]
+__all__ = ["box_in", "decode_floor", "render_array", "render_bytes", "resample"]

@@ -31,7 +31,8 @@ from stoker.errors import ConfigError
 from stoker.store.reader import Store
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, probe, read_file
 from stoker.vision.errors import ImageError
-from stoker.vision.render import one_torch_thread_here, render_array, render_bytes
+from stoker.pipeline.threads import one_torch_thread_here
+from stoker.vision.render import render_array, render_bytes
 from stoker.vision.sources import ImageList, find_images
 from stoker.vision.transforms import Compose, as_compose
 

@@ -64,3 +64,13 @@ def test_break_joins_threads():
 def test_timeout():
     with pytest.raises(WorkerError, match="timeout=0.05"):
         list(ordered_map(lambda i: time.sleep(0.5), range(2), workers=1, depth=1, timeout=0.05))
+
+
+def test_worker_threads_run_torch_single_threaded_and_leave_the_caller_alone():
+    import torch
+
+    before = torch.get_num_threads()
+    seen = list(ordered_map(lambda i: torch.get_num_threads(), range(4), workers=2, depth=2))
+    assert torch.get_num_threads() == before
+    if "OpenMP" in torch.__config__.parallel_info():
+        assert seen == [1, 1, 1, 1]

@@ -1,18 +1,14 @@
-"""Fixtures of the vision tests, and the skip of GPU tests where there is no CUDA."""
+"""Fixtures of the vision tests (GPU tests are skipped by the root conftest where there is no CUDA)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
-import torch
-from vision_images import make_folder
 
-
-@pytest.fixture(autouse=True)
-def _skip_without_cuda(request):
-    if request.node.get_closest_marker("gpu") and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
+sys.path.insert(0, str(Path(__file__).parent))  # the test helpers beside this file (vision_images.py)
+from vision_images import make_folder  # noqa: E402
 
 
 @pytest.fixture
