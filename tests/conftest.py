@@ -45,9 +45,9 @@ def mixed_store(tmp_path, mixed_columns):
 
 @pytest.fixture
 def shm_clean():
-    """Fails the test if it leaves stoker segments in /dev/shm."""
-    before = {f for f in os.listdir("/dev/shm") if f.startswith("stoker_")} if os.path.isdir("/dev/shm") else set()
+    """Fails the test if this process leaves stoker segments in /dev/shm (other processes' are not ours)."""
+    prefix = f"stoker_{os.getpid()}_"
     yield
     if os.path.isdir("/dev/shm"):
-        after = {f for f in os.listdir("/dev/shm") if f.startswith("stoker_")}
-        assert after <= before, f"left in /dev/shm: {sorted(after - before)}"
+        left = sorted(f for f in os.listdir("/dev/shm") if f.startswith(prefix))
+        assert not left, f"left in /dev/shm: {left}"

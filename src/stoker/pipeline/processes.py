@@ -160,7 +160,44 @@ def _untrack(name: str) -> None:
         pass
 
 
+def _die_with_parent() -> None:
+    """Linux: have the kernel end this worker if the consumer dies (even by SIGKILL)."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def sweep_stale_segments(directory: str = "/dev/shm") -> int:
+    """Unlink stoker segments whose consumer process is gone (it was killed before cleaning up).
+
+    Segment names start with the consumer's pid (``stoker_<pid>_...``). Returns how many went.
+    """
+    removed = 0
+    for path in glob.glob(os.path.join(directory, "stoker_*")):
+        parts = os.path.basename(path).split("_")
+        if len(parts) < 3 or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+            continue  # alive (or not ours to judge)
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.unlink(path)
+            removed += 1
+        except FileNotFoundError:
+            pass
+    return removed
+
+
 def _worker(dataset: Any, collate: Callable | None, token: str, tasks: Any, results: Any, current: Any) -> None:
+    _die_with_parent()
     while True:
         task = tasks.get()
         if task is None:
@@ -224,6 +261,7 @@ class ProcessPool:
         self._busy = False
 
     def _start(self) -> None:
+        sweep_stale_segments()
         method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
         ctx = mp.get_context(method)
         self._tasks = [ctx.Queue() for _ in range(self.workers)]

@@ -1,0 +1,50 @@
+"""Process workers: stale segments of dead consumers are swept."""
+
+import os
+import subprocess
+import sys
+
+from stoker.pipeline.processes import sweep_stale_segments
+
+
+def test_sweep_removes_only_segments_of_dead_processes(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    (tmp_path / f"stoker_{dead}_abcd_1_2").write_bytes(b"x")
+    (tmp_path / f"stoker_{os.getpid()}_abcd_1_2").write_bytes(b"x")
+    (tmp_path / "stoker_notapid_x").write_bytes(b"x")
+    (tmp_path / "other_1_2").write_bytes(b"x")
+    assert sweep_stale_segments(str(tmp_path)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"stoker_{os.getpid()}_abcd_1_2", "stoker_notapid_x", "other_1_2"])
+
+
+def test_killed_consumer_leaves_nothing_after_the_next_pool(tmp_path):
+    """SIGKILL the consumer mid-epoch: its workers die with it, the next pool sweeps what it left."""
+    script = tmp_path / "victim.py"
+    script.write_text(
+        "import os, signal, torch, stoker\n"
+        "class D(torch.utils.data.Dataset):\n"
+        "    def __len__(self): return 10_000\n"
+        "    def __getitem__(self, i): return torch.zeros(10_000)\n"
+        "for i, b in enumerate(stoker.Loader(D(), batch_size=64, num_workers=2, prefetch_factor=4)):\n"
+        "    if i == 3:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -9
+    import time
+
+    import torch
+
+    import stoker
+
+    time.sleep(0.5)  # let the orphaned workers receive their death signal
+
+    class Tiny(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return i
+
+    list(stoker.Loader(Tiny(), batch_size=2, num_workers=1))  # a new pool sweeps stale segments
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith("stoker_") and not os.path.exists(f"/proc/{f.split('_')[1]}")]
