@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-KINDS: tuple[str, ...] = ()
+KINDS: tuple[str, ...] = ("stoker.cli.convert_text",)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -161,7 +161,7 @@ class Loader(CoreLoader):
                 ids = self.tokenizer.encode(rows.table.texts).ids  # whole corpus, once: blocks need every length
                 doc_lengths, docs = ids.lengths, ragged_docs(ids)
             sampler: Any = PackedBatches(doc_lengths, cfg.max_length, base.batch_size, bool(shuffle), base.seed, rank, world, base.drop_last)
-            data: Any = PackedText(docs, doc_lengths, cfg.max_length, bool(shuffle), base.seed)
+            data: Any = PackedText(docs, doc_lengths, cfg.max_length, bool(shuffle), base.seed, self._tally)
         else:
             data = PaddedText(rows, pad_id, cfg.pad_to_multiple_of, cfg.token_type_ids, self._tally)
             bucket = cfg.max_tokens is not None or (cfg.bucketing is True) or (cfg.bucketing == AUTO and order_name(shuffle) != "sequential")

@@ -24,6 +24,7 @@ import numpy as np
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.sampler import check_fingerprint
 from stoker.store.columns import Ragged
+from stoker.text.report import TALLY_KEY, BatchTally, Tally
 
 
 def ragged_docs(rag: Ragged) -> Any:
@@ -118,6 +119,7 @@ class PackedText:
     block_length: int
     shuffle: bool = True
     seed: int = 0
+    tally: Tally = field(default_factory=Tally)
     _cache: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -147,10 +149,12 @@ class PackedText:
             values, starts = self.docs(needed)
             flat = starts[np.searchsorted(needed, doc)] + within
             shape = (len(pairs), self.block_length)
-            out.append({"input_ids": values[flat].reshape(shape), "position_ids": within.reshape(shape)})
+            tally = BatchTally(len(pairs), len(pos), 0, 0)
+            out.append({"input_ids": values[flat].reshape(shape), "position_ids": within.reshape(shape), TALLY_KEY: tally})
         return out
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
+        self.tally.add(batch.pop(TALLY_KEY))
         batch["input_ids"] = batch["input_ids"].long()
         return batch
 
