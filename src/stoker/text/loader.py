@@ -168,7 +168,7 @@ class Loader(CoreLoader):
             if bucket:
                 sampler = LengthBuckets(
                     np.asarray(lengths()), batch_size, cfg.max_tokens, order_name(shuffle) != "sequential", base.seed,
-                    cfg.window, rank, world, base.uneven, cfg.pad_to_multiple_of if isinstance(rows, StoredRows) else 1,
+                    cfg.window, rank, world, base.uneven, cfg.pad_to_multiple_of,
                 )  # fmt: skip
             else:
                 if batch_size is None:
