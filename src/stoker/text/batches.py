@@ -141,20 +141,20 @@ class PaddedText:
         elif self.token_type_ids:
             types = [np.zeros(x.shape, dtype=np.uint8) for x in ids]
         lengths = enc.ids.lengths
-        labels = self.rows.labels
+        masks = Ragged(np.ones(len(enc.ids.values), np.uint8), enc.ids.offsets).pad_groups(bounds, 0, self.pad_to_multiple_of)
+        starts = bounds[:-1]
+        real = np.add.reduceat(lengths, starts)
+        cut = np.add.reduceat(enc.truncated.astype(np.int64), starts) if enc.truncated is not None else np.zeros(len(chunk), np.int64)
+        labels = None if self.rows.labels is None else self.rows.labels[idx]
         out = []
         for k in range(len(chunk)):
             lo, hi = int(bounds[k]), int(bounds[k + 1])
-            n = lengths[lo:hi]
-            width = ids[k].shape[1]
-            batch: dict[str, Any] = {"input_ids": ids[k], "attention_mask": np.arange(width) < n[:, None]}
+            batch: dict[str, Any] = {"input_ids": ids[k], "attention_mask": masks[k]}
             if types is not None:
                 batch["token_type_ids"] = types[k]
             if labels is not None:
-                batch["labels"] = labels[idx[lo:hi]]
-            real = int(n.sum())
-            cut = 0 if enc.truncated is None else int(np.count_nonzero(enc.truncated[lo:hi]))
-            batch[TALLY_KEY] = BatchTally(hi - lo, real, (hi - lo) * width - real, cut)
+                batch["labels"] = labels[lo:hi]
+            batch[TALLY_KEY] = BatchTally(hi - lo, int(real[k]), ids[k].size - int(real[k]), int(cut[k]))
             out.append(batch)
         return out
 
