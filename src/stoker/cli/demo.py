@@ -21,7 +21,7 @@ import numpy as np
 from stoker.cli.output import table
 from stoker.errors import StoreNotFoundError
 
-SECTIONS: tuple[str, ...] = ("stoker.cli.demo",)
+SECTIONS: tuple[str, ...] = ("stoker.cli.demo", "stoker.cli.demo_text")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
