@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from stoker.config import LoaderConfig
+from stoker.device.transfer import resolve_device
 from stoker.errors import ConfigError
 from stoker.loader import Loader as CoreLoader
 from stoker.loader import _distributed
@@ -163,7 +164,8 @@ class Loader(CoreLoader):
             sampler: Any = PackedBatches(doc_lengths, cfg.max_length, base.batch_size, bool(shuffle), base.seed, rank, world, base.drop_last)
             data: Any = PackedText(docs, doc_lengths, cfg.max_length, bool(shuffle), base.seed, self._tally)
         else:
-            data = PaddedText(rows, pad_id, cfg.pad_to_multiple_of, cfg.token_type_ids, self._tally)
+            on_cuda = resolve_device(base.device).type == "cuda"
+            data = PaddedText(rows, pad_id, cfg.pad_to_multiple_of, cfg.token_type_ids, on_cuda, self._tally)
             bucket = cfg.max_tokens is not None or (cfg.bucketing is True) or (cfg.bucketing == AUTO and order_name(shuffle) != "sequential")
             if bucket:
                 sampler = LengthBuckets(
