@@ -45,9 +45,10 @@ class TokenizedRows:
         return self.table.labels
 
     def fetch(self, idx: np.ndarray) -> Encoded:
+        rows = idx.tolist()
         texts = self.table.texts
-        batch = [texts[i] for i in idx.tolist()]
-        pairs = None if self.table.pairs is None else [self.table.pairs[i] for i in idx.tolist()]
+        batch = [texts[i] for i in rows]
+        pairs = None if self.table.pairs is None else [self.table.pairs[i] for i in rows]
         return self.tokenizer.encode(batch, pairs)
 
     def bytes_per_row(self) -> float:

@@ -101,17 +101,19 @@ class TextTokenizer:
         """Tokenize a batch in one call; ids come back flat (``Ragged``) in :attr:`id_dtype`."""
         inputs: Any = texts if pairs is None else list(zip(texts, pairs))
         encs = self.tokenizer.encode_batch_fast(inputs, add_special_tokens=special_tokens)
-        lengths = np.fromiter((len(e) for e in encs), dtype=np.int64, count=len(encs))
-        offsets = np.zeros(len(encs) + 1, dtype=np.int64)
+        rows = [e.ids for e in encs]
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        total = int(offsets[-1])
-        ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), dtype=self.id_dtype, count=total)
+        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=self.id_dtype, count=int(offsets[-1]))
         types = None
         if pairs is not None:
-            types = np.fromiter(itertools.chain.from_iterable(e.type_ids for e in encs), dtype=np.uint8, count=total)
+            types = np.fromiter(itertools.chain.from_iterable(e.type_ids for e in encs), dtype=np.uint8, count=int(offsets[-1]))
         truncated = None
-        if self.max_length is not None:
-            truncated = np.fromiter((bool(e.overflowing) for e in encs), dtype=bool, count=len(encs))
+        if self.max_length is not None:  # only an encoding of the full length can have been cut
+            truncated = np.zeros(len(rows), dtype=bool)
+            full = np.flatnonzero(lengths >= self.max_length)
+            truncated[full] = [bool(encs[i].overflowing) for i in full.tolist()]
         return Encoded(Ragged(ids, offsets), None if types is None else Ragged(types, offsets), truncated)
 
     def describe(self) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 import torch
-from conftest import SENTENCES
+from text_samples import SENTENCES
 
 import stoker
 import stoker.convert

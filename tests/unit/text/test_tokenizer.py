@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import SENTENCES
+from text_samples import SENTENCES
 
 import stoker
 from stoker.errors import ConfigError
