@@ -84,6 +84,12 @@ class TextConfig:
         return {f.name for f in fields(cls)}
 
 
+def _token_counts(rows: TokenizedRows, block: int = 8192) -> np.ndarray:
+    """Tokens per example, one encode_batch per block (bounded memory on large corpora)."""
+    n = len(rows)
+    return np.concatenate([rows.fetch(np.arange(i, min(i + block, n))).ids.lengths for i in range(0, n, block)])
+
+
 def _is_store(source: Any) -> bool:
     return isinstance(source, Store) or (isinstance(source, (str, os.PathLike)) and (Path(source) / "manifest.json").is_file())
 
@@ -100,7 +106,8 @@ class Loader(CoreLoader):
             for a store.
         batch_size, shuffle: as in ``torch.utils.data.DataLoader`` (with ``max_tokens``,
             ``batch_size`` caps the rows of a batch; pass ``None`` for no cap).
-        max_length: see :class:`TextConfig`.
+        max_length: see :class:`TextConfig`. For a store, truncation was decided at conversion;
+            ``max_length`` then only sets the block length of ``packing``.
         **options: the other fields of :class:`TextConfig` and of :class:`stoker.LoaderConfig`
             (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``, ...).
 
@@ -128,7 +135,8 @@ class Loader(CoreLoader):
             )
         self.text_config = cfg = TextConfig(max_length=max_length, **text_opts)
         self._tally = Tally()
-        base = LoaderConfig.from_options(batch_size=batch_size or 1, shuffle=shuffle, **options)  # validates early
+        core_opts = {k: v for k, v in options.items() if k != "collate_fn"}
+        base = LoaderConfig.from_options(batch_size=batch_size or 1, shuffle=shuffle, **core_opts)  # validates early
         rank, world = _distributed()
         rank = rank if base.rank is None else base.rank
         world = world if base.world_size is None else base.world_size
@@ -154,7 +162,7 @@ class Loader(CoreLoader):
             self._tally.skipped_empty, self._tally.replaced_lines = table.skipped_empty, table.replaced_lines
             # bucketing needs token counts (characters predict them too loosely: 26 % padding
             # instead of 4 % on short sentences), so it tokenizes everything once, up front
-            lengths = lambda: rows.fetch(np.arange(len(rows))).ids.lengths  # noqa: E731
+            lengths = lambda: _token_counts(rows)  # noqa: E731
         if cfg.packing:
             if isinstance(rows, StoredRows):
                 doc_lengths, docs = rows.lengths(), store_docs(rows.store)
