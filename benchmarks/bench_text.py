@@ -12,7 +12,9 @@ Contenders, per data set:
   seed 000 pattern  a Dataset calling BertTokenizerFast per sample with padding='max_length',
                     truncation, return_tensors='pt'; DataLoader(batch_size=32, shuffle=True, num_workers=2)
   stoker on the fly stoker.text.Loader(texts, ...) with length bucketing (the default when shuffling)
-  stoker from store stoker.text.Loader(store, ...) after stoker.convert.text
+  stoker from store stoker.text.Loader(store, ...) after stoker.convert.text, with the default
+                    worker threads and with num_workers=0 (tiny batches are Python-bound:
+                    threads add GIL contention, no speed)
 Targets: on the fly >= 0.9x bare encode_batch; from a store >= 200x the seed pattern; padded
 tokens with bucketing <= 5 % at pad_to_multiple_of=1 on short sentences.
 
@@ -147,9 +149,17 @@ def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: f
     stoker.convert.text(texts, store, max_length=MAX_LENGTH)
     convert_s = time.perf_counter() - t0
     stored = stoker.text.Loader(store, batch_size=BATCH, shuffle=True)
-    store_n, store_dt = loader_passes(stored)(seconds)
-    store_rate = store_n / store_dt
+    inline = stoker.text.Loader(store, batch_size=BATCH, shuffle=True, num_workers=0)
+    store_totals = {"default": [0, 0.0], "inline": [0, 0.0]}
+    for _ in range(ROUNDS):  # alternate: tiny batches from a store are Python-bound, so load from others hits both alike
+        for key, loader in (("default", stored), ("inline", inline)):
+            n, dt = loader_passes(loader)(seconds / ROUNDS)
+            store_totals[key][0] += n
+            store_totals[key][1] += dt
+    store_rate = store_totals["default"][0] / store_totals["default"][1]
+    inline_rate = store_totals["inline"][0] / store_totals["inline"][1]
     results.append(Result(name, "stoker from store", store_rate, extra={"convert_s": convert_s}))
+    results.append(Result(name, "stoker from store, num_workers=0", inline_rate))
 
     # padded-token fractions over one whole epoch each
     def padded(**kw) -> float:
@@ -173,6 +183,7 @@ def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: f
         ("stoker on the fly (bucketing)", fly_rate, f"{fly_rate / bare['encode_batch']:.2f}x bare, {fly_rate / seed_rate:.1f}x seed"),
         ("stoker on the fly (no bucketing)", plain_rate, f"{plain_rate / bare['encode_batch']:.2f}x bare, {plain_rate / seed_rate:.1f}x seed"),
         ("stoker from store", store_rate, f"{store_rate / seed_rate:.0f}x seed"),
+        ("stoker from store, num_workers=0", inline_rate, f"{inline_rate / seed_rate:.0f}x seed"),
     ]
     for label, r, ratio in rows:
         print(f"   {label:<36} {r:>10,.0f}  {ratio}")
@@ -186,6 +197,7 @@ def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: f
         "on_the_fly_vs_bare_encode_batch_fast": round(fly_rate / bare["encode_batch_fast"], 3),
         "on_the_fly_vs_seed": round(fly_rate / seed_rate, 2),
         "store_vs_seed": round(store_rate / seed_rate, 1),
+        "store_num_workers_0_vs_seed": round(inline_rate / seed_rate, 1),
         "padded_fraction": {k: round(float(v), 4) for k, v in fractions.items()},
     }
     verdict = lambda ok: "PASS" if ok else "MISS"  # noqa: E731
