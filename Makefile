@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
-	$(BIN)/python scripts/fetch_data.py mnist images --out $(DATA)
+	$(BIN)/python scripts/fetch_data.py mnist text images --out $(DATA)
 	$(BIN)/stoker demo --data $(DATA)
 
 test: install

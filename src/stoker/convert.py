@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__: list[str] = []
+__all__ = ["images", "text"]
 
 
 def images(src: Any, store: Any, mode: str = "encoded", **options: Any) -> Any:
@@ -25,4 +25,17 @@ def images(src: Any, store: Any, mode: str = "encoded", **options: Any) -> Any:
     return convert_images(src, store, mode, **options)
 
 
-__all__.append("images")
+
+def text(source: Any, store: Any, tokenizer: Any = "bert-base-uncased", **options: Any) -> Any:
+    """Tokenize text (a list of strings, .txt, .jsonl, .csv or .tsv) into a store; see :func:`stoker.text.convert.convert_text`.
+
+    Options: ``max_length`` (default 512), ``text_column``, ``pair_column``, ``label_column``,
+    ``keep_empty``, ``encoding_errors``, ``num_workers``, ``shard_size``, ``overwrite``, ``on_progress``.
+    """
+    from stoker.text.convert import convert_text
+    from stoker.text.sources import TextColumns
+
+    picked = {k: options.pop(k) for k in ("text_column", "pair_column", "label_column", "keep_empty", "encoding_errors") if k in options}
+    columns = TextColumns(**{k.removesuffix("_column"): v for k, v in picked.items()})
+    return convert_text(source, store, tokenizer, columns=columns, **options)
+

@@ -10,6 +10,8 @@ The tree::
     │   ├── ManifestError               manifest.json missing, unreadable or inconsistent
     │   └── ShardError                  a shard is missing, truncated, altered or unreadable
     ├── SchemaError                     data does not fit the schema (also ValueError)
+    ├── InputError                      a source file cannot be read as asked: bad encoding,
+    │                                   a missing column, a malformed line (also ValueError)
     ├── EmptyDatasetError               nothing to write or to load (also ValueError)
     ├── ConfigError                     an invalid option (also ValueError)
     ├── StateError                      a state_dict that does not fit this loader (also ValueError)
@@ -36,6 +38,7 @@ __all__ = [
     "ManifestError",
     "ShardError",
     "SchemaError",
+    "InputError",
     "EmptyDatasetError",
     "ConfigError",
     "StateError",
@@ -78,6 +81,18 @@ class SchemaError(StokerError, ValueError):
         super().__init__(message)
         self.row = row
         self.column = column
+
+
+class InputError(StokerError, ValueError):
+    """A source file (text, JSONL, CSV, ...) cannot be read as asked.
+
+    ``path`` names the file and ``line`` the 1-based line at fault, when known.
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.line = line
 
 
 class EmptyDatasetError(StokerError, ValueError):

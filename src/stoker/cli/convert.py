@@ -10,7 +10,7 @@ import importlib
 
 DESCRIPTION = "Build a store from other data. Run 'stoker convert KIND --help' for the options of each kind."
 
-KINDS: tuple[str, ...] = ("stoker.cli.convert_images",)
+KINDS: tuple[str, ...] = ("stoker.cli.convert_images", "stoker.cli.convert_text")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from stoker.cli.output import table
 
-SECTIONS: tuple[str, ...] = ("stoker.cli.demo_mnist", "stoker.cli.demo_images")
+SECTIONS: tuple[str, ...] = ("stoker.cli.demo_mnist", "stoker.cli.demo_text", "stoker.cli.demo_images")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

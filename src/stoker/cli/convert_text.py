@@ -1,0 +1,49 @@
+"""``stoker convert text SRC STORE``: tokenize text once into a store.
+
+SRC is a .txt file (one example per line), .jsonl, .csv or .tsv (with a header row).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from stoker.cli.output import progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("text", help="tokenize a text file into a store", description=__doc__)
+    p.add_argument("src", help="the text file: .txt, .jsonl, .csv or .tsv")
+    p.add_argument("store", help="the store directory to write")
+    p.add_argument("--tokenizer", default="bert-base-uncased", help="bundled name, or a path to tokenizer.json / vocab.txt (default bert-base-uncased)")
+    p.add_argument("--max-length", type=int, default=512, help="cut longer examples, keeping [CLS]/[SEP] (default 512)")
+    p.add_argument("--text-column", default="text", help="column holding the text (default text)")
+    p.add_argument("--pair-column", default=None, help="column holding the second text of sentence pairs")
+    p.add_argument("--label-column", default="auto", help="column holding the label ('auto': 'label' when present; 'none': no label)")
+    p.add_argument("--keep-empty", action="store_true", help="keep empty lines (default: skip and count them)")
+    p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict", help="invalid UTF-8: fail (strict) or replace")
+    p.add_argument("--workers", type=int, default=None, help="tokenizing threads (default: the usable cores)")
+    p.add_argument("--shard-size", default="256MB", help="bytes per shard (default 256MB)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import stoker.convert
+    from stoker.store.reader import Store
+
+    label = None if args.label_column.lower() == "none" else args.label_column
+    with progress(desc="tokenizing", unit=" rows") as bar:
+        path = stoker.convert.text(
+            args.src, args.store, args.tokenizer, max_length=args.max_length, text_column=args.text_column,
+            pair_column=args.pair_column, label_column=label, keep_empty=args.keep_empty,
+            encoding_errors=args.encoding_errors, num_workers=args.workers, shard_size=args.shard_size,
+            overwrite=args.overwrite, on_progress=bar.update,
+        )  # fmt: skip
+    ds = Store(path)
+    info = ds.metadata.get("stoker.text", {})
+    truncated = int(ds.gather(np.arange(len(ds)), ["truncated"])["truncated"].sum())
+    print(f"wrote {path}: {len(ds):,} examples, {ds.num_shards} shard(s); tokenizer {info.get('name')}, ids {info.get('id_dtype')}, "
+          f"{truncated:,} truncated to {args.max_length}, {info.get('skipped_empty', 0):,} empty lines skipped")
+    return 0

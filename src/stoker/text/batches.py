@@ -1,0 +1,183 @@
+"""Padded text batches, tokenized on the fly or read from a store (the loader's BatchSource).
+
+Both kinds of rows produce the same thing for a chunk of index batches: flat token ids
+(:class:`~stoker.store.columns.Ragged`), optional type ids and labels. One padding pass then
+cuts the chunk into batches, each padded to its own longest row rounded up to
+``pad_to_multiple_of``, with the attention mask computed from the lengths.
+
+Ids travel to the device in their smallest dtype (uint16 for BERT); ``finalize`` turns them
+into int64 there, one tensor operation per batch, and adds the batch's counts to the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError, SchemaError
+from stoker.store.columns import Ragged
+from stoker.store.reader import Store
+from stoker.text.report import TALLY_KEY, BatchTally, Tally
+from stoker.text.sources import TextTable
+from stoker.text.tokenizer import Encoded, TextTokenizer
+
+METADATA_KEY = "stoker.text"
+
+
+@dataclass(frozen=True)
+class TokenizedRows:
+    """Rows tokenized when they are read: one ``encode_batch`` per chunk, in a worker thread."""
+
+    table: TextTable
+    tokenizer: TextTokenizer
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def has_pairs(self) -> bool:
+        return self.table.pairs is not None
+
+    @property
+    def labels(self) -> np.ndarray | None:
+        return self.table.labels
+
+    def fetch(self, idx: np.ndarray) -> Encoded:
+        rows = idx.tolist()
+        texts = self.table.texts
+        batch = [texts[i] for i in rows]
+        pairs = None if self.table.pairs is None else [self.table.pairs[i] for i in rows]
+        return self.tokenizer.encode(batch, pairs)
+
+    def bytes_per_row(self) -> float:
+        return 4.0 * sum(map(len, self.table.texts[:1000])) / max(1, min(1000, len(self.table)))
+
+
+@dataclass(frozen=True)
+class StoredRows:
+    """Rows a ``stoker convert text`` store holds: gathered, already tokenized."""
+
+    store: Store
+    labels: np.ndarray | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if "input_ids" not in self.store.schema or self.store.schema["input_ids"].kind != "sequence":
+            raise SchemaError(
+                f"{self.store.path} has no input_ids sequence column (columns: {sorted(self.store.schema)}); "
+                "write text stores with stoker.convert.text or 'stoker convert text'",
+                column="input_ids",
+            )
+        if "label" in self.store.schema:
+            object.__setattr__(self, "labels", self.store.gather(np.arange(len(self.store)), ["label"])["label"])
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return dict(self.store.metadata.get(METADATA_KEY, {}))
+
+    @property
+    def has_pairs(self) -> bool:
+        return "token_type_ids" in self.store.schema
+
+    def lengths(self) -> np.ndarray:
+        """Exact token counts, from the store's ``length`` column (or the id offsets)."""
+        every = np.arange(len(self.store))
+        if "length" in self.store.schema:
+            return self.store.gather(every, ["length"])["length"].astype(np.int64)
+        return self.store.gather(every, ["input_ids"])["input_ids"].lengths
+
+    def fetch(self, idx: np.ndarray) -> Encoded:
+        names = ["input_ids"] + (["token_type_ids"] if self.has_pairs else [])
+        if "truncated" in self.store.schema:
+            names.append("truncated")
+        got = self.store.gather(idx, names)
+        cut = got.get("truncated")
+        return Encoded(got["input_ids"], got.get("token_type_ids"), None if cut is None else cut.astype(bool))
+
+    def bytes_per_row(self) -> float:
+        return self.store.nbytes / max(len(self.store), 1)
+
+
+@dataclass(frozen=True)
+class PaddedText:
+    """A BatchSource of dynamically padded text batches.
+
+    Attributes:
+        rows: :class:`TokenizedRows` or :class:`StoredRows`.
+        pad_id: the tokenizer's pad id.
+        pad_to_multiple_of: each batch's width is its longest row rounded up to this.
+        token_type_ids: add ``token_type_ids`` (always for sentence pairs).
+        widen_on_device: send ids and masks in their smallest dtypes and make them int64 in
+            ``finalize`` (for CUDA: 4x less over the bus); ``False`` pads straight into int64
+            in the worker (for CPU: no second pass on the consumer's side).
+        tally: the loader's running counts (see report.py).
+    """
+
+    rows: Any
+    pad_id: int
+    pad_to_multiple_of: int = 8
+    token_type_ids: bool = False
+    widen_on_device: bool = True
+    tally: Tally = field(default_factory=Tally)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.pad_to_multiple_of, bool) or not isinstance(self.pad_to_multiple_of, int) or self.pad_to_multiple_of < 1:
+            raise ConfigError(f"pad_to_multiple_of must be an integer >= 1, got {self.pad_to_multiple_of!r}", option="pad_to_multiple_of")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def batch_bytes(self, batch_size: int) -> float:
+        return batch_size * self.rows.bytes_per_row()
+
+    def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
+        idx = np.concatenate(chunk) if len(chunk) > 1 else np.asarray(chunk[0])
+        enc = self.rows.fetch(idx)
+        bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in chunk], out=bounds[1:])
+        wide = None if self.widen_on_device else np.int64
+        flat_ids = enc.ids if wide is None else Ragged(enc.ids.values.astype(wide), enc.ids.offsets)
+        ids = flat_ids.pad_groups(bounds, self.pad_id, self.pad_to_multiple_of)
+        types = None
+        if enc.type_ids is not None and (self.token_type_ids or self.rows.has_pairs):
+            flat_types = enc.type_ids if wide is None else Ragged(enc.type_ids.values.astype(wide), enc.type_ids.offsets)
+            types = flat_types.pad_groups(bounds, 0, self.pad_to_multiple_of)
+        elif self.token_type_ids:
+            types = [np.zeros(x.shape, dtype=wide or np.uint8) for x in ids]
+        lengths = enc.ids.lengths
+        ones = np.ones(len(enc.ids.values), wide or np.uint8)
+        masks = Ragged(ones, enc.ids.offsets).pad_groups(bounds, 0, self.pad_to_multiple_of)
+        starts = bounds[:-1]
+        real = np.add.reduceat(lengths, starts)
+        cut = np.add.reduceat(enc.truncated.astype(np.int64), starts) if enc.truncated is not None else np.zeros(len(chunk), np.int64)
+        labels = None if self.rows.labels is None else self.rows.labels[idx]
+        out = []
+        for k in range(len(chunk)):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            batch: dict[str, Any] = {"input_ids": ids[k], "attention_mask": masks[k]}
+            if types is not None:
+                batch["token_type_ids"] = types[k]
+            if labels is not None:
+                batch["labels"] = labels[lo:hi]
+            batch[TALLY_KEY] = BatchTally(hi - lo, int(real[k]), ids[k].size - int(real[k]), int(cut[k]))
+            out.append(batch)
+        return out
+
+    def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
+        tally = batch.pop(TALLY_KEY, None)
+        if tally is not None:
+            self.tally.add(tally)
+        if not self.widen_on_device:
+            return batch
+        batch["input_ids"] = batch["input_ids"].long()
+        batch["attention_mask"] = batch["attention_mask"].long()
+        if "token_type_ids" in batch:
+            batch["token_type_ids"] = batch["token_type_ids"].long()
+        return batch
+
+
+__all__ = ["METADATA_KEY", "PaddedText", "StoredRows", "TokenizedRows"]

@@ -1,0 +1,103 @@
+"""Offline conversion: a text source tokenized once into a store (``stoker convert text``).
+
+The source is read as a stream of blocks; worker threads tokenize blocks in parallel (the
+Rust tokenizer releases the GIL) while the main thread writes them in order. The store holds:
+
+* ``input_ids``: a sequence column in the smallest integer dtype for the vocabulary;
+* ``length`` (tokens per example), ``truncated`` (1 where ``max_length`` cut the example);
+* ``token_type_ids`` for sentence pairs, ``label`` when the source has labels;
+
+and, in its metadata under ``"stoker.text"``, the tokenizer, pad id, label names and the
+counts of empty lines skipped and lines with replaced UTF-8.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import EmptyDatasetError
+from stoker.pipeline.threads import default_workers, ordered_map
+from stoker.store.format import Scalar, Sequence
+from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
+from stoker.text.batches import METADATA_KEY
+from stoker.text.sources import LabelCoder, TextBlock, TextColumns, describe_source, iter_blocks
+from stoker.text.tokenizer import Encoded, resolve, smallest_uint
+
+
+def convert_text(
+    source: Any,
+    store: str | os.PathLike[str],
+    tokenizer: Any = "bert-base-uncased",
+    *,
+    max_length: int | None = 512,
+    columns: TextColumns = TextColumns(),
+    num_workers: int | None = None,
+    shard_size: int | str = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+) -> Path:
+    """Tokenize ``source`` into a new store at ``store`` and return its path.
+
+    ``columns`` says which fields hold text, pairs and labels and what to do with empty lines
+    and invalid UTF-8 (see :class:`~stoker.text.sources.TextColumns`). ``on_progress(rows)`` is
+    called after each block is written.
+    """
+    tok = resolve(tokenizer, max_length=max_length)
+    workers = default_workers() if num_workers is None else num_workers
+    coder = LabelCoder()
+    skipped = replaced = 0
+    id_dtype = tok.id_dtype
+    len_dtype = smallest_uint((max_length or 2**31) + 1)
+
+    def encode(block: TextBlock) -> tuple[TextBlock, Encoded]:
+        return block, tok.encode(block.texts, block.pairs)
+
+    schema = {"input_ids": Sequence(id_dtype), "length": Scalar(len_dtype), "truncated": Scalar(np.uint8)}
+    writer = StoreWriter(store, None, shard_size=shard_size, overwrite=overwrite)
+    with writer:
+        blocks = ordered_map(encode, iter_blocks(source, columns), workers=workers, depth=2 * max(workers, 1), stage="tokenize")
+        try:
+            for block, enc in blocks:
+                skipped += block.skipped_empty
+                replaced += block.replaced_lines
+                if not block.texts:
+                    continue
+                lengths = enc.ids.lengths
+                data: dict[str, Any] = {
+                    "input_ids": enc.ids,
+                    "length": lengths.astype(len_dtype),
+                    "truncated": np.zeros(len(lengths), np.uint8) if enc.truncated is None else enc.truncated.astype(np.uint8),
+                }
+                full = dict(schema)
+                if enc.type_ids is not None:
+                    data["token_type_ids"] = enc.type_ids
+                    full["token_type_ids"] = Sequence(np.uint8)
+                if block.labels is not None:
+                    data["label"] = coder.encode(block.labels, describe_source(source))
+                    full["label"] = Scalar(data["label"].dtype)
+                if writer.schema is None:
+                    writer.schema = full
+                writer.add_batch(data)
+                if on_progress is not None:
+                    on_progress(len(block.texts))
+        finally:
+            blocks.close()
+        if writer.rows_written == 0:
+            raise EmptyDatasetError(f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
+        writer.metadata[METADATA_KEY] = {
+            **tok.describe(),
+            "source": describe_source(source),
+            "id_dtype": str(id_dtype),
+            "label_names": list(coder.label_names) if coder.label_names else None,
+            "skipped_empty": skipped,
+            "replaced_lines": replaced,
+        }
+    return Path(store)
+
+
+__all__ = ["convert_text"]

@@ -1,0 +1,162 @@
+"""Packing for language-model pretraining: documents concatenated into fixed-length blocks.
+
+Each epoch puts the documents in an order fixed by ``(seed, epoch)``, concatenates their ids
+(special tokens included, as the tokenizer adds them) and cuts the stream into blocks of
+``block_length`` tokens; the tail shorter than a block is left out. Nothing is padded.
+``position_ids`` restart at 0 where a document starts inside a block, so document boundaries
+stay visible (for position embeddings, or to build a block-diagonal attention mask).
+
+:class:`PackedBatches` (the batch sampler) yields, for each batch, an array of
+``(epoch, block)`` rows; :class:`PackedText` (the BatchSource) turns them into ids. Both are
+pure functions of the epoch, so a resumed loader continues exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError, EmptyDatasetError
+from stoker.pipeline.sampler import check_fingerprint
+from stoker.store.columns import Ragged
+from stoker.text.report import TALLY_KEY, BatchTally, Tally
+
+
+def ragged_docs(rag: Ragged) -> Any:
+    """``docs`` for :class:`PackedText` over documents held in memory."""
+    return lambda needed: (rag.values, rag.offsets[needed])
+
+
+def store_docs(store: Any, column: str = "input_ids") -> Any:
+    """``docs`` for :class:`PackedText` over a store's id column (one gather per batch)."""
+
+    def fetch(needed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rag = store.gather(needed, [column])[column]
+        return rag.values, rag.offsets[:-1]
+
+    return fetch
+
+
+def _layout(lengths: np.ndarray, shuffle: bool, seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(document order, end of each document in the concatenated stream) for ``epoch``."""
+    order = np.random.default_rng([seed, epoch, 1]).permutation(len(lengths)) if shuffle else np.arange(len(lengths))
+    return order, np.cumsum(lengths[order])
+
+
+@dataclass(frozen=True, eq=False)
+class PackedBatches:
+    """Batches of block numbers for packed language-model training (a batch sampler)."""
+
+    lengths: np.ndarray
+    block_length: int
+    batch_size: int
+    shuffle: bool = True
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+    drop_last: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lengths", np.asarray(self.lengths, dtype=np.int64))
+        for name in ("block_length", "batch_size", "world_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", option=name)
+        if not 0 <= self.rank < self.world_size:
+            raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
+        if self.blocks_per_rank == 0:
+            raise EmptyDatasetError(
+                f"{int(self.lengths.sum()):,} tokens make {self.num_blocks} blocks of {self.block_length}, fewer than the "
+                f"{self.world_size} rank(s); use shorter blocks or more text"
+            )
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.lengths.sum()) // self.block_length
+
+    @property
+    def blocks_per_rank(self) -> int:
+        return self.num_blocks // self.world_size
+
+    def __len__(self) -> int:
+        n = self.blocks_per_rank
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
+        rng = np.random.default_rng([self.seed, epoch, 2])
+        blocks = rng.permutation(self.num_blocks) if self.shuffle else np.arange(self.num_blocks)
+        mine = blocks[: self.blocks_per_rank * self.world_size].reshape(-1, self.world_size)[:, self.rank]
+        for b in range(start, len(self)):
+            ids = mine[b * self.batch_size : (b + 1) * self.batch_size]
+            yield np.stack([np.full(len(ids), epoch, dtype=np.int64), ids], axis=1)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "kind": "PackedBatches", "docs": len(self.lengths), "lengths_crc32": zlib.crc32(self.lengths.tobytes()),
+            "block_length": self.block_length, "batch_size": self.batch_size, "shuffle": self.shuffle, "seed": self.seed,
+            "rank": self.rank, "world_size": self.world_size, "drop_last": self.drop_last,
+        }  # fmt: skip
+
+    def check_fingerprint(self, saved: dict[str, Any]) -> None:
+        check_fingerprint(self.fingerprint(), saved)
+
+
+@dataclass(frozen=True, eq=False)
+class PackedText:
+    """BatchSource of packed blocks: ``input_ids`` and ``position_ids``, both ``(batch, block_length)``.
+
+    ``docs(indices) -> (values, starts)`` returns flat ids holding the given documents (sorted
+    indices) and where each starts in them: views of an in-memory Ragged, or a store gather.
+    """
+
+    docs: Any
+    lengths: np.ndarray
+    block_length: int
+    shuffle: bool = True
+    seed: int = 0
+    tally: Tally = field(default_factory=Tally)
+    _cache: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.lengths.sum()) // self.block_length
+
+    def batch_bytes(self, batch_size: int) -> float:
+        return batch_size * self.block_length * 10.0
+
+    def _epoch_layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            if epoch not in self._cache:
+                if len(self._cache) >= 2:
+                    self._cache.pop(min(self._cache))
+                self._cache[epoch] = _layout(self.lengths, self.shuffle, self.seed, epoch)
+            return self._cache[epoch]
+
+    def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
+        out = []
+        for pairs in chunk:
+            order, ends = self._epoch_layout(int(pairs[0, 0]))
+            pos = (pairs[:, 1:2] * self.block_length + np.arange(self.block_length)).reshape(-1)
+            j = np.searchsorted(ends, pos, side="right")  # which document (in epoch order) each token is in
+            doc = order[j]
+            within = pos - (ends[j] - self.lengths[doc])
+            needed = np.unique(doc)
+            values, starts = self.docs(needed)
+            flat = starts[np.searchsorted(needed, doc)] + within
+            shape = (len(pairs), self.block_length)
+            tally = BatchTally(len(pairs), len(pos), 0, 0)
+            out.append({"input_ids": values[flat].reshape(shape), "position_ids": within.reshape(shape), TALLY_KEY: tally})
+        return out
+
+    def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
+        self.tally.add(batch.pop(TALLY_KEY))
+        batch["input_ids"] = batch["input_ids"].long()
+        return batch
+
+
+__all__ = ["PackedBatches", "PackedText", "ragged_docs", "store_docs"]

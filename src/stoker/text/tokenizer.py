@@ -1,0 +1,218 @@
+"""Which tokenizer, and how a batch of texts becomes token ids.
+
+:func:`resolve` accepts what users have at hand and returns a :class:`TextTokenizer`: a
+private copy of a Hugging Face ``tokenizers.Tokenizer`` (padding off, truncation set by us),
+its pad id and the smallest integer dtype that holds its ids.
+
+* a ``tokenizers.Tokenizer``;
+* a transformers *fast* tokenizer (anything with ``backend_tokenizer``);
+* a path to a ``tokenizer.json``, a WordPiece ``vocab.txt``, or a directory holding one;
+* the name ``"bert-base-uncased"``: the WordPiece vocabulary bundled in ``stoker/text/data``
+  (see ``data/NOTICE``), so it works with no network.
+
+:meth:`TextTokenizer.encode` tokenizes a whole batch in one ``encode_batch`` call (the Rust
+tokenizer releases the GIL and spreads the batch over its own threads) and returns flat ids
+with offsets, ready for one padding pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError
+from stoker.store.columns import Ragged
+
+BUNDLED = {"bert-base-uncased": "bert-base-uncased-vocab.txt"}
+_PAD_NAMES = ("[PAD]", "<pad>", "<|padding|>")
+
+
+def _tokenizers() -> Any:
+    try:
+        import tokenizers
+    except ImportError as exc:  # pragma: no cover - the text extra installs it
+        raise ConfigError("stoker.text needs the 'tokenizers' package: pip install 'stoker[text]'", option="tokenizer") from exc
+    return tokenizers
+
+
+def smallest_uint(vocab_size: int) -> np.dtype:
+    """The smallest integer dtype that holds ids ``0 .. vocab_size - 1``."""
+    for dtype in (np.uint8, np.uint16, np.int32):
+        if vocab_size - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+def wordpiece_from_vocab(path: str | os.PathLike[str], lowercase: bool = True) -> Any:
+    """A BERT WordPiece tokenizer built from a ``vocab.txt`` (as BertTokenizerFast builds it)."""
+    tk = _tokenizers()
+    from tokenizers import decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+
+    vocab = WordPiece.read_file(str(path))
+    for special in ("[CLS]", "[SEP]", "[UNK]"):
+        if special not in vocab:
+            raise ConfigError(f"{path}: a BERT vocab.txt must contain {special}; this one does not (is it a WordPiece vocabulary?)", option="tokenizer")
+    tok = tk.Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    cls, sep = vocab["[CLS]"], vocab["[SEP]"]
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    tok.decoder = decoders.WordPiece(prefix="##")
+    specials = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") if t in vocab]
+    tok.add_special_tokens([tk.AddedToken(t, special=True) for t in specials])
+    return tok
+
+
+@dataclass(frozen=True)
+class TextTokenizer:
+    """A tokenizer ready for batches.
+
+    Attributes:
+        tokenizer: a private ``tokenizers.Tokenizer`` (padding off; truncation as ``max_length``).
+        pad_id: the id that pads batches.
+        name: where it came from (kept in a store's metadata).
+        max_length: longest encoding, special tokens included (``None``: no truncation).
+    """
+
+    tokenizer: Any
+    pad_id: int
+    name: str
+    max_length: int | None = None
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.tokenizer.get_vocab_size(with_added_tokens=True))
+
+    @property
+    def id_dtype(self) -> np.dtype:
+        """The smallest integer dtype holding every id (uint16 for BERT's 30,522)."""
+        return smallest_uint(max(self.vocab_size, self.pad_id + 1))
+
+    def encode(self, texts: list[str], pairs: list[str] | None = None, special_tokens: bool = True) -> Encoded:
+        """Tokenize a batch in one call; ids come back flat (``Ragged``) in :attr:`id_dtype`."""
+        inputs: Any = texts if pairs is None else list(zip(texts, pairs))
+        encs = self.tokenizer.encode_batch_fast(inputs, add_special_tokens=special_tokens)
+        rows = [e.ids for e in encs]
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=self.id_dtype, count=int(offsets[-1]))
+        types = None
+        if pairs is not None:
+            types = np.fromiter(itertools.chain.from_iterable(e.type_ids for e in encs), dtype=np.uint8, count=int(offsets[-1]))
+        truncated = None
+        if self.max_length is not None:  # only an encoding of the full length can have been cut
+            truncated = np.zeros(len(rows), dtype=bool)
+            full = np.flatnonzero(lengths >= self.max_length)
+            truncated[full] = [bool(encs[i].overflowing) for i in full.tolist()]
+        return Encoded(Ragged(ids, offsets), None if types is None else Ragged(types, offsets), truncated)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "pad_id": self.pad_id, "vocab_size": self.vocab_size, "max_length": self.max_length}
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One tokenized batch: ids (and type ids for pairs) as flat rows, and which rows were cut."""
+
+    ids: Ragged
+    type_ids: Ragged | None
+    truncated: np.ndarray | None  # bool per row; None when nothing can have been cut
+
+
+def resolve(
+    tokenizer: Any = "bert-base-uncased",
+    *,
+    max_length: int | None = None,
+    pad_id: int | None = None,
+    lowercase: bool = True,
+) -> TextTokenizer:
+    """A :class:`TextTokenizer` from a name, a path, a ``tokenizers.Tokenizer`` or a transformers tokenizer.
+
+    ``max_length`` turns on truncation (longest-first for pairs; the special tokens such as
+    [CLS] and [SEP] are kept). ``pad_id`` overrides the pad token; without it a tokenizer that
+    has no pad token is refused. ``lowercase`` applies to a ``vocab.txt`` only.
+    """
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
+        raise ConfigError(f"max_length must be an integer >= 2 (room for [CLS] and [SEP]), got {max_length!r}", option="max_length")
+    tk = _tokenizers()
+    hinted_pad: int | None = None
+    if isinstance(tokenizer, tk.Tokenizer):
+        tok, name = tk.Tokenizer.from_str(tokenizer.to_str()), "tokenizers.Tokenizer"
+    elif hasattr(tokenizer, "backend_tokenizer"):  # transformers fast tokenizer
+        tok = tk.Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        name = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+        hinted_pad = getattr(tokenizer, "pad_token_id", None)
+    elif hasattr(tokenizer, "tokenize") and hasattr(tokenizer, "vocab_size"):
+        raise ConfigError(
+            f"{type(tokenizer).__name__} is a slow (pure-Python) tokenizer; pass its fast version "
+            "(AutoTokenizer.from_pretrained(..., use_fast=True)) or the path of its tokenizer.json / vocab.txt",
+            option="tokenizer",
+        )
+    elif isinstance(tokenizer, (str, os.PathLike)):
+        tok, name = _from_name_or_path(tokenizer, lowercase)
+    else:
+        raise ConfigError(
+            f"tokenizer must be a name ('bert-base-uncased'), a path to tokenizer.json or vocab.txt, a tokenizers.Tokenizer "
+            f"or a transformers fast tokenizer, not {type(tokenizer).__name__}",
+            option="tokenizer",
+        )
+    if tok.padding:
+        hinted_pad = tok.padding.get("pad_id", hinted_pad) if hinted_pad is None else hinted_pad
+    tok.no_padding()
+    tok.no_truncation()
+    if max_length is not None:
+        tok.enable_truncation(max_length)
+    if pad_id is None:
+        pad_id = hinted_pad
+    if pad_id is None:
+        pad_id = next((tok.token_to_id(t) for t in _PAD_NAMES if tok.token_to_id(t) is not None), None)
+    if pad_id is None:
+        raise ConfigError(
+            f"tokenizer {name!r} has no pad token, so batches of different lengths cannot be padded; pass pad_id=... "
+            "(for GPT-style tokenizers the end-of-text id is the usual choice), or use packing=True, which never pads",
+            option="pad_id",
+        )
+    if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)) or pad_id < 0:
+        raise ConfigError(f"pad_id must be an integer >= 0, got {pad_id!r}", option="pad_id")
+    return TextTokenizer(tok, int(pad_id), name, max_length)
+
+
+def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[Any, str]:
+    tk = _tokenizers()
+    if isinstance(spec, str) and spec in BUNDLED:
+        ref = resources.files("stoker.text") / "data" / BUNDLED[spec]
+        with resources.as_file(ref) as path:
+            return wordpiece_from_vocab(path, lowercase=True), spec
+    path = Path(spec)
+    if path.is_dir():
+        for candidate in ("tokenizer.json", "vocab.txt"):
+            if (path / candidate).is_file():
+                path = path / candidate
+                break
+        else:
+            raise ConfigError(f"{path} holds neither tokenizer.json nor vocab.txt; pass the file itself", option="tokenizer")
+    if not path.is_file():
+        raise ConfigError(
+            f"tokenizer {str(spec)!r} is neither a bundled name ({', '.join(BUNDLED)}) nor an existing file; stoker does not "
+            "download tokenizers: pass the path of a tokenizer.json or vocab.txt, or a tokenizer object",
+            option="tokenizer",
+        )
+    if path.suffix == ".json":
+        try:
+            return tk.Tokenizer.from_file(str(path)), str(path)
+        except Exception as exc:  # tokenizers raises a bare Exception on malformed files
+            raise ConfigError(f"{path}: not a Hugging Face tokenizer.json ({exc})", option="tokenizer") from exc
+    return wordpiece_from_vocab(path, lowercase), str(path)
+
+
+__all__ = ["BUNDLED", "Encoded", "TextTokenizer", "resolve", "smallest_uint", "wordpiece_from_vocab"]

@@ -1,0 +1,26 @@
+import subprocess
+import sys
+
+import stoker
+from stoker.cli.main import main
+
+
+def test_convert_text_writes_a_store_and_reports(tmp_path, capsys):
+    src = tmp_path / "corpus.tsv"
+    src.write_text("label\ttext\nsport\tThe match ended in a draw.\n\t\nnews\tMarkets rose sharply on Monday.\n")
+    assert main(["convert", "text", str(src), str(tmp_path / "s"), "--max-length", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "2 examples" in out and "1 empty lines skipped" in out and "1 truncated" in out
+    ds = stoker.open(tmp_path / "s")
+    assert ds.metadata["stoker.text"]["label_names"] == ["sport", "news"]
+    assert ds[0]["input_ids"][0] == 101
+
+
+def test_convert_text_bad_utf8_exits_1_naming_the_line(tmp_path):
+    src = tmp_path / "bad.txt"
+    src.write_bytes(b"ok\n\xc3\x28 broken\n")
+    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "convert", "text", str(src), str(tmp_path / "s")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "bad.txt, line 2" in proc.stderr and "--encoding-errors replace" in proc.stderr
+    assert not (tmp_path / "s").exists()
+    assert main(["convert", "text", str(src), str(tmp_path / "s"), "--encoding-errors", "replace"]) == 0

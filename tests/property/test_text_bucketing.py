@@ -1,0 +1,31 @@
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stoker.text.bucketing import LengthBuckets
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 300), min_size=1, max_size=400),
+    batch_size=st.integers(1, 40),
+    world=st.integers(1, 4),
+    epoch=st.integers(0, 5),
+    budget=st.one_of(st.none(), st.integers(300, 3000)),
+)
+def test_ranks_get_equal_counts_and_the_epoch_covers_every_row(lengths, batch_size, world, epoch, budget):
+    lengths = np.array(lengths)
+    samplers = [LengthBuckets(lengths, batch_size, budget, True, 7, 4, r, world) for r in range(world)]
+    counts = {len(s) for s in samplers}
+    assert len(counts) == 1
+    got = [list(s.batches(epoch)) for s in samplers]
+    assert all(len(g) == len(samplers[0]) for g in got)
+    rows = np.concatenate([b for g in got for b in g])
+    assert set(rows.tolist()) == set(range(len(lengths)))  # every row at least once (padding may repeat)
+    every = samplers[0].epoch_batches(epoch)
+    assert np.array_equal(np.sort(np.concatenate(every)), np.arange(len(lengths)))  # a partition of the rows
+    if budget is not None:
+        assert all(len(b) == 1 or len(b) * lengths[b].max() <= budget for b in every)
+    # resume = tail of the uninterrupted epoch
+    tail = list(samplers[0].batches(epoch, 1))
+    assert all(np.array_equal(a, b) for a, b in zip(tail, got[0][1:]))

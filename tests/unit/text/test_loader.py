@@ -1,0 +1,118 @@
+import numpy as np
+import pytest
+import torch
+from text_samples import SENTENCES
+
+import stoker
+import stoker.convert
+from stoker.errors import ConfigError, StateError
+from stoker.text import Loader
+
+TEXTS = [s for s in SENTENCES for _ in range(7)] + [f"example number {i} " * (i % 9 + 1) for i in range(300)]
+
+
+def collect(loader):
+    return list(loader)
+
+
+def test_batches_match_reference_and_are_dynamically_padded(reference):
+    loader = Loader(TEXTS[:64], batch_size=16, max_length=32, num_workers=2)
+    batches = collect(loader)
+    assert len(batches) == 4
+    for k, b in enumerate(batches):
+        texts = TEXTS[16 * k : 16 * (k + 1)]
+        ref = reference(texts, truncation=True, max_length=32, padding="longest", pad_to_multiple_of=8, return_tensors="pt")
+        assert torch.equal(b["input_ids"], ref["input_ids"])
+        assert torch.equal(b["attention_mask"], ref["attention_mask"])
+        assert b["input_ids"].dtype == torch.int64 and b["input_ids"].shape[1] % 8 == 0
+
+
+def test_report_counts_real_padded_truncated_and_empty():
+    loader = Loader(TEXTS + ["", "  "], batch_size=32, max_length=16, pad_to_multiple_of=1, num_workers=1)
+    real = padded = 0
+    for b in loader:
+        m = b["attention_mask"]
+        real += int(m.sum())
+        padded += int((m == 0).sum())
+    r = loader.report()
+    assert (r.real_tokens, r.padded_tokens, r.examples, r.skipped_empty) == (real, padded, len(TEXTS), 2)
+    lengths = stoker.text.resolve("bert-base-uncased").encode(TEXTS).ids.lengths
+    assert r.truncated == int((lengths > 16).sum()) > 0
+
+
+def test_labels_pairs_and_token_type_ids(tmp_path, reference):
+    p = tmp_path / "pairs.jsonl"
+    import json
+
+    rows = [{"a": SENTENCES[i], "b": SENTENCES[-i - 1], "label": i % 3} for i in range(10)]
+    p.write_text("\n".join(json.dumps(r) for r in rows))
+    b = next(iter(Loader(p, batch_size=10, max_length=64, text_column="a", pair_column="b")))
+    assert b["labels"].tolist() == [i % 3 for i in range(10)]
+    ref = reference([r["a"] for r in rows], [r["b"] for r in rows], truncation=True, max_length=64, padding="longest", pad_to_multiple_of=8, return_tensors="pt")
+    assert torch.equal(b["input_ids"], ref["input_ids"]) and torch.equal(b["token_type_ids"], ref["token_type_ids"])
+    single = next(iter(Loader(TEXTS[:4], batch_size=4, token_type_ids=True)))
+    assert single["token_type_ids"].shape == single["input_ids"].shape and int(single["token_type_ids"].sum()) == 0
+
+
+def test_store_gives_the_same_batches_as_on_the_fly(tmp_path):
+    store = stoker.convert.text(TEXTS + [""], tmp_path / "s", max_length=24)
+    ds = stoker.open(store)
+    assert ds.schema["input_ids"].numpy_dtype == np.uint16 and len(ds) == len(TEXTS)
+    fly = Loader(TEXTS, batch_size=16, max_length=24, shuffle=True, seed=3)
+    stored = Loader(store, batch_size=16, shuffle=True, seed=3)
+    for a, b in zip(fly, stored, strict=True):
+        assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["attention_mask"], b["attention_mask"])
+    assert fly.report().truncated == stored.report().truncated > 0
+    assert stored.report().skipped_empty == 1
+
+
+def test_bucketing_cuts_padding_and_resumes(tmp_path):
+    plain = Loader(TEXTS, batch_size=16, shuffle=True, bucketing=False, pad_to_multiple_of=1)
+    bucketed = Loader(TEXTS, batch_size=16, shuffle=True, pad_to_multiple_of=1)
+    collect(plain), collect(bucketed)
+    assert bucketed.report().padded_fraction < plain.report().padded_fraction / 2
+    full = [b["input_ids"] for b in Loader(TEXTS, batch_size=16, shuffle=True, seed=5)]
+    first = Loader(TEXTS, batch_size=16, shuffle=True, seed=5)
+    it = iter(first)
+    for _ in range(5):
+        next(it)
+    state = first.state_dict()
+    it.close()
+    resumed = Loader(TEXTS, batch_size=16, shuffle=True, seed=5)
+    resumed.load_state_dict(state)
+    rest = [b["input_ids"] for b in resumed]
+    assert len(rest) == len(full) - 5 and all(torch.equal(a, b) for a, b in zip(rest, full[5:]))
+    other = Loader(TEXTS[:-1], batch_size=16, shuffle=True, seed=5)
+    with pytest.raises(StateError):
+        other.load_state_dict(state)
+
+
+def test_max_tokens_budget():
+    loader = Loader(TEXTS, batch_size=None, max_tokens=256, max_length=64, shuffle=True)
+    seen = 0
+    for b in loader:
+        assert b["input_ids"].numel() <= 256
+        seen += len(b["input_ids"])
+    assert seen == len(TEXTS)
+
+
+def test_packing_blocks_have_no_padding_and_restart_positions():
+    loader = Loader(TEXTS, batch_size=4, max_length=32, packing=True, shuffle=True)
+    ids = stoker.text.resolve("bert-base-uncased").encode(TEXTS).ids
+    total = 0
+    for b in loader:
+        assert b["input_ids"].shape[1] == 32
+        starts = b["position_ids"] == 0
+        assert torch.equal(starts, b["input_ids"] == 101)  # every document starts with [CLS]
+        total += b["input_ids"].numel()
+    assert total == (len(ids.values) // 32) * 32
+    assert loader.report().padded_tokens == 0
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ConfigError, match="unknown option"):
+        Loader(TEXTS, batch_size=4, max_lenght=3)
+    with pytest.raises(ConfigError, match="pad_to_multiple_of"):
+        Loader(TEXTS, batch_size=4, pad_to_multiple_of=0)
+    with pytest.raises(ConfigError, match="max_tokens"):
+        Loader(TEXTS, batch_size=4, max_length=128, max_tokens=64)

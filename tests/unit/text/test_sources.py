@@ -1,0 +1,68 @@
+import json
+
+import numpy as np
+import pytest
+
+from stoker.errors import EmptyDatasetError, InputError
+from stoker.text.sources import TextColumns, iter_blocks, read_table
+
+
+def test_txt_skips_and_counts_empty_lines(tmp_path):
+    p = tmp_path / "a.txt"
+    p.write_text("one\n\n   \ntwo\r\nthree\n")
+    t = read_table(p)
+    assert t.texts == ["one", "two", "three"] and t.skipped_empty == 2
+    kept = read_table(p, TextColumns(keep_empty=True))
+    assert len(kept) == 5 and kept.skipped_empty == 0
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_bytes(b"fine\nalso fine\nbad \xff byte\n")
+    with pytest.raises(InputError, match=r"bad\.txt, line 3, byte 5: invalid UTF-8") as info:
+        read_table(p)
+    assert info.value.line == 3 and info.value.path == p
+    t = read_table(p, TextColumns(encoding_errors="replace"))
+    assert t.texts[2] == "bad \ufffd byte" and t.replaced_lines == 1
+
+
+def test_jsonl_with_labels_and_missing_column(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in [{"text": "a b", "label": "pos"}, {"text": "c", "label": "neg"}, {"text": "d", "label": "pos"}]))
+    t = read_table(p)
+    assert t.labels.tolist() == [0, 1, 0] and t.label_names == ("pos", "neg")
+    with pytest.raises(InputError, match=r"no column 'body'; the columns found are \['label', 'text'\]"):
+        read_table(p, TextColumns(text="body"))
+    with pytest.raises(InputError, match="no column 'y'"):
+        read_table(p, TextColumns(label="y"))
+
+
+def test_csv_tsv_and_pairs(tmp_path):
+    c = tmp_path / "a.csv"
+    c.write_text('premise,hypothesis,label\n"A man, sleeping",A person rests,1\nDogs bark,Cats meow,0\n')
+    t = read_table(c, TextColumns(text="premise", pair="hypothesis"))
+    assert t.texts == ["A man, sleeping", "Dogs bark"] and t.pairs == ["A person rests", "Cats meow"]
+    assert t.labels.dtype == np.int64 and t.labels.tolist() == [1, 0]
+    s = tmp_path / "a.tsv"
+    s.write_text('label\ttext\nsport\the said "yes"\n')
+    assert read_table(s).texts == ['he said "yes"']
+    with pytest.raises(InputError, match=r"the columns found are \['label', 'text'\]"):
+        read_table(s, TextColumns(text="sentence"))
+
+
+def test_lists_and_empty_sources(tmp_path):
+    assert read_table(["x", "", "y"]).texts == ["x", "y"]
+    assert read_table([("a", "b")], TextColumns(pair="text_b")).pairs == ["b"]
+    with pytest.raises(EmptyDatasetError, match="2 empty lines skipped"):
+        read_table(["", " "])
+    with pytest.raises(InputError, match="unknown text format"):
+        (tmp_path / "x.parquet").write_text("")
+        read_table(tmp_path / "x.parquet")
+
+
+def test_blocks_stream_in_order(tmp_path):
+    p = tmp_path / "a.txt"
+    p.write_text("".join(f"line {i}\n" for i in range(25)))
+    blocks = list(iter_blocks(p, block_rows=10))
+    assert [len(b.texts) for b in blocks] == [10, 10, 5]
+    assert [t for b in blocks for t in b.texts] == [f"line {i}" for i in range(25)]
