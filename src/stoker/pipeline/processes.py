@@ -15,6 +15,7 @@ import os
 import pickle
 import queue
 import secrets
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing import shared_memory
@@ -283,24 +284,36 @@ def _shutdown(procs: list[Any], tasks: list[Any], results: Any, token: str) -> N
             q.put(None)
         except (ValueError, OSError):
             pass
-    for p in procs:
-        p.join(timeout=2.0)
+    # Read results while the workers finish: a worker blocked writing a large result into a full
+    # pipe exits only once it is read, and one killed mid-write would leave a partial message
+    # that any later read of the pipe waits on forever.
+    deadline = time.monotonic() + 2.0
+    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+        _discard_result(results, timeout=0.05)
+    killed = False
     for p in procs:
         if p.is_alive():
             p.terminate()
-            p.join(timeout=2.0)
-    while True:  # unlink what finished but was never consumed
-        try:
-            n, status, payload = results.get_nowait()
-        except (queue.Empty, OSError, ValueError, EOFError):
-            break
-        if status == "ok" and payload[0]:
-            _unlink(payload[0])
+            killed = True
+        p.join(timeout=2.0)
+    while not killed and _discard_result(results, timeout=None):  # complete messages only
+        pass
     for q in [*tasks, results]:
         q.close()
         q.join_thread()
-    for path in glob.glob(f"/dev/shm/stoker_{token}_*"):
+    for path in glob.glob(f"/dev/shm/stoker_{token}_*"):  # unlink what finished but was never consumed
         _unlink(os.path.basename(path))
+
+
+def _discard_result(results: Any, timeout: float | None) -> bool:
+    """Take one result off the queue and unlink its segment; False when there was none."""
+    try:
+        _, status, payload = results.get(timeout=timeout) if timeout else results.get_nowait()
+    except (queue.Empty, OSError, ValueError, EOFError):
+        return False
+    if status == "ok" and payload[0]:
+        _unlink(payload[0])
+    return True
 
 
 def _unlink(name: str) -> None:
