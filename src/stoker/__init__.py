@@ -7,7 +7,7 @@
         ...
 """
 
-from stoker import errors
+from stoker import convert, errors, sources
 from stoker.config import LoaderConfig
 from stoker.errors import StokerError
 from stoker.loader import Loader
@@ -43,7 +43,9 @@ __all__ = [
     "String",
     "Tensor",
     "__version__",
+    "convert",
     "errors",
     "open",
+    "sources",
     "write",
 ]

@@ -8,7 +8,12 @@ from __future__ import annotations
 import argparse
 import importlib
 
-KINDS: tuple[str, ...] = ()
+KINDS: tuple[str, ...] = (
+    "stoker.cli.convert_hdf5",
+    "stoker.cli.convert_arrays",
+    "stoker.cli.convert_table",
+    "stoker.cli.convert_dataset",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
