@@ -81,13 +81,23 @@ def hdf5_to_store(
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
 
+    # Two slab buffers per key, used in turn: the helper thread fills one while the writer
+    # writes the other (a slab is written, and let go, by the add_batch that takes it).
+    buffers: dict[tuple[str, int], np.ndarray] = {}
+    turn = [0]
+
     def read(start: int, stop: int) -> dict[str, np.ndarray]:
         f = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
+        parity = turn[0] = 1 - turn[0]
         out = {}
         for info in source.infos:
-            buf = np.empty((stop - start, *info.shape), dtype=info.dtype)
-            f[info.key].read_direct(buf, np.s_[start:stop])
-            out[info.key] = buf
+            buf = buffers.get((info.key, parity))
+            if buf is None or len(buf) < stop - start:
+                buf = buffers[(info.key, parity)] = np.empty((stop - start, *info.shape), dtype=info.dtype)
+            view = buf[: stop - start]
+            if stop > start:
+                f[info.key].read_direct(view, np.s_[start:stop], np.s_[0 : stop - start])
+            out[info.key] = view
         return out
 
     meta = {"source": {"kind": "hdf5", "file": os.path.basename(str(file)), "keys": list(source.keys)}, **dict(metadata or {})}
