@@ -29,13 +29,13 @@ def arrays(draw):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=arrays(), batches=st.lists(st.lists(st.integers(0, 10**6), min_size=1, max_size=8), min_size=1, max_size=4), dense=st.sampled_from([1.0, 4.0, 1e9]))
-def test_hdf5_read_equals_sorted_fancy_indexing(data, batches, dense):
+@given(data=arrays(), batches=st.lists(st.lists(st.integers(0, 10**6), min_size=1, max_size=8), min_size=1, max_size=4), dense=st.sampled_from([1.0, 4.0, 1e9]), mmap=st.booleans())
+def test_hdf5_read_equals_sorted_fancy_indexing(data, batches, dense, mmap):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "a.h5"
         with h5py.File(path, "w") as f:
             f["x"] = data
-        src = stoker.sources.HDF5(path, "x", dense=dense)
+        src = stoker.sources.HDF5(path, "x", dense=dense, mmap=mmap)
         chunk = [np.array([i % len(data) for i in b]) for b in batches]
         for got, idx in zip(src.read(chunk), chunk):
             np.testing.assert_array_equal(got["x"], data[np.sort(idx)])

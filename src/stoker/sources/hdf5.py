@@ -5,11 +5,18 @@ each process, after a fork) opens its own read-only handle on first use; a chunk
 is read with one increasing selection per key. When the rows asked for lie close together
 (sequential or block-shuffled order) the covering slab is read in one contiguous call and
 the rows are picked from it in memory; scattered rows use h5py's point selection.
+
+Fast path: a dataset stored contiguously without filters (h5py's default layout: no chunks,
+no compression, not external) is one C-order block of the file at ``ds.id.get_offset()``.
+Such datasets are memory-mapped with numpy and gathered with ``np.take``, which releases the
+GIL, so worker threads read in parallel (h5py serializes every call behind one lock). The
+layout is checked when the source is created; ``mmap=False`` always goes through h5py.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +37,10 @@ def _h5py() -> Any:
     return h5py
 
 
+def _close(f: Any) -> None:
+    f.close()
+
+
 @dataclass(frozen=True)
 class KeyInfo:
     """One HDF5 dataset used as a column: per-row shape, dtype and chunk rows (0 if contiguous)."""
@@ -38,6 +49,8 @@ class KeyInfo:
     shape: tuple[int, ...]
     dtype: np.dtype
     chunk_rows: int
+    offset: int | None = None  # byte offset of a contiguous, unfiltered dataset (memory-mappable)
+    file_dtype: np.dtype | None = None  # the dtype as stored (byte order included)
 
     @property
     def row_bytes(self) -> int:
@@ -89,7 +102,11 @@ def describe(f: Any, path: Path, keys: tuple[str, ...] | None) -> tuple[tuple[Ke
             )
         check_numeric(np.dtype(obj.dtype), f"{path}: dataset {key!r}", "leave it out of keys, or convert it to a numeric dtype")
         chunk_rows = obj.chunks[0] if obj.chunks else 0
-        infos.append(KeyInfo(key, tuple(obj.shape[1:]), np.dtype(obj.dtype).newbyteorder("="), int(chunk_rows)))
+        offset = None
+        if obj.chunks is None and obj.compression is None and not obj.external and obj.dtype.kind in "biufc":
+            offset = obj.id.get_offset()  # None while no data was ever written (all fill value)
+        dtype = np.dtype(obj.dtype)
+        infos.append(KeyInfo(key, tuple(obj.shape[1:]), dtype.newbyteorder("="), int(chunk_rows), offset, dtype))
     rows = check_lengths({info.key: len(f[info.key]) for info in infos}, f"{path}")
     return tuple(infos), rows
 
@@ -104,13 +121,14 @@ class HDF5:
         cache_bytes: h5py's chunk cache per handle (helps chunked or compressed datasets).
         dense: read a covering slab instead of a point selection when the slab holds at most
             ``dense`` times as many rows as are needed.
+        mmap: memory-map contiguous, unfiltered datasets instead of reading them through h5py.
 
     Batches are dicts ``key -> array``; rows inside a batch come in storage order (which rows
     form a batch follows the loader's sampler). ``Loader(HDF5(...), batch_size=..., shuffle=...)``
     reads it in worker threads, each with its own handle.
     """
 
-    def __init__(self, path: str | os.PathLike[str], keys: str | list[str] | tuple[str, ...] | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES, dense: float = 4.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], keys: str | list[str] | tuple[str, ...] | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES, dense: float = 4.0, mmap: bool = True) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"no HDF5 file at {self.path}")
@@ -123,7 +141,32 @@ class HDF5:
         with self._open() as f:
             self.infos, self._len = describe(f, self.path, parse_keys(keys))
         self.keys = tuple(info.key for info in self.infos)
-        self._handles: PerThread[Any] = PerThread(self._open, lambda f: f.close())
+        self._handles: PerThread[Any] = PerThread(self._open, _close)
+        self.mmap = bool(mmap)
+        self._maps: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_maps"], state["_lock"] = {}, None  # reopened on the other side; never pickle mapped data
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _mapped(self, info: KeyInfo) -> np.ndarray | None:
+        """The dataset as a read-only numpy memory map, when its layout allows it."""
+        if not self.mmap or info.offset is None:
+            return None
+        arr = self._maps.get(info.key)
+        if arr is None:
+            with self._lock:
+                arr = self._maps.get(info.key)
+                if arr is None:
+                    shape = (self._len, *info.shape)
+                    arr = self._maps[info.key] = np.memmap(self.path, dtype=info.file_dtype, mode="r", offset=info.offset, shape=shape)
+        return arr
 
     def _open(self) -> Any:
         h5py = _h5py()
@@ -147,8 +190,7 @@ class HDF5:
         return float(batch_size * self.row_bytes)
 
     def read_rows(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Rows ``rows`` (sorted, unique) of every key, from this thread's handle."""
-        f = self._handles.get()
+        """Rows ``rows`` (sorted, unique) of every key: memory-mapped, or from this thread's h5py handle."""
         out: dict[str, np.ndarray] = {}
         if rows.size == 0:
             return {info.key: np.empty((0, *info.shape), info.dtype) for info in self.infos}
@@ -156,7 +198,12 @@ class HDF5:
         slab = (hi - lo) <= self.dense * rows.size
         contiguous = slab and (hi - lo) == rows.size
         for info in self.infos:
-            ds = f[info.key]
+            mapped = self._mapped(info)
+            if mapped is not None:
+                got = np.array(mapped[lo:hi]) if contiguous else np.take(mapped, rows, axis=0)
+                out[info.key] = got if got.dtype == info.dtype else got.astype(info.dtype)
+                continue
+            ds = self._handles.get()[info.key]
             if contiguous:
                 out[info.key] = ds[lo:hi]
             elif slab:
