@@ -7,7 +7,7 @@
         ...
 """
 
-from stoker import convert, errors
+from stoker import convert, errors, sources
 from stoker.config import LoaderConfig
 from stoker.errors import StokerError
 from stoker.loader import Loader
@@ -46,5 +46,6 @@ __all__ = [
     "convert",
     "errors",
     "open",
+    "sources",
     "write",
 ]

@@ -7,9 +7,10 @@ this module only names it, importing lazily so that ``import stoker`` stays ligh
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-__all__ = ["images", "text"]
+__all__ = ["arrays", "dataset", "hdf5", "images", "table", "text"]
 
 
 def images(src: Any, store: Any, mode: str = "encoded", **options: Any) -> Any:
@@ -25,7 +26,6 @@ def images(src: Any, store: Any, mode: str = "encoded", **options: Any) -> Any:
     return convert_images(src, store, mode, **options)
 
 
-
 def text(source: Any, store: Any, tokenizer: Any = "bert-base-uncased", **options: Any) -> Any:
     """Tokenize text (a list of strings, .txt, .jsonl, .csv or .tsv) into a store; see :func:`stoker.text.convert.convert_text`.
 
@@ -39,3 +39,47 @@ def text(source: Any, store: Any, tokenizer: Any = "bert-base-uncased", **option
     columns = TextColumns(**{k.removesuffix("_column"): v for k, v in picked.items()})
     return convert_text(source, store, tokenizer, columns=columns, **options)
 
+
+def hdf5(file: Any, store: Any, keys: Any = None, **options: Any) -> Path:
+    """HDF5 datasets ``keys`` (``"data,labels"``; default all) into a store, chunk by chunk.
+
+    Options: ``shard_size``, ``overwrite``, ``progress``, ``metadata``. See
+    :func:`stoker.sources.hdf5_to_store`.
+    """
+    from stoker.sources.to_store import hdf5_to_store
+
+    return hdf5_to_store(file, store, keys, **options)
+
+
+def arrays(arrays: Any, store: Any, **options: Any) -> Path:  # noqa: A002 - the kind's name
+    """numpy arrays, tensors, ``.npy``/``.npz`` files or a TensorDataset into a store.
+
+    Options: ``names``, ``shard_size``, ``overwrite``, ``progress``, ``metadata``. See
+    :func:`stoker.sources.arrays_to_store`.
+    """
+    from stoker.sources.to_store import arrays_to_store
+
+    return arrays_to_store(arrays, store, **options)
+
+
+def table(path: Any, store: Any, columns: Any = None, **options: Any) -> Path:
+    """Columns of a Parquet, CSV/TSV or JSON Lines file into a store (through pyarrow).
+
+    Options: ``format``, ``shard_size``, ``overwrite``, ``progress``, ``metadata``. See
+    :func:`stoker.sources.table_to_store`.
+    """
+    from stoker.sources.tables import table_to_store
+
+    return table_to_store(path, store, columns, **options)
+
+
+def dataset(dataset: Any, store: Any, **options: Any) -> Path:
+    """Any map-style torch Dataset into a store: ``__getitem__`` in ``workers`` processes, resumable.
+
+    Options: ``workers``, ``names``, ``schema``, ``on_error`` (``"raise"``/``"skip"``),
+    ``shard_size``, ``overwrite``, ``progress``, ``metadata``, ``chunk_size``. See
+    :func:`stoker.sources.dataset_to_store`.
+    """
+    from stoker.sources.dataset import dataset_to_store
+
+    return dataset_to_store(dataset, store, **options)

@@ -15,6 +15,9 @@ The tree::
     ├── EmptyDatasetError               nothing to write or to load (also ValueError)
     ├── ConfigError                     an invalid option (also ValueError)
     ├── StateError                      a state_dict that does not fit this loader (also ValueError)
+    ├── SampleError                     a Dataset's __getitem__ raised while converting it into a
+    │                                   store; ``index`` names the sample, the original error is
+    │                                   its ``__cause__`` when it could be sent back
     └── WorkerError                     a worker failed in a way that cannot be re-raised as
                                         the original exception (it died, or its exception
                                         could not be sent back)
@@ -42,6 +45,7 @@ __all__ = [
     "EmptyDatasetError",
     "ConfigError",
     "StateError",
+    "SampleError",
     "WorkerError",
 ]
 
@@ -109,6 +113,18 @@ class ConfigError(StokerError, ValueError):
 
 class StateError(StokerError, ValueError):
     """A state_dict does not fit the loader it is loaded into."""
+
+
+class SampleError(StokerError):
+    """A Dataset raised at one index while being converted into a store.
+
+    ``index`` is the sample; the message names the original exception and says how to go on
+    (fix it and run again to resume, or skip failing samples with ``on_error="skip"``).
+    """
+
+    def __init__(self, message: str, *, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 class WorkerError(StokerError):

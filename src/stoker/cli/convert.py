@@ -10,7 +10,14 @@ import importlib
 
 DESCRIPTION = "Build a store from other data. Run 'stoker convert KIND --help' for the options of each kind."
 
-KINDS: tuple[str, ...] = ("stoker.cli.convert_images", "stoker.cli.convert_text")
+KINDS: tuple[str, ...] = (
+    "stoker.cli.convert_images",
+    "stoker.cli.convert_text",
+    "stoker.cli.convert_hdf5",
+    "stoker.cli.convert_arrays",
+    "stoker.cli.convert_table",
+    "stoker.cli.convert_dataset",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -15,6 +15,7 @@ import os
 import pickle
 import queue
 import secrets
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing import shared_memory
@@ -399,21 +400,34 @@ def _shutdown(procs: list[Any], tasks: list[Any], results: Any) -> None:
             q.put(None)
         except (ValueError, OSError):
             pass
-    for p in procs:
-        p.join(timeout=2.0)
+    # Read results while the workers finish: a worker blocked writing a large result into a full
+    # pipe exits only once it is read, and one killed mid-write would leave a partial message
+    # that any later read of the pipe waits on forever. (Found by the sources work: a consumer
+    # stopping early on an error hung here.)
+    deadline = time.monotonic() + 2.0
+    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+        _discard_result(results, timeout=0.05)
+    killed = False
     for p in procs:
         if p.is_alive():
             p.terminate()
-            p.join(timeout=2.0)
-    while True:  # unlink what finished but was never consumed
-        try:
-            _, _, status, payload = results.get_nowait()
-        except (queue.Empty, OSError, ValueError, EOFError):
-            break
-        _discard(status, payload)
+            killed = True
+        p.join(timeout=2.0)
+    while not killed and _discard_result(results, timeout=None):  # complete messages only
+        pass
     for q in [*tasks, results]:
         q.close()
         q.join_thread()
+
+
+def _discard_result(results: Any, timeout: float | None) -> bool:
+    """Take one result off the queue and unlink its segment; False when there was none."""
+    try:
+        _, _, status, payload = results.get(timeout=timeout) if timeout else results.get_nowait()
+    except (queue.Empty, OSError, ValueError, EOFError):
+        return False
+    _discard(status, payload)
+    return True
 
 
 def _unlink(name: str) -> None:

@@ -4,6 +4,12 @@ Rows are buffered until a shard's worth of bytes is reached, then written as one
 record batch. Everything goes to a hidden temporary directory beside the destination,
 which is renamed into place only after the manifest is written: a writer that is killed
 leaves no directory that opens as a store.
+
+Resumable writing: with ``staging=DIR`` the writer works in that fixed directory instead of
+a random one and records every finished shard in ``DIR/journal.json`` (written atomically
+after the shard). A writer opened later on the same ``DIR`` keeps those shards and starts
+with ``rows_written`` equal to their rows; the caller skips that many rows of its input. An
+interrupted or failed staging writer keeps its finished shards (delete ``DIR`` to start over).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from stoker.store.columns import (
 from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo, arrow_schema
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
+JOURNAL_NAME = "journal.json"
 _ROWS_PER_FLUSH = 1024  # add() buffers this many rows before turning them into column chunks
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30}
 
@@ -95,6 +102,9 @@ class StoreWriter:
         shard_size: bytes of data per shard (int or ``"256MB"``); one shard is held in RAM while writing.
         overwrite: replace an existing store at ``path``.
         metadata: JSON-serializable dict kept in the manifest (class names, tokenizer, ...).
+        staging: a fixed working directory that makes the write resumable (see the module
+            docstring). A journal there must have been written with the same ``metadata``
+            (callers put what identifies their input in it), else a ConfigError says so.
     """
 
     def __init__(
@@ -105,6 +115,7 @@ class StoreWriter:
         shard_size: int | str = DEFAULT_SHARD_SIZE,
         overwrite: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        staging: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(path)
         self.shard_bytes = parse_size(shard_size)
@@ -129,6 +140,52 @@ class StoreWriter:
         self._shards: list[ShardInfo] = []
         self._rows_written = 0
         self._closed = False
+        self._staging = None if staging is None else Path(staging)
+        if self._staging is not None and (self._staging / JOURNAL_NAME).is_file():
+            self._resume(self._staging)
+
+    def _resume(self, staging: Path) -> None:
+        journal = staging / JOURNAL_NAME
+        try:
+            obj = json.loads(journal.read_text(encoding="utf-8"))
+            schema = {str(k): Column.from_json(v) for k, v in obj["columns"].items()}
+            shards = [ShardInfo(str(s["file"]), int(s["rows"]), int(s["bytes"]), str(s["sha256"])) for s in obj["shards"]]
+            metadata = obj["metadata"]
+        except (OSError, ValueError, KeyError, TypeError, SchemaError) as exc:
+            raise ConfigError(f"{journal} is unreadable ({exc}); delete {staging} to start over", option="staging") from exc
+        if metadata != self.metadata:
+            raise ConfigError(
+                f"{staging} holds a partial write of other input (its metadata {metadata!r:.200} differs "
+                f"from {self.metadata!r:.200}); delete it to start over",
+                option="staging",
+            )
+        if self.schema is not None and self.schema != schema:
+            raise SchemaError(f"{staging} was started with schema {schema}, this writer declares {self.schema}; delete it to start over")
+        for info in shards:
+            shard = staging / info.file
+            if not shard.is_file() or shard.stat().st_size != info.bytes:
+                raise ConfigError(f"{shard} is missing or altered; delete {staging} to start over", option="staging")
+        known = {info.file for info in shards} | {JOURNAL_NAME}
+        for leftover in staging.iterdir():  # a shard being written when the last run stopped
+            if leftover.name not in known and re.fullmatch(r"shard-\d+\.arrow(\.part)?", leftover.name):
+                leftover.unlink()
+        self.schema = schema
+        self._shards = shards
+        self._rows_written = sum(info.rows for info in shards)
+        self._tmp = staging
+
+    def _write_journal(self) -> None:
+        obj = {
+            "columns": {name: col.to_json() for name, col in self._schema().items()},
+            "shards": [vars(s) for s in self._shards],
+            "metadata": self.metadata,
+        }
+        part = self._tmpdir() / (JOURNAL_NAME + ".part")
+        with open(part, "w", encoding="utf-8") as f:
+            json.dump(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, self._tmpdir() / JOURNAL_NAME)
 
     # -- context manager ------------------------------------------------------------------
     def __enter__(self) -> StoreWriter:
@@ -238,8 +295,12 @@ class StoreWriter:
     def _tmpdir(self) -> Path:
         if self._tmp is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:12]}"
-            self._tmp.mkdir()
+            if self._staging is not None:
+                self._staging.mkdir(parents=True, exist_ok=True)
+                self._tmp = self._staging
+            else:
+                self._tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:12]}"
+                self._tmp.mkdir()
         return self._tmp
 
     def _write_shard(self) -> None:
@@ -253,6 +314,8 @@ class StoreWriter:
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as out:
             out.write_batch(batch)
         self._shards.append(ShardInfo(name, batch.num_rows, path.stat().st_size, sha256_file(path)))
+        if self._staging is not None:
+            self._write_journal()
         self._rows_written += self._pending_rows
         self._chunks.clear()
         self._pending_rows = 0
@@ -268,6 +331,7 @@ class StoreWriter:
             if not self._shards:
                 raise EmptyDatasetError(f"no rows were written to {self.path}; a store needs at least one row")
             tmp = self._tmpdir()
+            (tmp / JOURNAL_NAME).unlink(missing_ok=True)
             Manifest(self._schema(), tuple(self._shards), self.metadata).write(tmp)
             _replace_dir(tmp, self.path, self.overwrite)
             self._tmp = None
@@ -278,9 +342,9 @@ class StoreWriter:
         return self.path
 
     def abort(self) -> None:
-        """Drop everything written so far; nothing appears at ``path``."""
+        """Drop everything written so far; nothing appears at ``path``. A staging writer keeps its finished shards."""
         self._closed = True
-        if self._tmp is not None:
+        if self._tmp is not None and self._staging is None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 

@@ -1,0 +1,307 @@
+"""Issue 5's speed targets, side by side in one run, ratios printed.
+
+  convert   HDF5 -> store conversion rate vs h5py's own sequential read rate of the same file
+            (warm page cache, both in bytes of input per second).          target >= 0.7x
+  hdf5      batches of 256 straight from the HDF5 file, shuffled: stoker.sources.HDF5 in
+            stoker.Loader (threads) vs the seed 003 pattern (an h5py Dataset read one index at
+            a time in torch DataLoader with as many workers as cores).      target >= 5x
+  ltr       a store several times larger than the memory the loading process may use,
+            imposed with a cgroup (v1 memory controller, page cache included) and the shard
+            files dropped from the page cache (posix_fadvise DONTNEED) before each run:
+            block vs global shuffle throughput.                               target >= 3x
+            Plus a shuffle-quality figure (see README): on rows stored sorted by label, the
+            mean total-variation distance between each batch's label mix and the whole
+            data set's (0 = perfectly mixed; global shuffle sets the sampling-noise floor).
+
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_sources.py [--rows 200000]
+        [--ltr-gb 3] [--limit-mb 768] [--seconds 5] [--json results/sources.json]
+
+Rows are synthetic (values do not change copy or disk speed): 3x32x32 uint8 images + int64 labels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import Result, print_table, rate, save  # noqa: E402
+
+IMG = (3, 32, 32)
+CGROUP = Path("/sys/fs/cgroup/memory/stoker-bench-sources")
+
+
+# -- the seed 003 pattern ---------------------------------------------------------------------
+class SeedHDF5Dataset:
+    """Seed 003's HDF5Dataset, with the file opened lazily in each worker (as h5py requires)."""
+
+    def __init__(self, path: str, data_key: str = "data", label_key: str = "labels") -> None:
+        self.path, self.data_key, self.label_key = path, data_key, label_key
+        self.file = None
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            self.n = len(f[data_key])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int):
+        import h5py
+        import torch
+
+        if self.file is None:  # the seed keeps the h5py Dataset objects, as here
+            self.file = h5py.File(self.path, "r")
+            self.data, self.labels = self.file[self.data_key], self.file[self.label_key]
+        data = self.data[index]
+        label = self.labels[index]
+        return torch.tensor(data), torch.tensor(label)
+
+
+def write_h5(path: str, rows: int, sorted_labels: bool = False) -> int:
+    import h5py
+
+    rng = np.random.default_rng(0)
+    step = 20000
+    with h5py.File(path, "w") as f:
+        data = f.create_dataset("data", (rows, *IMG), dtype=np.uint8)
+        labels = f.create_dataset("labels", (rows,), dtype=np.int64)
+        for a in range(0, rows, step):
+            b = min(a + step, rows)
+            data[a:b] = rng.integers(0, 255, size=(b - a, *IMG), dtype=np.uint8)
+            labels[a:b] = (np.arange(a, b) * 10 // rows) if sorted_labels else rng.integers(0, 10, b - a)
+    return os.path.getsize(path)
+
+
+def h5py_read_rate(path: str) -> float:
+    """Bytes/s of h5py reading every key sequentially in 64 MB slabs into preallocated buffers."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        total = 0
+        t0 = time.perf_counter()
+        for key in ("data", "labels"):
+            ds = f[key]
+            row = int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize
+            step = max(1, 64 * 2**20 // row)
+            buf = np.empty((step, *ds.shape[1:]), ds.dtype)
+            for a in range(0, len(ds), step):
+                b = min(a + step, len(ds))
+                ds.read_direct(buf, np.s_[a:b], np.s_[0 : b - a])
+                total += (b - a) * row
+        return total / (time.perf_counter() - t0)
+
+
+def drop_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict) -> None:
+    """Cold: the HDF5 file dropped from the page cache before each run (a file is converted once,
+    so it is usually not cached); warm: read twice first. The store is written to the page cache."""
+    import stoker
+
+    nbytes = os.path.getsize(h5)
+    figures = {}
+    for temp in ("cold", "warm"):
+        reads, convs = [], []
+        for k in range(3):
+            if temp == "cold":
+                drop_file(h5)
+            else:
+                h5py_read_rate(h5)
+            reads.append(h5py_read_rate(h5))
+            store = os.path.join(tmp, f"conv{k}")
+            if temp == "cold":
+                drop_file(h5)
+            t0 = time.perf_counter()
+            stoker.convert.hdf5(h5, store, keys="data,labels", progress=False)
+            convs.append(nbytes / (time.perf_counter() - t0))
+            shutil.rmtree(store)
+            subprocess.run(["sync"], check=False)
+        read, conv = float(np.median(reads)), float(np.median(convs))
+        figures[temp] = (read, conv)
+        results.append(Result(f"convert hdf5, {temp} file", "stoker", conv / 3080, conv / 1e6))
+        results.append(Result(f"convert hdf5, {temp} file", "h5py sequential read (64 MB slabs)", read / 3080, read / 1e6))
+    (rc, cc), (rw, cw) = figures["cold"], figures["warm"]
+    checks["convert_vs_h5py_read_cold"] = {"ratio": cc / rc, "target": 0.7, "pass": cc / rc >= 0.7, "read_MBps": rc / 1e6, "convert_MBps": cc / 1e6}
+    checks["convert_vs_h5py_read_warm"] = {"ratio": cw / rw, "target": 0.7, "pass": cw / rw >= 0.7, "read_MBps": rw / 1e6, "convert_MBps": cw / 1e6}
+
+
+def bench_hdf5(h5: str, seconds: float, results: list[Result], checks: dict) -> None:
+    import torch
+
+    import stoker
+
+    cores = len(os.sched_getaffinity(0))
+    count = lambda b: len(b["labels"])  # noqa: E731
+    contenders = {}
+    for mmap, shuffle in ((True, True), (True, "block"), (False, True), (False, "block")):
+        src = stoker.sources.HDF5(h5, "data,labels", mmap=mmap)
+        loader = stoker.Loader(src, batch_size=256, shuffle=shuffle)
+        name = f"stoker HDF5 source, shuffle={shuffle}" + ("" if mmap else ", mmap=False (h5py reads)")
+        contenders[name] = rate(lambda: loader, count, seconds=seconds)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dl = torch.utils.data.DataLoader(SeedHDF5Dataset(h5), batch_size=256, shuffle=True, num_workers=cores, persistent_workers=True)
+        seed = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds)[0]
+        del dl
+    base = contenders["stoker HDF5 source, shuffle=True"]
+    for name, r in contenders.items():
+        results.append(Result("hdf5 batches of 256", name, r, r * 3080 / 1e6))
+    results.append(Result("hdf5 batches of 256", f"seed 003: h5py per index, DataLoader({cores} workers)", seed, seed * 3080 / 1e6))
+    for r in results[-5:]:
+        if r.contender == "stoker HDF5 source, shuffle=True":
+            r.contender = "stoker"
+    checks["hdf5_vs_seed003"] = {"ratio": base / seed, "target": 5.0, "pass": base / seed >= 5.0, "stoker_global": base, "seed": seed}
+    h5 = contenders["stoker HDF5 source, shuffle=True, mmap=False (h5py reads)"]
+    checks["hdf5_h5py_path_vs_seed003"] = {"ratio": h5 / seed, "target": 5.0, "pass": h5 / seed >= 5.0, "note": "chunked/compressed files take this path"}
+
+
+# -- larger than RAM --------------------------------------------------------------------------
+def drop_cache(store: str) -> None:
+    for name in os.listdir(store):
+        fd = os.open(os.path.join(store, name), os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def label_mix(order: np.ndarray, labels: np.ndarray, batch: int, classes: int = 10) -> float:
+    """Mean total-variation distance between each batch's label histogram and the whole set's."""
+    whole = np.bincount(labels, minlength=classes) / len(labels)
+    n = len(order) // batch
+    per = labels[order[: n * batch]].reshape(n, batch)
+    hist = np.stack([np.bincount(r, minlength=classes) for r in per]) / batch
+    return float(0.5 * np.abs(hist - whole).sum(axis=1).mean())
+
+
+def ltr_child(store: str, seconds: float, out: str) -> None:
+    """Runs inside the memory-limited cgroup: cold-start throughput per order."""
+    import stoker
+
+    ds = stoker.open(store)
+    row = ds.nbytes / len(ds)
+    report = {}
+    for shuffle in ("block", True, False):
+        drop_cache(store)
+        loader = stoker.Loader(ds, batch_size=256, shuffle=shuffle)
+        r = rate(lambda: loader, lambda b: len(b["label"]), seconds=seconds, warmup=0)[0]
+        report[str(shuffle)] = {"samples_per_s": r, "MBps": r * row / 1e6}
+    Path(out).write_text(json.dumps(report))
+
+
+def bench_ltr(tmp: str, gb: float, limit_mb: int, seconds: float, results: list[Result], checks: dict) -> None:
+    import stoker
+    from stoker.pipeline.sampler import Sampler
+
+    rows = int(gb * 2**30 / 3080)
+    store = os.path.join(tmp, "ltr")
+    per = 100_000
+    with stoker.StoreWriter(store, {"image": stoker.Tensor("uint8", IMG), "label": stoker.Scalar("int64")}, shard_size="256MB") as w:
+        rng = np.random.default_rng(1)
+        for a in range(0, rows, per):
+            b = min(a + per, rows)
+            w.add_batch({"image": rng.integers(0, 255, (b - a, *IMG), dtype=np.uint8), "label": np.arange(a, b) * 10 // rows})
+    size = stoker.open(store).nbytes
+    drop_cache(store)
+    method = "posix_fadvise(DONTNEED) before each run only (no cgroup: not root or no v1 memory controller)"
+    preexec = None
+    try:
+        CGROUP.mkdir(exist_ok=True)
+        (CGROUP / "memory.limit_in_bytes").write_text(str(limit_mb * 2**20))
+        procs = str(CGROUP / "cgroup.procs")
+        preexec = lambda: Path(procs).write_text(str(os.getpid()))  # noqa: E731 - runs in the child before exec
+        method = f"cgroup v1 memory.limit_in_bytes={limit_mb} MiB (page cache counts) + posix_fadvise(DONTNEED) before each run"
+    except OSError:
+        pass
+    out = os.path.join(tmp, "ltr.json")
+    try:
+        subprocess.run([sys.executable, __file__, "--ltr-child", store, "--seconds", str(seconds), "--json", out], check=True, preexec_fn=preexec)
+        peak = int((CGROUP / "memory.max_usage_in_bytes").read_text()) if preexec else None
+    finally:
+        if preexec:
+            time.sleep(0.5)
+            try:
+                CGROUP.rmdir()
+            except OSError:
+                pass
+    report = json.loads(Path(out).read_text())
+    for key, name in (("block", "stoker"), ("True", "global shuffle"), ("False", "sequential (no shuffle)")):
+        results.append(Result("larger than RAM, batch 256", name, report[key]["samples_per_s"], report[key]["MBps"]))
+    ratio = report["block"]["samples_per_s"] / report["True"]["samples_per_s"]
+    labels = np.arange(rows) * 10 // rows
+    quality = {}
+    for name, kw in (("global", {"order": "global"}), ("block (4096 rows x window 16)", {"order": "block"}), ("block (4096 rows x window 64)", {"order": "block", "window": 64}), ("sequential", {"order": "sequential"})):
+        quality[name] = label_mix(Sampler(rows, **kw).global_order(0), labels, 256)
+    checks["ltr_block_vs_global"] = {
+        "ratio": ratio, "target": 3.0, "pass": ratio >= 3.0, "store_GiB": size / 2**30, "memory_limit_MiB": limit_mb,
+        "store_over_limit": size / (limit_mb * 2**20), "peak_cgroup_MiB": None if peak is None else peak / 2**20, "method": method,
+        "label_mix_tv": quality,
+    }  # fmt: skip
+    shutil.rmtree(store)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--ltr-gb", type=float, default=3.0)
+    ap.add_argument("--limit-mb", type=int, default=768)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--json", default="results/sources.json")
+    ap.add_argument("--skip", default="", help="comma-separated parts to leave out: convert,hdf5,ltr")
+    ap.add_argument("--ltr-child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.ltr_child:
+        ltr_child(args.ltr_child, args.seconds, args.json)
+        return
+    skip = set(args.skip.split(","))
+    results: list[Result] = []
+    checks: dict = {}
+    tmp = tempfile.mkdtemp(prefix="stoker-bench-sources-", dir=os.environ.get("STOKER_BENCH_DIR"))
+    try:
+        h5 = os.path.join(tmp, "data.h5")
+        size = write_h5(h5, args.rows)
+        print(f"HDF5 file: {args.rows:,} rows of uint8{list(IMG)} + int64 label, {size / 2**20:,.0f} MiB (contiguous layout)")
+        if "convert" not in skip:
+            bench_convert(tmp, h5, results, checks)
+        if "hdf5" not in skip:
+            bench_hdf5(h5, args.seconds, results, checks)
+        os.remove(h5)
+        if "ltr" not in skip:
+            bench_ltr(tmp, args.ltr_gb, args.limit_mb, max(args.seconds, 10.0), results, checks)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print_table(results)
+    print()
+    for name, c in checks.items():
+        verdict = "PASS" if c["pass"] else "MISS"
+        print(f"{name:<24} {c['ratio']:6.2f}x  (target >= {c['target']}x)  {verdict}")
+    if "ltr_block_vs_global" in checks:
+        c = checks["ltr_block_vs_global"]
+        peak = f", peak {c['peak_cgroup_MiB']:.0f} MiB" if c["peak_cgroup_MiB"] else ""
+        print(f"  store {c['store_GiB']:.2f} GiB = {c['store_over_limit']:.1f}x the limit{peak}; {c['method']}")
+        print("  label mix (mean TV distance of a batch's labels from the data set's; rows stored sorted by label):")
+        for name, v in c["label_mix_tv"].items():
+            print(f"    {name:<32} {v:.3f}")
+    save(results, args.json, checks)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""``stoker convert arrays SRC... STORE``: .npz files, or .npy files as NAME=FILE.npy, into a store.
+
+    stoker convert arrays train.npz stores/train
+    stoker convert arrays image=images.npy label=labels.npy stores/train
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from stoker.cli.convert_sources import common_options, summary, timed
+from stoker.errors import ConfigError
+
+
+def register(kinds: argparse._SubParsersAction) -> None:
+    p = kinds.add_parser("arrays", help=".npy / .npz arrays (memory-mapped)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("sources", nargs="+", metavar="SRC", help="an .npz file, or NAME=FILE.npy pairs")
+    p.add_argument("store", help="the store directory to create")
+    common_options(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from stoker.sources.to_store import arrays_to_store
+
+    if len(args.sources) == 1 and args.sources[0].endswith(".npz"):
+        data: object = args.sources[0]
+    else:
+        pairs = {}
+        for src in args.sources:
+            name, sep, path = src.partition("=")
+            if not sep or not name or not path.endswith(".npy"):
+                raise ConfigError(f"{src!r}: give one .npz file, or NAME=FILE.npy pairs", option="sources")
+            pairs[name] = path
+        data = pairs
+    store, seconds = timed(arrays_to_store, data, args.store, shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress)
+    summary(store, seconds)
+    return 0

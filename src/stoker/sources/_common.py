@@ -1,0 +1,112 @@
+"""Helpers shared by the sources: per-thread handles, dtype checks, progress bars, row steps."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from stoker.errors import ConfigError, SchemaError
+
+H = TypeVar("H")
+
+
+class PerThread(Generic[H]):
+    """One handle per thread and per process, opened on first use.
+
+    ``get()`` returns this thread's handle, opening it with ``opener()`` the first time, and
+    again after a fork (the pid is checked: a handle inherited from the parent is never used).
+    ``close()`` closes every handle this object opened in this process. Pickling drops the
+    handles, so a source can travel to a spawned process and reopen there.
+    """
+
+    def __init__(self, opener: Callable[[], H], closer: Callable[[H], None]) -> None:
+        self._opener = opener
+        self._closer = closer
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._opened: list[tuple[int, H]] = []
+
+    def get(self) -> H:
+        pid = os.getpid()
+        entry = getattr(self._local, "entry", None)
+        if entry is None or entry[0] != pid:
+            handle = self._opener()
+            entry = (pid, handle)
+            self._local.entry = entry
+            with self._lock:
+                self._opened.append(entry)
+        return entry[1]
+
+    def close(self) -> None:
+        pid = os.getpid()
+        with self._lock:
+            mine = [h for p, h in self._opened if p == pid]
+            self._opened = []
+        for handle in mine:
+            self._closer(handle)
+        self._local = threading.local()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_opener": self._opener, "_closer": self._closer}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["_opener"], state["_closer"])  # type: ignore[misc]
+
+
+def check_numeric(dtype: np.dtype, where: str, what_to_do: str) -> np.dtype:
+    """``dtype`` if it holds plain numbers, else a SchemaError saying ``where`` and ``what_to_do``."""
+    if dtype.hasobject or dtype.fields is not None or dtype.kind not in "biufc":
+        raise SchemaError(
+            f"{where} has dtype {dtype} (object, variable-length, string or compound values), which cannot be "
+            f"stored or batched as numbers; {what_to_do}",
+            column=where,
+        )
+    return dtype
+
+
+def check_lengths(lengths: dict[str, int], where: str) -> int:
+    """The common length of the columns, or a SchemaError listing them."""
+    if not lengths:
+        raise ConfigError(f"{where}: no columns were given", option="keys")
+    if len(set(lengths.values())) > 1:
+        detail = ", ".join(f"{k}: {v}" for k, v in lengths.items())
+        raise SchemaError(f"{where}: the columns have different numbers of rows ({detail}); every column needs one value per row")
+    return next(iter(lengths.values()))
+
+
+def gather_plan(chunk: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sorted unique rows of a chunk of batches, where each batch row lies in them, and batch bounds.
+
+    Each batch is sorted (rows inside a batch come in storage order, as from a store), so the
+    whole chunk is read with one increasing selection and cut back into batches.
+    """
+    sorted_batches = [np.sort(np.asarray(b, dtype=np.int64)) for b in chunk]
+    flat = np.concatenate(sorted_batches) if sorted_batches else np.empty(0, np.int64)
+    unique, where = np.unique(flat, return_inverse=True)
+    bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in sorted_batches], out=bounds[1:])
+    return unique, where.reshape(-1), bounds
+
+
+def check_rows(unique: np.ndarray, n: int, where: str) -> None:
+    if unique.size and (unique[0] < 0 or unique[-1] >= n):
+        bad = unique[0] if unique[0] < 0 else unique[-1]
+        raise IndexError(f"row {bad} is out of range for {where} of {n} rows")
+
+
+def progress_bar(total: int, desc: str, enabled: bool | None, initial: int = 0, unit: str = "rows") -> Any:
+    """A tqdm bar on stderr; ``enabled=None`` shows it only when stderr is a terminal."""
+    from tqdm.auto import tqdm
+
+    disable = (not sys.stderr.isatty()) if enabled is None else not enabled
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit, unit_scale=True, disable=disable, file=sys.stderr, dynamic_ncols=True)
+
+
+def rows_per_step(row_bytes: int, target_bytes: int) -> int:
+    """Rows in a step of about ``target_bytes`` (at least one)."""
+    return max(1, int(target_bytes // max(row_bytes, 1)))

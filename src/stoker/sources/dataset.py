@@ -1,0 +1,201 @@
+"""Any map-style torch Dataset into a store: ``__getitem__`` in parallel processes, resumable.
+
+The life of a conversion::
+
+    index ranges from the resume point   (main process, in dataset order)
+      -> Guarded(dataset)[i] in workers  (stoker.pipeline.processes: one batch per task,
+                                          failures caught per index)
+      -> Columnize                       (worker: fields, per-sample schema checks, stacking)
+      -> shared memory -> consumer       (failures raised or skipped and logged)
+      -> StoreWriter(staging=...)        (shards + journal in STORE's ``.NAME.partial`` dir)
+
+Resuming: the staging directory ``.NAME.partial`` beside the store keeps every finished
+shard, the writer's journal and ``skipped.txt`` (indices left out with ``on_error="skip"``,
+written before the rows after them can reach a shard). A new run on the same dataset (same
+type, length and field names, recorded in the journal's metadata) starts at the first index
+not yet in a finished shard. The directory becomes the store when the last shard is written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaError, StoreExistsError
+from stoker.pipeline.processes import process_map
+from stoker.pipeline.threads import default_workers
+from stoker.sources._common import progress_bar
+from stoker.sources.samples import Columnize, Failure, Guarded, compatible, conflict
+from stoker.store.format import Column
+from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
+
+ON_ERROR = ("raise", "skip")
+SKIPPED_NAME = "skipped.txt"
+KEEP_SKIPPED = 1000  # indices listed in the manifest's metadata (the count is always there)
+
+
+def staging_dir(store: Path) -> Path:
+    """Where a conversion into ``store`` keeps its finished shards until it completes."""
+    return store.parent / f".{store.name}.partial"
+
+
+def _read_skipped(staging: Path) -> list[int]:
+    path = staging / SKIPPED_NAME
+    if not path.is_file():
+        return []
+    return sorted({int(line) for line in path.read_text().split() if line.strip().isdigit()})
+
+
+def _write_skipped(staging: Path, indices: Sequence[int], append: bool) -> None:
+    staging.mkdir(parents=True, exist_ok=True)
+    with open(staging / SKIPPED_NAME, "a" if append else "w") as f:
+        f.write("".join(f"{i}\n" for i in indices))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def resume_index(rows_done: int, skipped: Sequence[int]) -> int:
+    """The first dataset index not yet converted: ``rows_done`` rows stored, ``skipped`` left out."""
+    start = rows_done
+    for k in sorted(skipped):
+        if k < start:
+            start += 1
+        else:
+            break
+    return start
+
+
+def _check_options(workers: int | None, on_error: str, chunk_size: int, names: Sequence[str] | None) -> int:
+    if on_error not in ON_ERROR:
+        raise ConfigError(f"on_error must be one of {ON_ERROR}, not {on_error!r}", option="on_error")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise ConfigError(f"workers must be an integer >= 0 (0 runs __getitem__ in this process), got {workers!r}", option="workers")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ConfigError(f"chunk_size must be an integer >= 1, got {chunk_size!r}", option="chunk_size")
+    if names is not None and (len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names)):
+        raise ConfigError(f"names must be distinct non-empty strings, got {names!r}", option="names")
+    return default_workers() if workers is None else workers
+
+
+def dataset_to_store(
+    dataset: Any,
+    store: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    names: Sequence[str] | None = None,
+    schema: Mapping[str, Column] | None = None,
+    on_error: str = "raise",
+    shard_size: int | str = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    chunk_size: int = 64,
+) -> Path:
+    """Run ``dataset[i]`` for every index in ``workers`` processes and write the samples as a store.
+
+    Args:
+        dataset: any object with ``__len__`` and ``__getitem__`` (a torch map-style Dataset).
+        store: the store directory to create.
+        workers: processes running ``__getitem__`` (``None``: the usable cores; ``0``: here).
+        names: column names for the positions of tuple samples (default ``"0"``, ``"1"``, ...).
+        schema: column types to use instead of inferring them, for some or all fields
+            (e.g. ``{"tokens": stoker.Sequence("int32")}`` for a length that varies).
+        on_error: ``"raise"`` stops at the first failing index with a SampleError naming it;
+            ``"skip"`` leaves failing samples out and counts them (manifest metadata ``skipped``).
+        shard_size, overwrite, metadata: as for :class:`stoker.StoreWriter`.
+        progress: a progress bar on stderr (``None``: when stderr is a terminal).
+        chunk_size: samples per worker task.
+
+    An interrupted or failed conversion keeps its finished shards; calling again with the same
+    dataset resumes after them (see the module docstring). Returns the store's path.
+    """
+    workers = _check_options(workers, on_error, chunk_size, names)
+    n = len(dataset)
+    if n == 0:
+        raise EmptyDatasetError(f"the {type(dataset).__name__} has no samples; there is nothing to convert")
+    store = Path(store)
+    if store.exists() and not overwrite:
+        raise StoreExistsError(f"{store} exists; pass overwrite=True (--overwrite) to replace it", path=store)
+    staging = staging_dir(store)
+    kind = type(dataset)
+    source = {"kind": "dataset", "type": f"{kind.__module__}.{kind.__qualname__}", "rows": n, "names": list(names) if names else None}
+    writer = StoreWriter(store, None, shard_size=shard_size, overwrite=overwrite, metadata={"source": source, **dict(metadata or {})}, staging=staging)
+    skipped = _read_skipped(staging) if writer.rows_written else []
+    start = resume_index(writer.rows_written, skipped)
+    skipped = [k for k in skipped if k < start]
+    _write_skipped(staging, skipped, append=False)
+    collate = Columnize(tuple(names) if names else None, dict(schema) if schema else None)
+    guarded = Guarded(dataset)
+    index_batches = (np.arange(a, min(a + chunk_size, n)) for a in range(start, n, chunk_size))
+    if workers == 0:
+        produced: Iterator[dict[str, Any]] = (collate([guarded[int(i)] for i in idx]) for idx in index_batches)
+    else:
+        produced = process_map(guarded, index_batches, workers=workers, depth=2 * workers, collate_fn=collate, stage="convert")
+    bar = progress_bar(n, f"dataset {kind.__name__}", progress, initial=start, unit="samples")
+    try:
+        with bar:
+            for out in produced:
+                failed: list[Failure] = out["failed"]
+                if failed:
+                    if on_error == "raise":
+                        raise _sample_error(failed[0], staging)
+                    _write_skipped(staging, [f.index for f in failed], append=True)
+                    skipped.extend(f.index for f in failed)
+                    bar.set_postfix(skipped=len(skipped))
+                if len(out["index"]):
+                    _add(writer, out)
+                bar.update(len(out["index"]) + len(failed))
+        if not writer.rows_written:
+            raise EmptyDatasetError(f"every one of the {n} samples failed and was skipped; nothing to write")
+        writer.metadata["skipped"] = len(skipped)
+        writer.metadata["skipped_indices"] = sorted(skipped)[:KEEP_SKIPPED]
+        (staging / SKIPPED_NAME).unlink(missing_ok=True)
+        writer.close()
+    except BaseException:
+        writer.abort()  # a staging writer keeps its finished shards for the next run
+        raise
+    finally:
+        close = getattr(produced, "close", None)
+        if close is not None:
+            close()
+    return store
+
+
+def _add(writer: StoreWriter, out: dict[str, Any]) -> None:
+    index: np.ndarray = out["index"]
+    batch_schema: dict[str, Column] = out["schema"]
+    if writer.schema is None:
+        writer.schema = dict(batch_schema)
+    for name in writer.schema:
+        if name not in batch_schema:
+            raise conflict(int(index[0]), name, writer.schema[name], None, None)
+    for name, got in batch_schema.items():
+        have = writer.schema.get(name)
+        if have is None:
+            raise SchemaError(f"dataset[{int(index[0])}] has a field {name!r} that earlier samples lack", row=int(index[0]), column=name)
+        if not compatible(have, got):
+            raise conflict(int(index[0]), name, have, got, None)
+    before = writer.rows_written
+    try:
+        writer.add_batch(out["columns"])
+    except SchemaError as exc:
+        k = (exc.row - before) if exc.row is not None else 0
+        at = int(index[min(max(k, 0), len(index) - 1)])
+        raise SchemaError(f"dataset[{at}]: {exc}", row=at, column=exc.column) from exc
+
+
+def _sample_error(failure: Failure, staging: Path) -> SampleError:
+    err = SampleError(
+        f"dataset[{failure.index}] raised {failure.type_name}: {failure.message} — finished shards are kept in "
+        f"{staging}; fix the dataset and run again "
+        "to resume, or pass on_error='skip' (--on-error skip) to leave failing samples out",
+        index=failure.index,
+    )
+    err.__cause__ = failure.exception()
+    if hasattr(err, "add_note"):
+        err.add_note("stoker: traceback in the worker:\n" + failure.traceback)
+    return err

@@ -1,0 +1,146 @@
+"""HDF5 files and arrays into a store, slab by slab (never the whole input in RAM).
+
+Both inputs are fixed-width columns that can be read by row range, so one routine writes
+them: rows are read in slabs of exactly one shard, the next slab is read in a helper thread
+while the current one is written, and the store writer gets one slab per shard (no
+re-concatenation). Memory in use: about two shards.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError, EmptyDatasetError
+from stoker.sources._common import progress_bar, rows_per_step
+from stoker.sources.arrays import as_columns
+from stoker.sources.hdf5 import HDF5, parse_keys
+from stoker.store.format import Column, Tensor
+from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
+
+ReadSlab = Callable[[int, int], dict[str, np.ndarray]]
+
+
+def write_slabs(
+    store: str | os.PathLike[str],
+    read: ReadSlab,
+    schema: dict[str, Column],
+    rows: int,
+    *,
+    shard_size: int | str,
+    overwrite: bool,
+    progress: bool | None,
+    metadata: Mapping[str, Any] | None,
+    desc: str,
+    align: int = 1,
+) -> Path:
+    """Write ``rows`` rows, read as ``read(start, stop) -> {column: array}``, into ``store``."""
+    if rows <= 0:
+        raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
+    row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
+    step = rows_per_step(row_bytes, parse_size(shard_size))
+    if align > 1 and step > align:
+        step -= step % align  # whole HDF5 chunks per read
+    # The writer cuts a shard at exactly one slab, so it never copies slabs together.
+    with StoreWriter(store, schema, shard_size=step * row_bytes, overwrite=overwrite, metadata=metadata) as writer:
+        bar = progress_bar(rows, desc, progress)
+        starts = list(range(0, rows, step))
+        with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-convert-read") as pool, bar:
+            pending = pool.submit(read, 0, min(step, rows))
+            for k, start in enumerate(starts):
+                slab = pending.result()
+                if k + 1 < len(starts):
+                    nxt = starts[k + 1]
+                    pending = pool.submit(read, nxt, min(nxt + step, rows))
+                writer.add_batch(slab)
+                bar.update(min(step, rows - start))
+    return Path(store)
+
+
+def hdf5_to_store(
+    file: str | os.PathLike[str],
+    store: str | os.PathLike[str],
+    keys: str | list[str] | tuple[str, ...] | None = None,
+    *,
+    shard_size: int | str = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Convert datasets ``keys`` of an HDF5 file into a store, one shard-sized slab at a time.
+
+    Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
+    different lengths, and object / variable-length / string datasets raise SchemaError.
+    """
+    source = HDF5(file, parse_keys(keys))
+    schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
+    chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
+
+    # Two slab buffers per key, used in turn: the helper thread fills one while the writer
+    # writes the other (a slab is written, and let go, by the add_batch that takes it).
+    buffers: dict[tuple[str, int], np.ndarray] = {}
+    turn = [0]
+
+    def read(start: int, stop: int) -> dict[str, np.ndarray]:
+        f = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
+        parity = turn[0] = 1 - turn[0]
+        out = {}
+        for info in source.infos:
+            buf = buffers.get((info.key, parity))
+            if buf is None or len(buf) < stop - start:
+                buf = buffers[(info.key, parity)] = np.empty((stop - start, *info.shape), dtype=info.dtype)
+            view = buf[: stop - start]
+            if stop > start:
+                f[info.key].read_direct(view, np.s_[start:stop], np.s_[0 : stop - start])
+            out[info.key] = view
+        return out
+
+    meta = {"source": {"kind": "hdf5", "file": os.path.basename(str(file)), "keys": list(source.keys)}, **dict(metadata or {})}
+    try:
+        return write_slabs(
+            store, read, schema, len(source), shard_size=shard_size, overwrite=overwrite, progress=progress,
+            metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1),
+        )  # fmt: skip
+    finally:
+        source.close()
+
+
+def arrays_to_store(
+    arrays: Any,
+    store: str | os.PathLike[str],
+    *,
+    names: list[str] | tuple[str, ...] | None = None,
+    shard_size: int | str = DEFAULT_SHARD_SIZE,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write arrays into a store, one shard-sized slab at a time.
+
+    ``arrays``: a dict name -> array/tensor/``.npy`` path, a sequence of them (named by
+    ``names``, else ``"0"``, ``"1"``, ...), a TensorDataset, or an ``.npz`` path.
+    Memory-mapped inputs are read slab by slab, so they may be larger than RAM.
+    """
+    if isinstance(arrays, (list, tuple)):
+        columns, _ = as_columns(tuple(arrays), {})
+    else:
+        columns, _ = as_columns((arrays,), {})
+    if names is not None:
+        names = [str(n) for n in names]
+        if len(names) != len(columns) or len(set(names)) != len(names):
+            raise ConfigError(f"names {names} must give {len(columns)} distinct column names, one per array", option="names")
+        columns = dict(zip(names, columns.values()))
+    schema = {k: Tensor(v.dtype, v.shape[1:]) for k, v in columns.items()}
+
+    def read(start: int, stop: int) -> dict[str, np.ndarray]:
+        return {k: np.ascontiguousarray(v[start:stop]) for k, v in columns.items()}
+
+    meta = {"source": {"kind": "arrays", "columns": list(columns)}, **dict(metadata or {})}
+    rows = len(next(iter(columns.values())))
+    return write_slabs(store, read, schema, rows, shard_size=shard_size, overwrite=overwrite, progress=progress, metadata=meta, desc="arrays")
+

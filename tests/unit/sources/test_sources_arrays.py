@@ -1,0 +1,65 @@
+"""stoker.sources.Arrays and arrays into a store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import stoker
+from stoker.errors import ConfigError, SchemaError
+
+
+def test_positional_arrays_give_tuples_like_a_tensordataset():
+    x, y = np.arange(20).reshape(10, 2), torch.arange(10) * 10
+    loader = stoker.Loader(stoker.sources.Arrays(x, y), batch_size=4, shuffle=True, num_workers=2)
+    rows = []
+    for xb, yb in loader:
+        assert torch.equal(xb[:, 0] * 5, yb)
+        rows += yb.tolist()
+    assert sorted(rows) == list(range(0, 100, 10))
+
+
+def test_tensordataset_and_named_arrays():
+    ds = torch.utils.data.TensorDataset(torch.arange(6), torch.ones(6, 2))
+    assert isinstance(stoker.sources.Arrays(ds).read([np.array([4, 1])])[0], tuple)
+    batch = stoker.sources.Arrays(image=np.zeros((6, 2, 2)), label=np.arange(6)).read([np.array([5, 0])])[0]
+    assert batch["label"].tolist() == [0, 5] and batch["image"].shape == (2, 2, 2)
+
+
+def test_npy_and_uncompressed_npz_are_memory_mapped(tmp_path):
+    np.save(tmp_path / "a.npy", np.arange(12).reshape(6, 2))
+    np.savez(tmp_path / "b.npz", x=np.arange(6, dtype=np.float32), y=np.arange(18).reshape(6, 3).T.copy().T)
+    a = stoker.sources.Arrays(a=tmp_path / "a.npy")
+    assert isinstance(a.columns["a"], np.memmap)
+    b = stoker.sources.Arrays(tmp_path / "b.npz")
+    assert all(isinstance(v, np.memmap) for v in b.columns.values())
+    got = b.read([np.array([4, 2])])[0]
+    assert got["x"].tolist() == [2.0, 4.0]
+    np.testing.assert_array_equal(got["y"], np.arange(18).reshape(6, 3)[[2, 4]])
+
+
+def test_compressed_npz_is_refused_with_a_fix(tmp_path):
+    np.savez_compressed(tmp_path / "c.npz", x=np.arange(6))
+    with pytest.raises(ConfigError, match="np.savez"):
+        stoker.sources.Arrays(tmp_path / "c.npz")
+
+
+def test_bad_arrays():
+    with pytest.raises(SchemaError, match="different numbers of rows"):
+        stoker.sources.Arrays(np.arange(3), np.arange(4))
+    with pytest.raises(SchemaError, match="object"):
+        stoker.sources.Arrays(np.array([{}, None], dtype=object))
+    with pytest.raises(ConfigError, match="either all positionally or all by name"):
+        stoker.sources.Arrays(np.arange(3), y=np.arange(3))
+
+
+def test_arrays_into_a_store_slab_by_slab(tmp_path):
+    np.save(tmp_path / "img.npy", np.arange(600, dtype=np.uint8).reshape(100, 6))
+    out = stoker.convert.arrays({"img": tmp_path / "img.npy", "label": torch.arange(100)}, tmp_path / "s", shard_size=100, progress=False)
+    ds = stoker.open(out)
+    assert ds.num_shards > 5
+    np.testing.assert_array_equal(ds[:]["img"], np.arange(600, dtype=np.uint8).reshape(100, 6))
+    assert ds[:]["label"].tolist() == list(range(100))
+    out2 = stoker.convert.arrays((np.zeros(3), np.ones(3)), tmp_path / "t", names=["a", "b"])
+    assert list(stoker.open(out2).schema) == ["a", "b"]

@@ -1,0 +1,142 @@
+"""stoker.sources.HDF5 and HDF5 conversion."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import stoker
+from stoker.errors import SchemaError
+
+h5py = pytest.importorskip("h5py")
+
+
+@pytest.fixture
+def h5(tmp_path):
+    path = tmp_path / "data.h5"
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        f["data"] = rng.random((500, 3, 4)).astype(np.float32)
+        f["labels"] = np.arange(500, dtype=np.int64)
+        f.create_dataset("group/chunked", data=np.arange(500, dtype=np.int16) * 3, chunks=(32,), compression="gzip")
+        f["short"] = np.arange(7)
+        f["names"] = np.array([b"abc"] * 500)
+        f.create_dataset("vlen", (500,), dtype=h5py.vlen_dtype(np.int32))
+        f.create_dataset("text", data=["x"] * 500, dtype=h5py.string_dtype())
+    return path
+
+
+def test_batches_match_the_file_in_storage_order(h5):
+    src = stoker.sources.HDF5(h5, "data,labels,group/chunked")
+    assert len(src) == 500
+    with h5py.File(h5) as f:
+        data = f["data"][:]
+    batches = src.read([np.array([9, 3, 400, 3]), np.array([0, 499])])
+    assert batches[0]["labels"].tolist() == [3, 3, 9, 400]  # sorted, duplicates kept
+    np.testing.assert_array_equal(batches[0]["data"], data[[3, 3, 9, 400]])
+    assert batches[1]["group/chunked"].tolist() == [0, 499 * 3]
+
+
+@pytest.mark.parametrize("shuffle", [False, True, "block"])
+def test_loader_reads_every_row_once(h5, shuffle):
+    loader = stoker.Loader(stoker.sources.HDF5(h5, ["data", "labels"]), batch_size=64, shuffle=shuffle, num_workers=2, block_size=50, window=2)
+    seen = np.concatenate([b["labels"].numpy() for b in loader])
+    assert sorted(seen.tolist()) == list(range(500))
+
+
+def test_contiguous_datasets_are_memory_mapped_and_agree_with_h5py(h5):
+    fast = stoker.sources.HDF5(h5, "data,labels,group/chunked")
+    slow = stoker.sources.HDF5(h5, "data,labels,group/chunked", mmap=False)
+    offsets = {i.key: i.offset for i in fast.infos}
+    assert offsets["data"] is not None and offsets["group/chunked"] is None  # chunked+gzip goes through h5py
+    chunk = [np.array([499, 0, 250, 3]), np.array([7, 8, 9])]
+    for a, b in zip(fast.read(chunk), slow.read(chunk)):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key])
+    assert isinstance(fast._maps["data"], np.memmap) and not slow._maps
+
+
+def test_big_endian_data_comes_out_native(tmp_path):
+    with h5py.File(tmp_path / "be.h5", "w") as f:
+        f["x"] = np.arange(10, dtype=">f4")
+    got = stoker.sources.HDF5(tmp_path / "be.h5", "x").read([np.array([2, 1])])[0]["x"]
+    assert got.dtype == np.dtype("float32") and got.dtype.isnative and got.tolist() == [1.0, 2.0]
+
+
+def test_dense_rows_read_as_a_slab_and_sparse_as_points(h5):
+    src = stoker.sources.HDF5(h5, "labels", dense=2.0, mmap=False)
+    assert src.read_rows(np.arange(10, 20))["labels"].tolist() == list(range(10, 20))
+    assert src.read_rows(np.array([1, 250, 499]))["labels"].tolist() == [1, 250, 499]
+    assert src.read_rows(np.array([10, 12, 13]))["labels"].tolist() == [10, 12, 13]
+
+
+def test_one_handle_per_thread_and_reopened_after_fork(h5):
+    src = stoker.sources.HDF5(h5, "labels", mmap=False)
+    handles = []
+
+    def grab():
+        handles.append(src._handles.get())
+
+    threads = [threading.Thread(target=grab) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(h) for h in handles}) == 3
+    parent = src._handles.get()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: must not reuse the parent's handle
+        ok = src._handles.get() is not parent and src.read([np.array([5])])[0]["labels"].tolist() == [5]
+        os.write(w, b"1" if ok else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(r, 1) == b"1"
+    src.close()
+
+
+def test_missing_key_lists_the_keys_present(h5):
+    with pytest.raises(SchemaError, match=r"'nope' is not in the file; the datasets present are \['data', 'group/chunked', 'labels'"):
+        stoker.sources.HDF5(h5, "data,nope")
+
+
+def test_a_group_is_not_a_dataset(h5):
+    with pytest.raises(SchemaError, match="is a group"):
+        stoker.sources.HDF5(h5, "group")
+
+
+def test_keys_of_different_lengths(h5):
+    with pytest.raises(SchemaError, match=r"different numbers of rows \(data: 500, short: 7\)"):
+        stoker.sources.HDF5(h5, "data,short")
+
+
+@pytest.mark.parametrize("key", ["names", "vlen", "text"])
+def test_object_string_and_vlen_dtypes_are_refused(h5, key):
+    with pytest.raises(SchemaError, match=key):
+        stoker.sources.HDF5(h5, key)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no HDF5 file"):
+        stoker.sources.HDF5(tmp_path / "none.h5", "x")
+
+
+def test_convert_keeps_dtypes_shapes_and_values(h5, tmp_path):
+    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels,group/chunked", shard_size=4000, progress=False)
+    ds = stoker.open(out)
+    assert ds.num_shards > 1
+    assert ds.schema["data"] == stoker.Tensor("float32", (3, 4))
+    assert ds.schema["group/chunked"] == stoker.Scalar("int16")
+    with h5py.File(h5) as f:
+        np.testing.assert_array_equal(ds[:]["data"], f["data"][:])
+        np.testing.assert_array_equal(ds[:]["group/chunked"], f["group/chunked"][:])
+    assert ds.metadata["source"]["keys"] == ["data", "labels", "group/chunked"]
+
+
+def test_convert_refuses_bad_keys_and_leaves_nothing(h5, tmp_path):
+    with pytest.raises(SchemaError):
+        stoker.convert.hdf5(h5, tmp_path / "store", keys="data,vlen")
+    assert not (tmp_path / "store").exists()
