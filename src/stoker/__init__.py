@@ -5,6 +5,8 @@
     ds = stoker.open("stores/digits")
     for batch in stoker.Loader(ds, batch_size=256, shuffle=True, device="cuda"):
         ...
+    with stoker.doctor("doctor-report") as report:   # where the step time goes, what to change
+        train()
 """
 
 from stoker import errors
@@ -28,6 +30,16 @@ from stoker.store import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # stoker.doctor is imported when first used: it needs the optional 'doctor' extra.
+    if name == "doctor":
+        import importlib
+
+        return importlib.import_module("stoker.doctor")
+    raise AttributeError(f"module 'stoker' has no attribute {name!r}")
+
+
 __all__ = [
     "Binary",
     "Column",
@@ -43,6 +55,7 @@ __all__ = [
     "String",
     "Tensor",
     "__version__",
+    "doctor",
     "errors",
     "open",
     "write",
