@@ -12,13 +12,14 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from stoker.doctor.config import DoctorConfig
 from stoker.doctor.report import Report, build_report
-from stoker.doctor.sampler import ResourceSampler
+from stoker.doctor.session import require_sampler
 from stoker.errors import ConfigError
 
 BOOT = Path(__file__).resolve().parent / "_boot"
@@ -41,6 +42,7 @@ def run_command(argv: list[str], config: DoctorConfig) -> Report:
     """Run ``argv`` to its end under the doctor; the report's ``exit_code`` is the command's."""
     if not argv:
         raise ConfigError("give the command to run after '--', e.g. stoker doctor -- python train.py", option="command")
+    sampler_class = require_sampler()
     events = tempfile.mkdtemp(prefix="stoker-doctor-")
     try:
         t0 = time.perf_counter()
@@ -48,7 +50,7 @@ def run_command(argv: list[str], config: DoctorConfig) -> Report:
             proc = subprocess.Popen(argv, env=child_env(events, config))
         except OSError as exc:
             raise ConfigError(f"cannot start {argv[0]!r}: {exc.strerror}; check the command after '--'", option="command") from exc
-        sampler = ResourceSampler(proc.pid, config.interval).start()
+        sampler = sampler_class(proc.pid, config.interval).start()
         try:
             code = proc.wait()
         except KeyboardInterrupt:  # the child got the SIGINT too; let it finish its own way
@@ -59,8 +61,6 @@ def run_command(argv: list[str], config: DoctorConfig) -> Report:
         code = 128 - code if code < 0 else code
         report = build_report(events, samples, sampler.gpu_status, config, wall=(t0, t1), command=list(argv), exit_code=code)
         if not any(Path(events).glob("events-*.jsonl")):
-            import sys
-
             report.message = NOT_INSTRUMENTED.format(python=sys.executable)
         return report
     finally:

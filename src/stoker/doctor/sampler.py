@@ -13,6 +13,7 @@ A process that exits between two samples loses its CPU of that last interval.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Any
@@ -135,10 +136,15 @@ class ResourceSampler:
 
     def _tree(self, root: psutil.Process) -> tuple[float, float, int, int, int]:
         """CPU seconds and storage bytes read since the last call, RSS and process count of the tree."""
-        try:
-            procs = [root, *root.children(recursive=True)]
-        except psutil.Error:
-            procs = [root]
+        pids = _descendants(root.pid)
+        if pids is not None:
+            procs = [root, *(self._procs.get(p) or _process(p) for p in pids)]
+            procs = [p for p in procs if p is not None]
+        else:
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                procs = [root]
         cpu_tree = cpu_root = 0.0
         rss = read = count = 0
         for p in procs:
@@ -160,3 +166,37 @@ class ResourceSampler:
             rss += mem
             count += 1
         return cpu_tree, cpu_root, rss, read, count
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _descendants(pid: int) -> list[int] | None:
+    """Descendants of ``pid`` from /proc/PID/task/TID/children (Linux), or None where that file is missing.
+
+    psutil's ``children(recursive=True)`` scans every process of the machine (about 4 ms with
+    a hundred processes); these files list only the tree's own children.
+    """
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        return None
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", encoding="ascii") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found

@@ -35,8 +35,7 @@ class Doctor:
         self._t0 = 0.0
 
     def __enter__(self) -> Report:
-        from stoker.doctor.sampler import ResourceSampler
-
+        ResourceSampler = require_sampler()
         if self._recorder is not None:
             raise ConfigError("this doctor is already running; make a new one with stoker.doctor()", option="doctor")
         cfg = self.config
@@ -63,6 +62,15 @@ class Doctor:
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._recorder = self._instr = self._sampler = None
+
+
+def require_sampler() -> type:
+    """The sampler class, or an error saying how to install what it needs."""
+    try:
+        from stoker.doctor.sampler import ResourceSampler
+    except ImportError as exc:
+        raise ConfigError(f"stoker doctor needs {exc.name}: pip install 'stoker[doctor]'", option="doctor") from exc
+    return ResourceSampler
 
 
 def write_outputs(report: Report, config: DoctorConfig) -> dict[str, str]:
