@@ -167,6 +167,8 @@ def test_worker_processes_count_in_the_scripts_cpu(tmp_path):
 
 
 def test_usage_errors(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "stoker doctor [options] -- COMMAND" in proc.stdout
     proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "after '--'" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(tmp_path), "--", str(tmp_path / "nope")],

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
+from threading import get_ident
 from time import perf_counter
 from typing import Any
 
@@ -28,6 +28,9 @@ def _name(obj: Any) -> str:
     return t.__qualname__ if t.__module__ in ("builtins", "__main__") else f"{t.__module__}.{t.__qualname__}"
 
 
+_profiling = torch.autograd._profiler_enabled
+
+
 class _Span:
     """One stage of one batch: times it; labels it for torch.profiler when that records."""
 
@@ -37,7 +40,7 @@ class _Span:
         self.emit, self.key, self.stage, self.rf = emit, key, stage, None
 
     def __enter__(self) -> _Span:
-        if torch.autograd._profiler_enabled():
+        if _profiling():
             self.rf = torch.profiler.record_function(f"stoker.{self.stage}")
             self.rf.__enter__()
         self.t0 = perf_counter()
@@ -47,7 +50,7 @@ class _Span:
         t1 = perf_counter()
         if self.rf is not None:
             self.rf.__exit__(None, None, None)
-        self.emit(["stage", self.key, self.stage, threading.get_ident(), self.t0, t1])
+        self.emit(["stage", self.key, self.stage, get_ident(), self.t0, t1])
 
 
 class StageTimer:
@@ -158,7 +161,7 @@ class Instrumentation:
                 fetcher.collate_fn = self._timed_collate(collate, id(fetcher.dataset))
             t0 = perf_counter()
             out = orig(fetcher, index)
-            self.emit(["stage", id(fetcher.dataset), "fetch", threading.get_ident(), t0, perf_counter()])
+            self.emit(["stage", id(fetcher.dataset), "fetch", get_ident(), t0, perf_counter()])
             return out
 
         return fetch
@@ -167,7 +170,7 @@ class Instrumentation:
         def timed(samples: Any) -> Any:
             t0 = perf_counter()
             out = collate(samples)
-            self.emit(["stage", key, "collate", threading.get_ident(), t0, perf_counter()])
+            self.emit(["stage", key, "collate", get_ident(), t0, perf_counter()])
             return out
 
         timed._stoker_doctor = True  # type: ignore[attr-defined]

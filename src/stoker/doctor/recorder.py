@@ -1,7 +1,8 @@
 """``Recorder``: timing events from every instrumented process, as JSON lines in one directory.
 
 Each process writes ``events-<pid>.jsonl`` in the run's directory, so a crash keeps what was
-written and worker processes never share a file. An event is a JSON list:
+written and worker processes never share a file. Each line is a JSON list of events (one
+``json.dumps`` per flush, not per event); an event is a JSON list:
 
     ["step", loader, t_request, t_got]              one batch fetch (data wait = t_got - t_request)
     ["stage", loader, stage, thread, t0, t1]        one pipeline stage of one batch or chunk
@@ -98,15 +99,15 @@ class Recorder:
                 return
             n = len(self._buf)
             if n:
-                lines = [json.dumps(e, separators=(",", ":")) for e in self._buf[:n]]
+                line = json.dumps(self._buf[:n], separators=(",", ":"))
                 del self._buf[:n]  # appends made meanwhile stay at the end
-                self._file.write("\n".join(lines) + "\n")
+                self._file.write(line + "\n")
             self._file.flush()
 
     def _write_through(self, event: Any) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
+                self._file.write(json.dumps([event], separators=(",", ":")) + "\n")
                 self._file.flush()
 
     def _become_child(self) -> None:
@@ -127,6 +128,8 @@ def read_events(directory: str | os.PathLike) -> Iterator[tuple[int, list[Any]]]
         with open(path, encoding="utf-8") as f:
             for line in f:
                 try:
-                    yield pid, json.loads(line)
+                    events = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # the last line of a process killed while writing
+                for event in events:
+                    yield pid, event

@@ -13,7 +13,7 @@ CFG = DoctorConfig(interval=0.1)
 def write_events(directory, events, pid=100):
     with open(directory / f"events-{pid}.jsonl", "w") as f:
         for e in events:
-            f.write(json.dumps(e) + "\n")
+            f.write(json.dumps([e]) + "\n")
 
 
 def loop(key, n, wait, compute, t0=1.0):
