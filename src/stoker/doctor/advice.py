@@ -86,7 +86,7 @@ def _rules(st: LoaderStats, res: dict[str, Any], bound: str, cores: int, has_gpu
         _precompute(st, bound),
         _store_for_reads(st, res, bound),
         _pin(st, has_gpu),
-        _normalize_on_device(st, has_gpu),
+        _normalize_on_device(st, has_gpu) if has_gpu else None,
         _bucketing(st),
         _larger_batch(st, res, bound),
     ]
@@ -95,14 +95,17 @@ def _rules(st: LoaderStats, res: dict[str, Any], bound: str, cores: int, has_gpu
 def _more_workers(st: LoaderStats, res: dict[str, Any], bound: str, cores: int) -> Recommendation | None:
     workers = st.info.get("num_workers") or 0
     busy = res.get("cpu_tree_cores")
-    if bound != "input-bound" or busy is None or busy >= 0.75 * cores or workers >= cores:
+    if bound != "input-bound" or busy is None or workers >= cores:
+        return None
+    machine = res.get("cpu_machine_pct", 0.0) / 100 * cores  # other processes' load counts: their cores are not free
+    idle = cores - max(busy, machine)
+    if idle < 0.25 * cores:
         return None
     target = min(cores, max(2, 2 * workers))
-    idle = cores - busy
     return Recommendation(
         f"More loader workers ({workers} -> {target})",
         f"the loop waits on data {_pct(st.wait_s / max(st.wait_s + st.compute_s, 1e-9))} of its time while "
-        f"{idle:.1f} of {cores} cores are idle; num_workers={workers}",
+        f"{idle:.1f} of {cores} cores are idle (the script uses {busy:.1f}); num_workers={workers}",
         _call(st, num_workers=target),
         st.wait_s * (1 - max(workers, 1) / target) if target > max(workers, 1) else 0.25 * st.wait_s,
         st.name,

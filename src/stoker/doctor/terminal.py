@@ -44,9 +44,9 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
     if report.recommendations:
         rt = Table(title="recommendations (most time to gain first)", title_justify="left", show_lines=True)
         rt.add_column("#", justify="right")
-        rt.add_column("change")
-        rt.add_column("evidence")
-        rt.add_column("how")
+        rt.add_column("change", overflow="fold")
+        rt.add_column("evidence", overflow="fold")
+        rt.add_column("how", overflow="fold")
         for i, r in enumerate(report.recommendations, 1):
             rt.add_row(str(i), r.title, r.evidence, r.action)
         con.print(rt)

@@ -55,8 +55,16 @@ def test_long_waits_and_idle_cores_ask_for_workers(tmp_path):
     r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=1.0, cores=4))
     assert r.verdict == "input-bound" and 0.75 < r.stall_share < 0.85
     more = next(x for x in r.recommendations if x.title.startswith("More loader workers"))
-    assert "num_workers=2" in more.action and "3.0 of 4 cores are idle" in more.evidence
+    assert "num_workers=2" in more.action and "2.8 of 4 cores are idle (the script uses 1.0)" in more.evidence
     assert "loader parallelism" in r.bottleneck_resource
+
+
+def test_a_machine_busy_with_other_processes_does_not_ask_for_workers(tmp_path):
+    ev = [["loader", 1, info()]] + loop(1, 50, 0.02, 0.005)
+    r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=0.3, machine=97, cores=4))
+    assert r.verdict == "input-bound"
+    assert not any(t.startswith("More loader workers") for t in titles(r))
+    assert r.bottleneck_resource.startswith("CPU shared with other processes")
 
 
 def test_busy_cores_do_not_ask_for_workers(tmp_path):
@@ -100,7 +108,8 @@ def test_padding_asks_for_bucketing(tmp_path):
 def test_float_images_ask_for_uint8_and_device_normalization(tmp_path):
     batch = {"type": "list", "tensors": [{"path": "0", "dtype": "float32", "shape": [32, 3, 224, 224], "device": "cpu"}], "padding": None}
     ev = [["loader", 1, info()]] + loop(1, 20, 0.02, 0.005) + [["batch", 1, batch]]
-    r = report_for(tmp_path, ev, samples(1.0, 2.0))
+    assert not any("normalize" in x.title for x in report_for(tmp_path, ev, samples(1.0, 2.0)).recommendations)  # no GPU: no bus to save
+    r = report_for(tmp_path, ev, samples(1.0, 2.0, gpu=50.0), gpu_status="NVIDIA Test")
     (n,) = [x for x in r.recommendations if "normalize" in x.title]
     assert ".float().div_(255)" in n.action and "float32[32, 3, 224, 224]" in n.evidence
 
@@ -117,7 +126,7 @@ def test_io_wait_points_at_the_disk(tmp_path):
 def test_recommendations_are_ranked_by_gain(tmp_path):
     batch = {"type": "list", "tensors": [{"path": "0", "dtype": "float32", "shape": [8, 3, 32, 32], "device": "cpu"}], "padding": None}
     ev = [["loader", 1, info()]] + loop(1, 50, 0.02, 0.005) + [["batch", 1, batch], ["stage", 7, "fetch", 1, 1.0, 1.02]]
-    r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=0.5, cores=4))
+    r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=0.5, cores=4, gpu=50.0), gpu_status="NVIDIA Test")
     gains = [x.gain_s for x in r.recommendations]
     assert len(gains) >= 3 and gains == sorted(gains, reverse=True)
 
