@@ -52,6 +52,22 @@ print("no loader here")
 sys.exit(3)
 """
 
+STOKER_LOADER = """
+import sys, time
+import numpy as np
+import stoker
+
+stoker.write(sys.argv[1], {"x": np.arange(300, dtype=np.int64)})
+
+def slow_collate(batch):
+    time.sleep(0.01)
+    return batch
+
+for batch in stoker.Loader(sys.argv[1], batch_size=50, num_workers=1, collate_fn=slow_collate):
+    batch["x"].sum()
+"""
+
+
 def _work():  # fixed CPU work (not wall time: the cores are shared)
     return sum(i * i for i in range(300_000))
 
@@ -71,11 +87,11 @@ for _ in DataLoader(Busy(), batch_size=2, num_workers=2):
 """
 
 
-def doctor(tmp_path, source, *extra):
+def doctor(tmp_path, source, *extra, args=()):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source))
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(out), "--interval", "0.1", *extra, "--", sys.executable, str(script)]
+    cmd = [sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(out), "--interval", "0.1", *extra, "--", sys.executable, str(script), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
     return proc, report, out
@@ -134,6 +150,15 @@ def test_compute_bound_script(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert report["verdict"] == "compute-bound", report["message"]
     assert report["stall_share"] < 0.2
+
+
+def test_stoker_loader_script_gets_its_stages_timed(tmp_path):
+    proc, report, _ = doctor(tmp_path, STOKER_LOADER, "--no-html", "--no-trace", args=[str(tmp_path / "store")])
+    assert proc.returncode == 0, proc.stderr
+    (ld,) = report["loaders"]
+    assert ld["info"]["kind"] == "stoker" and ld["steps"] == 6
+    assert {"read", "collate", "transfer", "h2d_wait"} <= {r.get("key") for r in ld["stages"]}
+    assert report["verdict"] == "input-bound" and report["bottleneck_stage"] == "collate"
 
 
 def test_crashing_script_gets_its_report_and_exit_code(tmp_path):
