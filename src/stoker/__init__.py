@@ -5,6 +5,8 @@
     ds = stoker.open("stores/digits")
     for batch in stoker.Loader(ds, batch_size=256, shuffle=True, device="cuda"):
         ...
+    with stoker.doctor("doctor-report") as report:   # where the step time goes, what to change
+        train()
 """
 
 from stoker import convert, errors, sources
@@ -28,6 +30,18 @@ from stoker.store import (
 
 __version__ = "0.1.0"
 
+
+_LAZY = ("doctor", "text", "vision")  # subpackages of optional extras, imported when first used
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"stoker.{name}")
+    raise AttributeError(f"module 'stoker' has no attribute {name!r}")
+
+
 __all__ = [
     "Binary",
     "Column",
@@ -44,8 +58,11 @@ __all__ = [
     "Tensor",
     "__version__",
     "convert",
+    "doctor",
     "errors",
     "open",
     "sources",
+    "text",
+    "vision",
     "write",
 ]

@@ -61,7 +61,16 @@ class Loader:
     Rows inside a store batch come in storage order; which rows form each batch follows the
     (shuffled) sampler. ``state_dict()`` records the batches delivered so far, and
     ``load_state_dict()`` resumes right after them, with any number of workers.
+
+    ``stage_hook`` (off by default, ``None``): a callable ``hook(stage) -> context manager`` that
+    observers such as ``stoker doctor`` set on an instance. When set, each stage of each batch
+    runs inside ``with hook(stage):`` -- ``"read"``, ``"collate"`` and ``"transfer"`` (from_numpy,
+    pin, start of the host-to-device copy) in the worker, ``"h2d_wait"`` and ``"finalize"`` in the
+    consumer. When it is ``None`` the only cost is one attribute test per chunk and per batch.
+    The loader never imports its observers.
     """
+
+    stage_hook: Callable[[str], Any] | None = None
 
     def __init__(
         self,
@@ -192,11 +201,15 @@ class Loader:
             chunks = None
             started = self._dataset_batches(index_batches, workers, timeout)
         finalize = getattr(self.source, "finalize", None)
+        hook = self.stage_hook
         try:
             for item in started:
-                batch = self._finish(item)
-                if finalize is not None:
-                    batch = finalize(batch)
+                if hook is None:
+                    batch = self._finish(item)
+                    if finalize is not None:
+                        batch = finalize(batch)
+                else:
+                    batch = self._finish_observed(item, finalize, hook)
                 self._done += 1
                 yield batch
         finally:
@@ -207,10 +220,31 @@ class Loader:
             self._epoch, self._done = epoch + 1, 0
 
     def _work(self, chunk: list[np.ndarray]) -> list[tuple[Any, PendingBatch]]:
+        hook = self.stage_hook
+        if hook is not None:
+            return self._work_observed(chunk, hook)
         batches = self.source.read(chunk)
         if self.collate_fn is not None:
             batches = [self.collate_fn(b) for b in batches]
         return [self._start(b) for b in batches]
+
+    def _work_observed(self, chunk: list[np.ndarray], hook: Callable[[str], Any]) -> list[tuple[Any, PendingBatch]]:
+        """``_work`` with each stage inside ``hook(stage)`` (see ``stage_hook``)."""
+        with hook("read"):
+            batches = self.source.read(chunk)
+        if self.collate_fn is not None:
+            with hook("collate"):
+                batches = [self.collate_fn(b) for b in batches]
+        with hook("transfer"):
+            return [self._start(b) for b in batches]
+
+    def _finish_observed(self, item: tuple[Any, PendingBatch], finalize: Callable[[Any], Any] | None, hook: Callable[[str], Any]) -> Any:
+        with hook("h2d_wait"):
+            batch = self._finish(item)
+        if finalize is not None:
+            with hook("finalize"):
+                batch = finalize(batch)
+        return batch
 
     def _start(self, batch: Any) -> tuple[Any, PendingBatch]:
         """Begin moving a batch (any nest of dicts, lists and tuples) to the device."""
@@ -228,9 +262,13 @@ class Loader:
 
     def _dataset_batches(self, index_batches: Iterator[np.ndarray], workers: int, timeout: float | None) -> Iterator[Any]:
         depth = workers * self.config.prefetch_factor
+        hook = self.stage_hook
         if workers == 0:
             collate = self.collate_fn or default_collate
-            produced = (collate(fetch(self.source, [int(i) for i in idx])) for idx in index_batches)
+            if hook is None:
+                produced = (collate(fetch(self.source, [int(i) for i in idx])) for idx in index_batches)
+            else:
+                produced = _observed_inline(self.source, index_batches, collate, hook)
         elif self.config.persistent_workers:
             if self._pool is None:
                 self._pool = ProcessPool(self.source, workers, self.collate_fn)
@@ -240,9 +278,24 @@ class Loader:
             produced = process_map(self.source, index_batches, workers=workers, depth=depth, collate_fn=self.collate_fn, timeout=timeout)
         try:
             for batch in produced:
-                yield self._start(batch)
+                if hook is None:
+                    yield self._start(batch)
+                else:
+                    with hook("transfer"):
+                        started = self._start(batch)
+                    yield started
         finally:
             produced.close()
+
+
+def _observed_inline(source: Any, index_batches: Iterator[np.ndarray], collate: Callable[[Any], Any], hook: Callable[[str], Any]) -> Iterator[Any]:
+    """Dataset batches read in the calling thread, each stage inside ``hook(stage)``."""
+    for idx in index_batches:
+        with hook("read"):
+            samples = fetch(source, [int(i) for i in idx])
+        with hook("collate"):
+            batch = collate(samples)
+        yield batch
 
 
 def _leaf(value: Any) -> Any:

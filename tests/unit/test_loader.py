@@ -329,3 +329,51 @@ def test_ragged_samples_get_a_collate_hint(shm_clean):
 
     with pytest.raises(ValueError, match=r"sample\['ids'\].*shapes differ.*collate_fn"):
         list(stoker.Loader(Ragged(), batch_size=4, num_workers=2))
+
+
+class _StageLog:
+    """A stage hook that records the stage names it wraps, and which thread ran them."""
+
+    def __init__(self):
+        import contextlib
+        import threading
+
+        self.seen = []
+        self._cm = contextlib.nullcontext()
+        self._threading = threading
+
+    def __call__(self, stage):
+        self.seen.append((stage, self._threading.get_ident()))
+        return self._cm
+
+
+def test_stage_hook_wraps_every_stage_of_a_store(mixed_store):
+    import threading
+
+    loader = stoker.Loader(mixed_store, batch_size=64, num_workers=2, collate_fn=lambda b: b, columns=("label",))
+    log = loader.stage_hook = _StageLog()
+    labels = np.concatenate([b["label"].numpy() for b in loader])
+    assert sorted(labels.tolist()) == list(range(300))
+    stages = [s for s, _ in log.seen]
+    assert {"read", "collate", "transfer", "h2d_wait"} <= set(stages)
+    assert stages.count("h2d_wait") == len(loader)
+    main = threading.get_ident()
+    assert all(t != main for s, t in log.seen if s == "read") and all(t == main for s, t in log.seen if s == "h2d_wait")
+
+
+def test_stage_hook_on_a_dataset_read_inline():
+    class Squares:
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return {"x": np.int64(i * i)}
+
+    loader = stoker.Loader(Squares(), batch_size=4, num_workers=0)
+    log = loader.stage_hook = _StageLog()
+    assert sum(len(b["x"]) for b in loader) == 10
+    assert [s for s, _ in log.seen].count("read") == 3 and [s for s, _ in log.seen].count("collate") == 3
+
+
+def test_stage_hook_is_off_by_default(mixed_store):
+    assert stoker.Loader(mixed_store, batch_size=8).stage_hook is None

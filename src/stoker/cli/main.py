@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from stoker.errors import StokerError
 
-COMMANDS = ("stoker.cli.inspect", "stoker.cli.bench", "stoker.cli.convert", "stoker.cli.demo")
+COMMANDS = ("stoker.cli.inspect", "stoker.cli.bench", "stoker.cli.convert", "stoker.cli.demo", "stoker.cli.doctor")
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # a stoker error: bad input, corrupt store, ...

@@ -1,0 +1,147 @@
+"""The HTML report: one self-contained file (inline CSS and SVG plots) that opens offline.
+
+Plots (matplotlib, drawn on ``Figure`` objects, so pyplot's global state is never touched):
+per-step data wait vs compute, CPU / disk / GPU over time, and the stage breakdown.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+from stoker.doctor.report import Report
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{font-size:1.5em} .verdict{font-size:1.3em;padding:.5em 1em;border-radius:6px;display:inline-block}
+.input-bound{background:#fde2e1} .compute-bound{background:#e0f5e4} .none{background:#fff4d6}
+table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3} code{background:#f5f5f5;padding:1px 3px} figure{margin:1em 0} .muted{color:#777}
+"""
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _steps_plot(report: Report) -> str | None:
+    from matplotlib.figure import Figure
+
+    if not report.steps:
+        return None
+    fig = Figure(figsize=(10, 3.2))
+    ax = fig.add_subplot()
+    for key in dict.fromkeys(s["loader"] for s in report.steps):
+        steps = [s for s in report.steps if s["loader"] == key]
+        name = next((ld["name"] for ld in report.loaders if ld["key"] == key), key)
+        x = range(len(steps))
+        wait = [1000 * (s["t1"] - s["t0"]) for s in steps]
+        comp = [1000 * s["compute_before"] for s in steps[1:]] + [0.0]
+        ax.bar(x, wait, width=1.0, color="#d9534f", label=f"data wait: {name}")
+        ax.bar(x, comp, width=1.0, bottom=wait, color="#5cb85c", label=f"compute: {name}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("ms")
+    ax.set_title("per step: waiting for data (red) vs compute until the next fetch (green)")
+    ax.legend(loc="upper right", fontsize="small")
+    return _svg(fig)
+
+
+def _resources_plot(report: Report) -> str | None:
+    from matplotlib.figure import Figure
+
+    s = report.samples
+    if not s:
+        return None
+    t = [x["t"] for x in s]
+    has_gpu = any(x.get("gpu") for x in s)
+    fig = Figure(figsize=(10, 7 if has_gpu else 5))
+    axes = fig.subplots(3 if has_gpu else 2, 1, sharex=True)
+    ax = axes[0]
+    ax.plot(t, [x["cpu_tree"] for x in s], label="script + workers")
+    ax.plot(t, [x["cpu_root"] for x in s], label="main process")
+    ax.plot(t, [sum(x["cpu_cores"]) / 100 for x in s], label="whole machine", linestyle=":")
+    ax.set_ylabel("CPU cores busy")
+    ax.legend(fontsize="small")
+    ax = axes[1]
+    ax.plot(t, [x["disk_read_bps"] / 1e6 for x in s], label="disk reads MB/s")
+    ax.plot(t, [x["read_bps"] / 1e6 for x in s], label="script reads MB/s")
+    ax.set_ylabel("MB/s")
+    ax.legend(fontsize="small")
+    if has_gpu:
+        ax = axes[2]
+        ax.plot(t, [x["gpu"][0].get("util", 0) if x.get("gpu") else 0 for x in s], label="GPU 0 utilization %")
+        ax.plot(t, [x["gpu"][0].get("pcie_rx_bps", 0) / 1e9 if x.get("gpu") else 0 for x in s], label="PCIe in GB/s")
+        ax.legend(fontsize="small")
+    axes[-1].set_xlabel("seconds since start")
+    for lo, hi in _loop_spans(report):
+        for a in axes:
+            a.axvspan(lo, hi, color="#eee", zorder=0)
+    fig.suptitle("resources over time (grey: the training loop)")
+    return _svg(fig)
+
+
+def _loop_spans(report: Report) -> list[tuple[float, float]]:
+    if not report.steps:
+        return []
+    return [(min(s["t0"] for s in report.steps), max(s["t1"] for s in report.steps))]
+
+
+def _stages_plot(report: Report) -> str | None:
+    from matplotlib.figure import Figure
+
+    rows = [(f"{ld['name']}: {r['stage']}", r["total_s"]) for ld in report.loaders for r in ld["stages"]]
+    if not rows:
+        return None
+    rows = sorted(rows, key=lambda r: r[1])[-12:]
+    fig = Figure(figsize=(10, 0.5 + 0.4 * len(rows)))
+    ax = fig.add_subplot()
+    ax.barh([r[0] for r in rows], [r[1] for r in rows], color="#337ab7")
+    ax.set_xlabel("seconds (worker stages summed over workers)")
+    ax.set_title("stage breakdown")
+    return _svg(fig)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def render_html(report: Report) -> str:
+    e = html.escape
+    cls = report.verdict if report.verdict in ("input-bound", "compute-bound") else "none"
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>stoker doctor report</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>stoker doctor</h1>",
+        f"<p class='muted'>command: <code>{e(' '.join(report.command or ['(in-process)']))}</code>; exit code {report.exit_code}; "
+        f"wall time {report.wall_s:.2f} s; GPU: {e(report.gpu_status)}</p>",
+        f"<div class='verdict {cls}' id='verdict'>{e(report.verdict)}</div>",
+        f"<p id='message'>{e(report.message)}</p>",
+    ]
+    if report.loaders:
+        parts.append(f"<p>bottleneck stage: <b>{e(report.bottleneck_stage or '-')}</b>; resource: {e(report.bottleneck_resource or '-')}</p>")
+        parts.append("<h2>Recommendations</h2>")
+        parts.append(_table(["#", "change", "evidence", "how"], [[i, e(r.title), e(r.evidence), f"<code>{e(r.action)}</code>"]
+                                                                 for i, r in enumerate(report.recommendations, 1)]))  # fmt: skip
+        parts.append("<h2>Loaders</h2>")
+        parts.append(_table(["loader", "steps", "data wait s", "compute s", "wait ms/step", "compute ms/step", "workers"],
+                            [[e(ld["name"]), ld["steps"], f"{ld['wait_s']:.3f}", f"{ld['compute_s']:.3f}", f"{ld['wait_ms_median']:.2f}",
+                              f"{ld['compute_ms_median']:.2f}", ld["info"].get("num_workers", "?")] for ld in report.loaders]))  # fmt: skip
+    for title, plot in (("Steps", _steps_plot(report)), ("Resources", _resources_plot(report)), ("Stages", _stages_plot(report))):
+        if plot is not None:
+            parts.append(f"<h2>{title}</h2><figure class='plot' id='plot-{title.lower()}'>{plot}</figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_html(report: Report, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.write_text(render_html(report), encoding="utf-8")
+    return path

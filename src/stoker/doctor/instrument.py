@@ -1,0 +1,219 @@
+"""Patches that time batch fetches and pipeline stages, installed for one doctor run and undone after.
+
+- ``torch.utils.data.dataloader._BaseDataLoaderIter.__init__`` / ``__next__``: every batch a torch
+  DataLoader iterator hands out (the data wait), and the loader's settings.
+- ``torch.utils.data._utils.fetch._MapDatasetFetcher.fetch`` (and the iterable one): the time in
+  the Dataset (``__getitem__`` and the collate), in the main process or in forked workers.
+- ``stoker.Loader.__init__`` / ``__iter__``: every batch a stoker loader hands out, and each stage
+  through the loader's ``stage_hook`` (read, collate, transfer, h2d_wait, finalize). While
+  ``torch.profiler`` records, each stage also runs inside ``record_function("stoker.<stage>")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from threading import get_ident
+from time import perf_counter
+from typing import Any
+
+import torch
+
+from stoker.doctor.inspect_batch import describe
+
+_KEY = "_stoker_doctor_key"
+
+
+def _name(obj: Any) -> str:
+    t = type(obj)
+    return t.__qualname__ if t.__module__ in ("builtins", "__main__") else f"{t.__module__}.{t.__qualname__}"
+
+
+_profiling = torch.autograd._profiler_enabled
+
+
+class _Span:
+    """One stage of one batch: times it; labels it for torch.profiler when that records."""
+
+    __slots__ = ("emit", "key", "stage", "t0", "rf")
+
+    def __init__(self, emit: Callable[[Any], None], key: int, stage: str) -> None:
+        self.emit, self.key, self.stage, self.rf = emit, key, stage, None
+
+    def __enter__(self) -> _Span:
+        if _profiling():
+            self.rf = torch.profiler.record_function(f"stoker.{self.stage}")
+            self.rf.__enter__()
+        self.t0 = perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        t1 = perf_counter()
+        if self.rf is not None:
+            self.rf.__exit__(None, None, None)
+        self.emit(["stage", self.key, self.stage, get_ident(), self.t0, t1])
+
+
+class StageTimer:
+    """The ``stage_hook`` doctor sets on each stoker.Loader: ``hook(stage)`` -> a timed span."""
+
+    __slots__ = ("emit", "key")
+
+    def __init__(self, emit: Callable[[Any], None], key: int) -> None:
+        self.emit, self.key = emit, key
+
+    def __call__(self, stage: str) -> _Span:
+        return _Span(self.emit, self.key, stage)
+
+
+class Instrumentation:
+    """Installs the patches for one recorder; ``uninstall()`` puts every original back."""
+
+    def __init__(self, recorder: Any, inspect_batches: int = 4) -> None:
+        self._rec = recorder  # its ``emit`` changes in a forked child: look it up on each event
+        self.inspect_batches = inspect_batches
+        self._undo: list[tuple[Any, str, Any]] = []
+        self._seen: set[int] = set()
+        self._inspected: dict[int, int] = {}
+
+    def emit(self, event: Any) -> None:
+        self._rec.emit(event)
+
+    # -- patching -----------------------------------------------------------------------------
+    def _patch(self, owner: Any, name: str, new: Any) -> None:
+        self._undo.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, new)
+
+    def install(self) -> None:
+        """Patch torch's DataLoader and stoker's Loader (both imported here)."""
+        import torch.utils.data.dataloader
+
+        import stoker.loader
+
+        self.install_torch(torch.utils.data.dataloader)
+        self.install_stoker(stoker.loader)
+
+    def install_torch(self, dataloader: Any) -> None:
+        """Patch the DataLoader iterators of the module ``torch.utils.data.dataloader``."""
+        import sys
+
+        fetch = sys.modules["torch.utils.data._utils.fetch"]
+        base = dataloader._BaseDataLoaderIter
+        if any(owner is base for owner, _, _ in self._undo):
+            return
+        self._patch(base, "__init__", self._torch_init(base.__init__))
+        self._patch(base, "__next__", self._torch_next(base.__next__))
+        for fetcher in (fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher):
+            self._patch(fetcher, "fetch", self._fetch(fetcher.fetch))
+
+    def install_stoker(self, module: Any) -> None:
+        """Patch ``stoker.Loader`` of the module ``stoker.loader``."""
+        Loader = module.Loader
+        if any(owner is Loader for owner, _, _ in self._undo):
+            return
+        self._patch(Loader, "__init__", self._stoker_init(Loader.__init__))
+        self._patch(Loader, "__iter__", self._stoker_iter(Loader.__iter__))
+
+    def uninstall(self) -> None:
+        while self._undo:
+            owner, name, old = self._undo.pop()
+            setattr(owner, name, old)
+
+    # -- torch DataLoader -----------------------------------------------------------------------
+    def _torch_info(self, loader: Any) -> dict[str, Any]:
+        return {
+            "kind": "torch", "name": f"DataLoader({_name(loader.dataset)})", "dataset": _name(loader.dataset),
+            "dataset_id": id(loader.dataset), "num_workers": loader.num_workers, "pin_memory": bool(loader.pin_memory),
+            "batch_size": loader.batch_size, "prefetch_factor": loader.prefetch_factor,
+            "persistent_workers": bool(loader.persistent_workers),
+        }  # fmt: skip
+
+    def _register(self, key: int, info: dict[str, Any]) -> None:
+        if key not in self._seen:
+            self._seen.add(key)
+            self.emit(["loader", key, info])
+
+    def _torch_init(self, orig: Callable[..., None]) -> Callable[..., None]:
+        def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+            orig(it, loader, *args, **kwargs)
+            key = id(loader)
+            setattr(it, _KEY, key)
+            self._register(key, self._torch_info(loader))
+
+        return __init__
+
+    def _torch_next(self, orig: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def __next__(it: Any) -> Any:
+            t0 = perf_counter()
+            out = orig(it)
+            t1 = perf_counter()
+            key = it.__dict__.get(_KEY, 0)
+            self.emit(["step", key, t0, t1])
+            if self._inspected.get(key, 0) < self.inspect_batches:
+                self._inspect(key, out)
+            return out
+
+        return __next__
+
+    def _fetch(self, orig: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        def fetch(fetcher: Any, index: Any) -> Any:
+            collate = fetcher.collate_fn
+            if not getattr(collate, "_stoker_doctor", False):
+                fetcher.collate_fn = self._timed_collate(collate, id(fetcher.dataset))
+            t0 = perf_counter()
+            out = orig(fetcher, index)
+            self.emit(["stage", id(fetcher.dataset), "fetch", get_ident(), t0, perf_counter()])
+            return out
+
+        return fetch
+
+    def _timed_collate(self, collate: Callable[[Any], Any], key: int) -> Callable[[Any], Any]:
+        def timed(samples: Any) -> Any:
+            t0 = perf_counter()
+            out = collate(samples)
+            self.emit(["stage", key, "collate", get_ident(), t0, perf_counter()])
+            return out
+
+        timed._stoker_doctor = True  # type: ignore[attr-defined]
+        return timed
+
+    # -- stoker.Loader ----------------------------------------------------------------------------
+    def _stoker_init(self, orig: Callable[..., None]) -> Callable[..., None]:
+        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+            orig(loader, *args, **kwargs)
+            key = id(loader)
+            loader.stage_hook = StageTimer(self.emit, key)
+            cfg = loader.config
+            self._register(key, {
+                "kind": "stoker", "name": f"stoker.Loader({_name(loader.source)})", "dataset": _name(loader.source),
+                "dataset_id": id(loader.source), "num_workers": loader.num_workers, "pin_memory": loader.transfer.pin_memory,
+                "batch_size": cfg.batch_size, "prefetch_factor": cfg.prefetch_factor, "device": str(loader.transfer.device),
+                "store": type(loader.source).__name__ == "StoreSource",
+            })  # fmt: skip
+
+        return __init__
+
+    def _stoker_iter(self, orig: Callable[[Any], Iterator[Any]]) -> Callable[[Any], Iterator[Any]]:
+        def __iter__(loader: Any) -> Iterator[Any]:
+            return self._timed(loader, orig(loader))
+
+        return __iter__
+
+    def _timed(self, loader: Any, gen: Iterator[Any]) -> Iterator[Any]:
+        key = id(loader)
+        try:
+            while True:
+                t0 = perf_counter()
+                try:
+                    out = next(gen)
+                except StopIteration:
+                    return
+                self.emit(["step", key, t0, perf_counter()])
+                if self._inspected.get(key, 0) < self.inspect_batches:
+                    self._inspect(key, out)
+                yield out
+        finally:
+            gen.close()
+
+    def _inspect(self, key: int, batch: Any) -> None:
+        self._inspected[key] = self._inspected.get(key, 0) + 1
+        self.emit(["batch", key, describe(batch)])

@@ -1,0 +1,105 @@
+"""``Report``: everything a doctor run found, built from the events directory and the samples."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stoker.doctor.advice import Recommendation, bottleneck_resource, bottleneck_stage, recommend, verdict
+from stoker.doctor.analysis import LoaderStats, build_loaders, cpu_seconds, loop_window, step_stats, summarize_resources
+from stoker.doctor.config import DoctorConfig
+from stoker.doctor.recorder import read_events
+
+NO_LOADER = (
+    "no data loader seen: the script never fetched a batch from a torch DataLoader or a stoker.Loader "
+    "(doctor times those two; a hand-written loop over tensors is not visible to it)"
+)
+
+
+@dataclass
+class Report:
+    """The result of a doctor run. ``to_json()`` is what ``report.json`` holds."""
+
+    verdict: str = "no data loader seen"
+    stall_share: float = 0.0
+    loop_s: float = 0.0
+    wait_s: float = 0.0
+    wall_s: float = 0.0
+    bottleneck_stage: str | None = None
+    bottleneck_resource: str | None = None
+    message: str = ""
+    command: list[str] | None = None
+    exit_code: int | None = None
+    gpu_status: str = "not sampled"
+    loaders: list[dict[str, Any]] = field(default_factory=list)
+    resources: dict[str, Any] = field(default_factory=dict)
+    recommendations: list[Recommendation] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    _stats: dict[str, LoaderStats] = field(default_factory=dict, repr=False)
+    origin: float = 0.0  # perf_counter of the run's start; times in steps and samples are relative to it
+
+    @property
+    def input_bound(self) -> bool:
+        return self.verdict == "input-bound"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict, "stall_share": self.stall_share, "loop_s": self.loop_s, "wait_s": self.wait_s,
+            "wall_s": self.wall_s, "bottleneck_stage": self.bottleneck_stage, "bottleneck_resource": self.bottleneck_resource,
+            "message": self.message, "command": self.command, "exit_code": self.exit_code, "gpu_status": self.gpu_status,
+            "loaders": self.loaders, "resources": self.resources,
+            "recommendations": [r.to_json() for r in self.recommendations], "samples": self.samples, "steps": self.steps,
+            "files": self.files,
+        }  # fmt: skip
+
+    def write_json(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_json(), indent=1, default=str), encoding="utf-8")
+        return path
+
+
+def build_report(
+    events_dir: str | os.PathLike, samples: list[dict[str, Any]], gpu_status: str, config: DoctorConfig, *, wall: tuple[float, float],
+    command: list[str] | None = None, exit_code: int | None = None,
+) -> Report:  # fmt: skip
+    """Read every process's events under ``events_dir`` and judge the run."""
+    loaders, _procs = build_loaders(list(read_events(events_dir)))
+    active = {k: st for k, st in loaders.items() if st.steps}
+    loop = loop_window(active)
+    wait = sum(st.wait_s for st in active.values())
+    stall = wait / loop if loop > 0 else 0.0
+    stall = min(stall, 1.0)
+    bound = verdict(stall, config.stall_threshold, active)
+    first = min((st.steps[0][0] for st in active.values()), default=None)
+    last = max((st.steps[-1][1] for st in active.values()), default=None)
+    res = summarize_resources(samples, (first, last) if first is not None else None)
+    tree_s, root_s = cpu_seconds(samples, config.interval)
+    res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
+    report = Report(
+        verdict=bound, stall_share=stall, loop_s=loop, wait_s=wait, wall_s=wall[1] - wall[0], command=command,
+        exit_code=exit_code, gpu_status=gpu_status, resources=res, _stats=active,
+        samples=[{**s, "t": s["t"] - wall[0]} for s in samples],
+    )  # fmt: skip
+    report.origin = wall[0]
+    if not active:
+        report.message = NO_LOADER
+        return report
+    main = max(active.values(), key=lambda s: s.wait_s)
+    stage = bottleneck_stage(main) if bound == "input-bound" else None
+    report.bottleneck_stage = stage["stage"] if stage else None
+    report.bottleneck_resource = bottleneck_resource(bound, res, gpu_status)
+    report.recommendations = recommend(active, res, bound, stall, gpu_status)
+    for st in active.values():
+        report.loaders.append({"key": st.key, "name": st.name, "info": st.info, **step_stats(st), "stages": st.stage_table(), "batches": st.batches[:2]})
+        report.steps.extend({"loader": st.key, "t0": t0 - wall[0], "t1": t1 - wall[0], "compute_before": c} for t0, t1, c in st.steps)
+    report.steps.sort(key=lambda s: s["t0"])
+    if bound == "input-bound":
+        report.message = f"input-bound: {100 * stall:.0f} % of the loop's {loop:.2f} s is spent waiting for data"
+    else:
+        report.message = f"compute-bound: only {100 * stall:.0f} % of the loop's {loop:.2f} s is spent waiting for data"
+    return report

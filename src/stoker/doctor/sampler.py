@@ -1,0 +1,202 @@
+"""``ResourceSampler``: CPU, memory, disk and GPU of a process tree, sampled in a background thread.
+
+Each sample (a dict) holds ``t`` (perf_counter), ``cpu_tree`` (cores busy in the process and all
+its descendants, DataLoader workers included), ``cpu_root`` (the process alone), ``cpu_cores``
+(% busy per core, whole machine), ``iowait`` (% of CPU time waiting on I/O, whole machine),
+``rss`` (bytes, whole tree), ``procs``, ``read_bps`` (bytes/s the tree read from storage),
+``disk_read_bps`` and ``disk_iops`` (reads/s, whole machine), and ``gpu`` (a list per device of
+``util``, ``mem_util``, ``mem_used``, ``mem_total``, ``pcie_rx_bps``, ``pcie_tx_bps``) where
+NVML finds a driver. Without one, ``gpu_status`` says "no GPU (...)" and sampling goes on.
+
+A process that exits between two samples loses its CPU of that last interval.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import psutil
+
+
+class _Gpus:
+    """NVML handles, or the reason there are none."""
+
+    def __init__(self) -> None:
+        self.nvml: Any = None
+        self.handles: list[Any] = []
+        self.status = "no GPU"
+        try:
+            import pynvml
+        except ImportError:
+            self.status = "no GPU (nvidia-ml-py is not installed: pip install 'stoker[doctor]')"
+            return
+        try:
+            pynvml.nvmlInit()
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            names = [pynvml.nvmlDeviceGetName(h) for h in self.handles]
+        except pynvml.NVMLError as exc:
+            self.status = f"no GPU (NVML: {exc})"
+            self.handles = []
+            return
+        self.nvml = pynvml
+        self.status = ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in names) or "no GPU (NVML sees no device)"
+
+    def sample(self) -> list[dict[str, float]]:
+        nv = self.nvml
+        out = []
+        for h in self.handles:
+            row: dict[str, float] = {}
+            try:
+                u = nv.nvmlDeviceGetUtilizationRates(h)
+                m = nv.nvmlDeviceGetMemoryInfo(h)
+                row.update(util=float(u.gpu), mem_util=float(u.memory), mem_used=float(m.used), mem_total=float(m.total))
+            except nv.NVMLError:
+                pass
+            try:  # KB/s over a 20 ms window; not every device reports it
+                row["pcie_rx_bps"] = 1024.0 * nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES)
+                row["pcie_tx_bps"] = 1024.0 * nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES)
+            except nv.NVMLError:
+                pass
+            out.append(row)
+        return out
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except self.nvml.NVMLError:
+                pass
+            self.nvml = None
+
+
+class ResourceSampler:
+    """Samples the tree rooted at ``pid`` every ``interval`` seconds until ``stop()``."""
+
+    def __init__(self, pid: int, interval: float = 0.5) -> None:
+        self.pid = pid
+        self.interval = float(interval)
+        self.samples: list[dict[str, Any]] = []
+        self.gpu_status = "not sampled"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._cpu: dict[int, float] = {}
+        self._io: dict[int, int] = {}
+        self._procs: dict[int, psutil.Process] = {}
+
+    def start(self) -> ResourceSampler:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="stoker-doctor-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> list[dict[str, Any]]:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+        return self.samples
+
+    def _run(self) -> None:
+        gpus = _Gpus()
+        self.gpu_status = gpus.status
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            gpus.close()
+            return
+        psutil.cpu_percent(percpu=True)
+        last_t, last_disk, last_cpu = time.perf_counter(), psutil.disk_io_counters(), psutil.cpu_times()
+        self._tree(root)  # baselines
+        try:
+            while not self._stop.wait(self.interval):
+                now = time.perf_counter()
+                dt = max(now - last_t, 1e-6)
+                cpu_tree, cpu_root, rss, read, procs = self._tree(root)
+                disk, cpu = psutil.disk_io_counters(), psutil.cpu_times()
+                total = sum(cpu) - sum(last_cpu)
+                sample: dict[str, Any] = {
+                    "t": now, "cpu_tree": cpu_tree / dt, "cpu_root": cpu_root / dt, "cpu_cores": psutil.cpu_percent(percpu=True),
+                    "iowait": 100.0 * (getattr(cpu, "iowait", 0.0) - getattr(last_cpu, "iowait", 0.0)) / total if total > 0 else 0.0,
+                    "rss": rss, "procs": procs, "read_bps": read / dt,
+                    "disk_read_bps": (disk.read_bytes - last_disk.read_bytes) / dt if disk and last_disk else 0.0,
+                    "disk_iops": (disk.read_count - last_disk.read_count) / dt if disk and last_disk else 0.0,
+                }  # fmt: skip
+                if gpus.handles:
+                    sample["gpu"] = gpus.sample()
+                self.samples.append(sample)
+                last_t, last_disk, last_cpu = now, disk, cpu
+                if not root.is_running():
+                    break
+        finally:
+            gpus.close()
+
+    def _tree(self, root: psutil.Process) -> tuple[float, float, int, int, int]:
+        """CPU seconds and storage bytes read since the last call, RSS and process count of the tree."""
+        pids = _descendants(root.pid)
+        if pids is not None:
+            procs = [root, *(self._procs.get(p) or _process(p) for p in pids)]
+            procs = [p for p in procs if p is not None]
+        else:
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                procs = [root]
+        cpu_tree = cpu_root = 0.0
+        rss = read = count = 0
+        for p in procs:
+            p = self._procs.setdefault(p.pid, p)
+            try:
+                with p.oneshot():
+                    t = p.cpu_times()
+                    busy = t.user + t.system
+                    mem = p.memory_info().rss
+                    io = p.io_counters().read_bytes if hasattr(p, "io_counters") else 0
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+                continue
+            delta = busy - self._cpu.get(p.pid, 0.0)
+            cpu_tree += delta
+            if p.pid == root.pid:
+                cpu_root += delta
+            read += io - self._io.get(p.pid, 0)
+            self._cpu[p.pid], self._io[p.pid] = busy, io
+            rss += mem
+            count += 1
+        return cpu_tree, cpu_root, rss, read, count
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _descendants(pid: int) -> list[int] | None:
+    """Descendants of ``pid`` from /proc/PID/task/TID/children (Linux), or None where that file is missing.
+
+    psutil's ``children(recursive=True)`` scans every process of the machine (about 4 ms with
+    a hundred processes); these files list only the tree's own children.
+    """
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        return None
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", encoding="ascii") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found

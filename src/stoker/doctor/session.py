@@ -1,0 +1,108 @@
+"""``Doctor``: ``with stoker.doctor() as report:`` instruments this process for the block.
+
+On entry: a recorder (events in a temporary directory, or under ``out``), the patches, and a
+resource sampler thread on this process and its descendants. On exit, the patches are undone,
+the threads stopped, and the ``Report`` yielded by ``__enter__`` is filled in place (and its
+files written under ``out`` when given). An exception in the block still fills the report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from stoker.doctor.config import DoctorConfig
+from stoker.doctor.instrument import Instrumentation
+from stoker.doctor.recorder import Recorder
+from stoker.doctor.report import Report, build_report
+from stoker.errors import ConfigError
+
+
+class Doctor:
+    """Instrument the ``with`` block; see :func:`stoker.doctor`."""
+
+    def __init__(self, config: DoctorConfig) -> None:
+        self.config = config
+        self.report = Report()
+        self._tmp: str | None = None
+        self._recorder: Recorder | None = None
+        self._instr: Instrumentation | None = None
+        self._sampler: Any = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> Report:
+        ResourceSampler = require_sampler()
+        if self._recorder is not None:
+            raise ConfigError("this doctor is already running; make a new one with stoker.doctor()", option="doctor")
+        cfg = self.config
+        self._tmp = tempfile.mkdtemp(prefix="stoker-doctor-")
+        self._t0 = time.perf_counter()
+        self._recorder = Recorder(self._tmp, cfg.interval).start()
+        self._instr = Instrumentation(self._recorder, cfg.inspect_batches)
+        self._instr.install()
+        self._sampler = ResourceSampler(os.getpid(), cfg.interval).start()
+        return self.report
+
+    def __exit__(self, *exc: object) -> None:
+        if self._recorder is None:
+            return
+        try:
+            self._instr.uninstall()
+            samples = self._sampler.stop()
+            self._recorder.close()
+            t1 = time.perf_counter()
+            built = build_report(self._tmp, samples, self._sampler.gpu_status, self.config, wall=(self._t0, t1))
+            self.report.__dict__.update(built.__dict__)
+            if self.config.out is not None:
+                write_outputs(self.report, self.config)
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._recorder = self._instr = self._sampler = None
+
+
+def require_sampler() -> type:
+    """The sampler class, or an error saying how to install what it needs."""
+    try:
+        from stoker.doctor.sampler import ResourceSampler
+    except ImportError as exc:
+        raise ConfigError(f"stoker doctor needs {exc.name}: pip install 'stoker[doctor]'", option="doctor") from exc
+    return ResourceSampler
+
+
+def write_outputs(report: Report, config: DoctorConfig) -> dict[str, str]:
+    """Write report.json (and report.html, trace.json as configured) under ``config.out``."""
+    out = Path(config.out or ".")
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"json": str(out / "report.json")}
+    if config.trace:
+        from stoker.doctor.trace import write_trace
+
+        files["trace"] = str(write_trace(report, out / "trace.json"))
+    if config.html:
+        from stoker.doctor.html import write_html
+
+        files["html"] = str(write_html(report, out / "report.html"))
+    report.files = files
+    report.write_json(files["json"])
+    return files
+
+
+def doctor(
+    out: str | os.PathLike | None = None, *, interval: float = 0.5, stall_threshold: float = 0.2, html: bool = True,
+    trace: bool = True, inspect_batches: int = 4,
+) -> Doctor:  # fmt: skip
+    """Time the data loading of the ``with`` block and judge it::
+
+        with stoker.doctor("doctor-report") as report:
+            train()
+        print(report.verdict, report.stall_share, report.recommendations[0].action)
+
+    Options are those of :class:`stoker.doctor.DoctorConfig`.
+    """
+    cfg = DoctorConfig(interval=interval, stall_threshold=stall_threshold, out=None if out is None else os.fspath(out),
+                       html=html, trace=trace, inspect_batches=inspect_batches)  # fmt: skip
+    return Doctor(cfg)

@@ -1,0 +1,80 @@
+"""The terminal summary of a report: a verdict line, rich tables of loaders, stages, resources and advice."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from stoker.doctor.report import Report
+
+
+def _mb(x: float | None) -> str:
+    return "-" if x is None else f"{x / 1e6:,.1f} MB/s"
+
+
+def render(report: Report, file: TextIO | None = None, width: int | None = None) -> None:
+    """Print the summary with rich (colour only on a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = file or sys.stdout
+    con = Console(file=out, width=width or (None if out.isatty() else 110), highlight=False, soft_wrap=False)
+    style = {"input-bound": "bold red", "compute-bound": "bold green"}.get(report.verdict, "bold yellow")
+    con.print(f"[{style}]stoker doctor: {report.verdict}[/]  {report.message}")
+    if report.exit_code not in (None, 0):
+        con.print(f"[yellow]the script exited with code {report.exit_code}; this report covers what ran[/]")
+    if report.loaders:
+        con.print(f"bottleneck: stage [bold]{report.bottleneck_stage or '-'}[/]; resource {report.bottleneck_resource}")
+        t = Table(title="loaders", title_justify="left")
+        for col in ("loader", "steps", "data wait", "compute", "wait/step (median)", "compute/step (median)", "workers"):
+            t.add_column(col, justify="left" if col == "loader" else "right", overflow="fold")
+        for ld in report.loaders:
+            t.add_row(ld["name"], str(ld["steps"]), f"{ld['wait_s']:.2f} s", f"{ld['compute_s']:.2f} s", f"{ld['wait_ms_median']:.2f} ms",
+                      f"{ld['compute_ms_median']:.2f} ms", str(ld["info"].get("num_workers", "?")))  # fmt: skip
+        con.print(t)
+        for ld in report.loaders:
+            if ld["stages"]:
+                st = Table(title=f"stages of {ld['name']}", title_justify="left")
+                for col in ("stage", "total", "per call", "calls", "runs in"):
+                    st.add_column(col, justify="left" if col in ("stage", "runs in") else "right")
+                for row in ld["stages"]:
+                    st.add_row(row["stage"], f"{row['total_s']:.3f} s", f"{row['ms_per_call']:.2f} ms", str(row["calls"]), row["where"])
+                con.print(st)
+    con.print(_resources(report))
+    if report.recommendations:
+        rt = Table(title="recommendations (most time to gain first)", title_justify="left", show_lines=True)
+        rt.add_column("#", justify="right")
+        rt.add_column("change", overflow="fold")
+        rt.add_column("evidence", overflow="fold")
+        rt.add_column("how", overflow="fold")
+        for i, r in enumerate(report.recommendations, 1):
+            rt.add_row(str(i), r.title, r.evidence, r.action)
+        con.print(rt)
+    elif report.loaders and report.verdict == "compute-bound":
+        con.print("no change to data loading would speed this run up: the data is ready when the step asks for it")
+    for kind, path in report.files.items():
+        con.print(f"{kind}: {path}")
+
+
+def _resources(report: Report) -> Any:
+    from rich.table import Table
+
+    r = report.resources
+    t = Table(title="resources (during the loop)", title_justify="left", show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    if not r.get("samples"):
+        t.add_row("samples", "none (the run was shorter than one interval)")
+        t.add_row("GPU", report.gpu_status)
+        return t
+    t.add_row("CPU, script + workers", f"{r['cpu_tree_cores']:.2f} of {r['cores']} cores (main process alone {r['cpu_root_cores']:.2f}); "
+              f"{r['cpu_s_tree']:.1f} CPU-s in all, up to {r['procs_max']} processes")  # fmt: skip
+    t.add_row("CPU, whole machine", f"{r['cpu_machine_pct']:.0f} % busy, {r['iowait_pct']:.0f} % I/O wait")
+    t.add_row("memory (RSS, max)", f"{r['rss_max'] / 2**20:,.0f} MiB")
+    t.add_row("storage reads", f"script {_mb(r['read_bps'])}; disk {_mb(r['disk_read_bps'])}, {r['disk_iops']:.0f} reads/s")
+    gpu = report.gpu_status
+    if "gpu_util_pct" in r:
+        gpu += f": {r['gpu_util_pct']:.0f} % busy, memory up to {r['gpu_mem_max'] / 2**30:.1f} GiB, PCIe in {_mb(r.get('pcie_rx_bps'))}"
+    t.add_row("GPU", gpu)
+    t.add_row("wall time", f"{report.wall_s:.2f} s (loop {report.loop_s:.2f} s)")
+    return t

@@ -1,0 +1,201 @@
+"""``stoker doctor -- python script.py`` on real scripts written to temporary directories."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+INPUT_BOUND = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class SlowDataset(Dataset):
+    def __len__(self):
+        return 48
+    def __getitem__(self, i):
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.002:
+            pass
+        return torch.full((4,), float(i))
+
+for batch in DataLoader(SlowDataset(), batch_size=8):
+    batch.sum()
+print("done", flush=True)
+"""
+
+COMPUTE_BOUND = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+w = torch.randn(256, 256)
+for (x,) in DataLoader(TensorDataset(torch.randn(48, 256)), batch_size=8):
+    for _ in range(80):
+        x = torch.tanh(x @ w)
+"""
+
+CRASHES = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+for i, _ in enumerate(DataLoader(TensorDataset(torch.zeros(40, 2)), batch_size=4)):
+    if i == 3:
+        raise RuntimeError("the model exploded")
+"""
+
+NO_LOADER = """
+import sys
+print("no loader here")
+sys.exit(3)
+"""
+
+STOKER_LOADER = """
+import sys, time
+import numpy as np
+import stoker
+
+stoker.write(sys.argv[1], {"x": np.arange(300, dtype=np.int64)})
+
+def slow_collate(batch):
+    time.sleep(0.01)
+    return batch
+
+for batch in stoker.Loader(sys.argv[1], batch_size=50, num_workers=1, collate_fn=slow_collate):
+    batch["x"].sum()
+"""
+
+
+def _work():  # fixed CPU work (not wall time: the cores are shared)
+    return sum(i * i for i in range(300_000))
+
+
+WORKERS = """
+import time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Busy(Dataset):
+    def __len__(self):
+        return 24
+    def __getitem__(self, i):
+        return sum(i * i for i in range(300_000))
+
+for _ in DataLoader(Busy(), batch_size=2, num_workers=2):
+    time.sleep(0.001)
+"""
+
+
+def doctor(tmp_path, source, *extra, args=()):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    out = tmp_path / "report"
+    cmd = [sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(out), "--interval", "0.1", *extra, "--", sys.executable, str(script), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
+    return proc, report, out
+
+
+@pytest.fixture(scope="module")
+def input_bound(tmp_path_factory):
+    return doctor(tmp_path_factory.mktemp("input"), INPUT_BOUND)
+
+
+def test_input_bound_script(input_bound):
+    proc, report, out = input_bound
+    assert proc.returncode == 0, proc.stderr
+    assert "done" in proc.stdout  # the script's own output passes through
+    assert report["verdict"] == "input-bound" and report["stall_share"] > 0.5
+    assert report["bottleneck_stage"].endswith("SlowDataset.__getitem__")
+    assert "stoker doctor: input-bound" in proc.stdout and "SlowDataset.__getitem__" in proc.stdout
+    assert report["recommendations"] and report["loaders"][0]["steps"] == 6
+    assert "could not instrument" not in proc.stderr
+
+
+def test_trace_holds_steps_and_stages(input_bound):
+    _, _, out = input_bound
+    events = json.loads((out / "trace.json").read_text())["traceEvents"]
+    names = [e["name"] for e in events]
+    assert names.count("data wait") == 6
+    assert sum(n.endswith("fetch") for n in names) == 6
+    assert all(e["dur"] >= 0 for e in events if e.get("ph") == "X")
+
+
+def _browser():
+    for name in (os.environ.get("STOKER_CHROMIUM"), "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(_browser() is None, reason="needs headless Chromium: apt-get install chromium (or set STOKER_CHROMIUM)")
+def test_html_report_renders_offline_in_headless_chromium(input_bound, tmp_path):
+    _, report, out = input_bound
+    html = out / "report.html"
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:|//)", html.read_text())  # nothing to fetch: it opens offline
+    cmd = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", html.as_uri()]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=90).stdout
+    assert 'id="verdict">input-bound<' in dom
+    for plot in ("plot-steps", "plot-resources", "plot-stages"):
+        start = dom.index(f'id="{plot}"')
+        assert "<svg" in dom[start : start + 400] and "</svg>" in dom[start:]
+    assert dom.count("<path") > 20  # bars and lines were drawn
+    assert "SlowDataset.__getitem__" in dom
+
+
+def test_compute_bound_script(tmp_path):
+    proc, report, _ = doctor(tmp_path, COMPUTE_BOUND, "--no-html")
+    assert proc.returncode == 0, proc.stderr
+    assert report["verdict"] == "compute-bound", report["message"]
+    assert report["stall_share"] < 0.2
+
+
+def test_stoker_loader_script_gets_its_stages_timed(tmp_path):
+    proc, report, _ = doctor(tmp_path, STOKER_LOADER, "--no-html", "--no-trace", args=[str(tmp_path / "store")])
+    assert proc.returncode == 0, proc.stderr
+    (ld,) = report["loaders"]
+    assert ld["info"]["kind"] == "stoker" and ld["steps"] == 6
+    assert {"read", "collate", "transfer", "h2d_wait"} <= {r.get("key") for r in ld["stages"]}
+    assert report["verdict"] == "input-bound" and report["bottleneck_stage"] == "collate"
+
+
+def test_crashing_script_gets_its_report_and_exit_code(tmp_path):
+    proc, report, _ = doctor(tmp_path, CRASHES, "--no-html")
+    assert proc.returncode == 1
+    assert "the model exploded" in proc.stderr
+    assert report["exit_code"] == 1 and report["loaders"][0]["steps"] == 4
+    assert "exited with code 1" in proc.stdout
+
+
+def test_script_without_loader_and_its_exit_code(tmp_path):
+    proc, report, _ = doctor(tmp_path, NO_LOADER, "--no-html", "--no-trace")
+    assert proc.returncode == 3
+    assert "no loader here" in proc.stdout
+    assert report["verdict"] == "no data loader seen" and "no data loader seen" in proc.stdout
+
+
+def test_worker_processes_count_in_the_scripts_cpu(tmp_path):
+    proc, report, _ = doctor(tmp_path, WORKERS, "--no-html", "--no-trace")
+    assert proc.returncode == 0, proc.stderr
+    res = report["resources"]
+    assert res["procs_max"] >= 3  # the script and its two workers
+    t = time.process_time()
+    _work()
+    expected = 24 * (time.process_time() - t)  # CPU seconds the workers must have spent
+    assert res["cpu_s_tree"] - res["cpu_s_root"] > 0.6 * expected
+    (ld,) = report["loaders"]
+    getitem = ld["stages"][0]
+    assert getitem["stage"].endswith("Busy.__getitem__") and getitem["where"] == "2 worker processes"
+    assert getitem["calls"] == 12  # timed inside the forked workers
+
+
+def test_usage_errors(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor", "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "stoker doctor [options] -- COMMAND" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "after '--'" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(tmp_path), "--", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 1 and "cannot start" in proc.stderr and "Traceback" not in proc.stderr
