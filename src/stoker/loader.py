@@ -25,7 +25,8 @@ import torch
 from stoker.config import LoaderConfig
 from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
-from stoker.pipeline.processes import BF16, ProcessPool, default_collate, fetch, flatten, process_map, unflatten
+from stoker.pipeline.collate import BF16, default_collate, fetch, flatten, unflatten
+from stoker.pipeline.processes import ProcessPool, process_map
 from stoker.pipeline.sampler import FixedBatches, Sampler, order_name
 from stoker.pipeline.stages import BatchSource, StoreSource, chunk_size, chunked
 from stoker.pipeline.threads import default_workers, ordered_map

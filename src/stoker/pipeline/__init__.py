@@ -4,7 +4,8 @@ Files:
     sampler.py    Sampler (sequential / global / block order, rank sharding), FixedBatches
     stages.py     BatchSource protocol, StoreSource (a store read in chunks of batches)
     threads.py    ordered_map(): worker threads with bounded prefetch, errors tagged by stage
-    processes.py  process_map(): process workers for Dataset.__getitem__, batches via /dev/shm
+    collate.py    default_collate, flatten/unflatten: samples to batches, batches to leaves
+    processes.py  ProcessPool / process_map(): process workers for Dataset.__getitem__, batches via /dev/shm
 """
 
 from stoker.pipeline.sampler import Sampler
