@@ -1,6 +1,7 @@
 # The two set-up commands of the README:
-#   make demo   builds a venv, fetches real data by package name, builds a store, loads it,
-#               and prints throughput beside a plain torch DataLoader
+#   make demo   builds a venv, fetches real data by package name, builds stores, loads them and
+#               prints throughput beside the usual DataLoader recipes, then runs stoker doctor on a
+#               training script written the usual way
 #   make test   builds the venv and runs the test suite
 PYTHON ?= python3
 VENV ?= .venv
@@ -30,6 +31,7 @@ install: $(VENV)/.installed
 demo: install
 	$(BIN)/python scripts/fetch_data.py mnist text images --out $(DATA)
 	$(BIN)/stoker demo --data $(DATA)
+	$(BIN)/stoker doctor --out $(DATA)/doctor -- $(BIN)/python examples/seed_train.py --data $(DATA) --steps 20
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
