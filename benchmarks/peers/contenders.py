@@ -29,6 +29,14 @@ def pad_ids(rows: list[np.ndarray]) -> np.ndarray:
     return out
 
 
+def dict_pad_collate(rows):
+    """Pad a list of {"ids", "label"} samples (a top-level function: worker processes pickle it)."""
+    import torch
+
+    ids = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(r["ids"]) for r in rows], batch_first=True)
+    return ids, torch.as_tensor([int(r["label"]) for r in rows])
+
+
 def torch_pad_collate(samples):
     import torch
 
@@ -230,11 +238,7 @@ def litdata_load(w: Workload, raw: Path, work: Path):
 
     ds = ld.StreamingDataset(str(work / "litdata"), shuffle=True)
     if w.name == "token_ids":
-
-        def collate(rows):
-            return torch.nn.utils.rnn.pad_sequence([torch.as_tensor(r["ids"]) for r in rows], batch_first=True), torch.as_tensor([r["label"] for r in rows])
-
-        dl = ld.StreamingDataLoader(ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=collate)
+        dl = ld.StreamingDataLoader(ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=dict_pad_collate)
         return (lambda: dl), (lambda b: len(b[1]))
     dl = ld.StreamingDataLoader(ds, batch_size=w.batch_size, num_workers=WORKERS)
     return (lambda: dl), (lambda b: len(b["label"]))
@@ -308,7 +312,9 @@ def mosaic_prepare(w: Workload, raw: Path, work: Path) -> None:
 def mosaic_load(w: Workload, raw: Path, work: Path):
     import torch
     from streaming import StreamingDataset
+    from streaming.base.util import clean_stale_shared_memory
 
+    clean_stale_shared_memory()  # as Mosaic's docs advise after a run that did not exit cleanly
     ds = StreamingDataset(local=str(work / "mds"), shuffle=True, batch_size=w.batch_size)
     collate = None
     if w.name == "token_ids":

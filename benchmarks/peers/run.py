@@ -37,15 +37,17 @@ def env_python(env: str) -> Path:
 
 
 def memcpy_rate(raw: Path, batch: int, seconds: float = 1.0) -> float:
-    """Rows per second that one thread can copy: the physical limit of a loader that copies once."""
+    """Rows per second that one thread can copy from memory (not cache): the limit of a loader
+    that copies each row once. At least 256 MiB are copied per pass so caches do not flatter it."""
     x = np.load(raw / "x.npy", mmap_mode="r")
-    src = np.ascontiguousarray(x[:batch])
+    rows = max(batch, -(-(256 * 2**20) // (x[0].nbytes)))
+    src = np.ascontiguousarray(x[: min(rows, len(x))])
     dst = np.empty_like(src)
     reps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         np.copyto(dst, src)
         reps += 1
-    return reps * batch / (time.perf_counter() - t0)
+    return reps * len(src) / (time.perf_counter() - t0)
 
 
 def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
@@ -112,6 +114,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--root", default="/tmp/stoker-peers", help="scratch directory for data and formats")
     ap.add_argument("--out", default="results/peers")
+    ap.add_argument("--update", action="store_true", help="replace only the measured rows in an existing <out>.json, then redraw")
     args = ap.parse_args()
     root = Path(args.root)
     contenders = args.only.split(",") if args.only else list(CONTENDERS)
@@ -125,9 +128,13 @@ def main() -> None:
         if name != "token_ids":
             rate = memcpy_rate(raw, w.batch_size)
             rows.append({"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": rate})
+    out = Path(args.out)
+    if args.update and out.with_suffix(".json").is_file():
+        new = {(r["workload"], r["contender"]): r for r in rows}
+        old = json.loads(out.with_suffix(".json").read_text())["rows"]
+        rows = [new.pop((r["workload"], r["contender"]), r) for r in old] + list(new.values())
     print(f"\nstoker vs peers, {date.today().isoformat()}, {os.cpu_count()} vCPU; batches on the CPU, shuffled\n")
     print_table(rows)
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"date": date.today().isoformat(), "rows": rows}, indent=2))
     chart(rows, out.with_suffix(".png"))
