@@ -9,7 +9,7 @@ the (recycled) output buffer.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,10 +206,6 @@ class Store:
             else:
                 result[name] = _gather_blobs(views, plan, col.kind == "string")
         return result
-
-    def iter_rows(self) -> Iterator[dict[str, Any]]:
-        for i in range(self._len):
-            yield self[i]
 
 
 class _Plan:

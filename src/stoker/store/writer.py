@@ -30,6 +30,7 @@ import pyarrow as pa
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError
 from stoker.store.columns import (
     Ragged,
+    as_array,
     chunk_row_bytes,
     concat_chunks,
     infer_from_batch,
@@ -240,7 +241,7 @@ class StoreWriter:
         for name, values in columns.items():
             col = schema[name]
             if col.kind == "tensor":
-                arrays = [np.asarray(v) if not hasattr(v, "detach") else v.detach().cpu().numpy() for v in values]
+                arrays = [as_array(v) for v in values]
                 shapes = {a.shape for a in arrays}
                 if len(shapes) > 1:
                     bad = next(i for i, a in enumerate(arrays) if a.shape != col.shape)
