@@ -136,6 +136,9 @@ class Loader:
         if isinstance(data, Store):
             return StoreSource(data, self.transfer.pool, cfg.columns or tuple(data.schema), cfg.pad_value, cfg.pad_to_multiple_of)
         if isinstance(data, BatchSource):
+            use_buffers = getattr(data, "use_buffers", None)
+            if use_buffers is not None:
+                use_buffers(self.transfer.pool)  # pinned staging on CUDA: no extra copy before the H2D copy
             return data
         if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
             return data

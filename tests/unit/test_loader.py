@@ -179,6 +179,47 @@ def test_cpu_batches_are_not_copied_twice(mixed_store):
     assert any(batch["image"].data_ptr() == b.ctypes.data for b in pool_buffers)
 
 
+def test_small_batches_are_views_of_one_recycled_chunk_buffer(mixed_store):
+    """Batches read together as a chunk share one pooled buffer (pinned on CUDA), recycled later."""
+    loader = stoker.Loader(mixed_store, batch_size=10, columns=["image", "label"], num_workers=1)
+    assert 10 * 4 < len(loader.source)  # several batches per chunk
+    first = next(iter(loader))
+    pool_buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (4, 5, 3)]
+    assert len(pool_buffers) == 1 and len(pool_buffers[0]) > 10
+    start = pool_buffers[0].ctypes.data
+    assert start <= first["image"].data_ptr() < start + pool_buffers[0].nbytes
+    del first
+    for _ in range(3):
+        for _ in loader:
+            pass
+    assert len([b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (4, 5, 3)]) <= 4
+
+
+def test_batch_sources_fill_from_the_loader_buffers(mixed_store):
+    class Source:
+        pool = None
+
+        def __len__(self):
+            return 20
+
+        def use_buffers(self, pool):
+            self.pool = pool
+
+        def read(self, chunk):
+            out = []
+            for idx in chunk:
+                buf = self.pool.get("x", (len(idx),), np.int64)
+                buf[:] = idx
+                out.append({"x": buf})
+            return out
+
+    source = Source()
+    loader = stoker.Loader(source, batch_size=5, num_workers=0)
+    assert source.pool is loader.transfer.pool
+    batches = [b["x"] for b in loader]
+    assert torch.equal(torch.cat(batches), torch.arange(20))
+
+
 def test_held_batches_are_never_overwritten(mixed_store):
     loader = stoker.Loader(mixed_store, batch_size=100, columns=["image", "label"], shuffle=True, num_workers=2)
     kept = [(b["label"].clone(), b["image"]) for b in loader]

@@ -37,7 +37,9 @@ class BatchSource(Protocol):
     example: uint8 to float and normalize, as one batch operation on the GPU), and
     ``batch_bytes(batch_size) -> float``, the expected bytes of one batch, which sizes chunks, and
     ``auto_workers(batch_size) -> int``, the worker threads to use when the user does not say
-    (one per core otherwise).
+    (one per core otherwise), and ``use_buffers(pool)``: the loader hands over its recycled
+    host buffers (pinned when the batches go to a GPU), so a source that fills its arrays from
+    ``pool.get`` has them copied to the device with no extra staging copy.
     """
 
     def __len__(self) -> int: ...
@@ -83,17 +85,16 @@ class StoreSource:
         return 0 if self.batch_bytes(batch_size) < INLINE_BYTES else default_workers()
 
     def read(self, chunk: list[np.ndarray]) -> list[Batch]:
-        if len(chunk) == 1:
-            idx = np.sort(chunk[0])
-            out = {}
-            for name in self.columns:
-                col = self.store.schema[name]
-                if col.kind == "tensor":
-                    out[name] = self.pool.get(name, (len(idx), *col.shape), col.numpy_dtype)
-            raw = self.store.gather(idx, self.columns, out)
-        else:
-            idx = np.concatenate([np.sort(c) for c in chunk])
-            raw = self.store.gather(idx, self.columns)
+        # Tensor columns are gathered straight into recycled buffers (pinned ones on CUDA), one
+        # per chunk: each batch is a view of it, and the buffer is free again once no batch of
+        # the chunk is referenced any more.
+        idx = np.sort(chunk[0]) if len(chunk) == 1 else np.concatenate([np.sort(c) for c in chunk])
+        out = {}
+        for name in self.columns:
+            col = self.store.schema[name]
+            if col.kind == "tensor":
+                out[name] = self.pool.get(name, (len(idx), *col.shape), col.numpy_dtype)
+        raw = self.store.gather(idx, self.columns, out)
         bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
         np.cumsum([len(c) for c in chunk], out=bounds[1:])
         batches: list[Batch] = [{} for _ in chunk]

@@ -180,6 +180,10 @@ class ImageSource:
     def batch_bytes(self, batch_size: int) -> float:
         return float(batch_size * 3 * self.size[0] * self.size[1])
 
+    def use_buffers(self, pool: BufferPool) -> None:
+        """Fill image batches from the loader's recycled buffers (pinned when it feeds a GPU)."""
+        self._pool = pool
+
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose randomness the next reads use (the Loader calls this)."""
         self._epoch = int(epoch)

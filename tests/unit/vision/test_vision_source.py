@@ -216,3 +216,23 @@ def test_rotated_jpeg_with_reduced_scale_decode_matches_pil(tmp_path, orientatio
     small = upright.resize((40, 80) if h > w else (80, 40), Image.BILINEAR)
     ref = np.asarray(small)[20:60] if h > w else np.asarray(small)[:, 20:60]
     assert np.corrcoef(got.permute(1, 2, 0).numpy().ravel(), ref.ravel())[0, 1] > 0.95
+
+
+def test_image_batches_fill_the_loader_buffers(encoded):
+    src = ImageSource(encoded, train_transforms(16))
+    loader = stoker.Loader(src, batch_size=4, num_workers=2)
+    assert src._pool is loader.transfer.pool
+    batch = next(iter(loader))
+    pool_buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs]
+    assert any(batch["image"].data_ptr() == b.ctypes.data for b in pool_buffers)
+
+
+@pytest.mark.gpu
+def test_cuda_image_batches_are_gathered_into_pinned_buffers(encoded):
+    """No staging copy: worker threads resample straight into the loader's pinned buffers."""
+    loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4, device="cuda", num_workers=2)
+    for _ in range(2):
+        batches = list(loader)
+    assert all(b["image"].is_cuda for b in batches)
+    buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (3, 16, 16)]
+    assert buffers and all(torch.from_numpy(b).is_pinned() for b in buffers)
