@@ -219,7 +219,7 @@ def test_rotated_jpeg_with_reduced_scale_decode_matches_pil(tmp_path, orientatio
 
 
 def test_image_batches_fill_the_loader_buffers(encoded):
-    src = ImageSource(encoded, train_transforms(16))
+    src = ImageSource(encoded, [RandomResizedCrop(16), RandomHorizontalFlip()])  # uint8: no finalize on the CPU
     loader = stoker.Loader(src, batch_size=4, num_workers=2)
     assert src._pool is loader.transfer.pool
     batch = next(iter(loader))
