@@ -236,3 +236,12 @@ def test_cuda_image_batches_are_gathered_into_pinned_buffers(encoded):
     assert all(b["image"].is_cuda for b in batches)
     buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (3, 16, 16)]
     assert buffers and all(torch.from_numpy(b).is_pinned() for b in buffers)
+
+
+def test_default_threads_are_capped_for_per_image_work(encoded, monkeypatch):
+    from stoker.vision import source as source_module
+
+    monkeypatch.setattr("stoker.pipeline.threads.os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4)
+    assert loader.num_workers == source_module.MAX_AUTO_WORKERS == 8
+    assert stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4, num_workers=12).num_workers == 12
