@@ -120,6 +120,11 @@ class Arrays:
     def __init__(self, *arrays: Any, **named: Any) -> None:
         self.columns, self.positional = as_columns(arrays, named)
         self._len = len(next(iter(self.columns.values())))
+        self._pool: Any = None
+
+    def use_buffers(self, pool: Any) -> None:
+        """Gather into the loader's recycled buffers (pinned when it feeds a GPU)."""
+        self._pool = pool
 
     def __len__(self) -> int:
         return self._len
@@ -139,7 +144,12 @@ class Arrays:
         unique, where, bounds = gather_plan(chunk)
         check_rows(unique, self._len, repr(self))
         rows = unique[where]
-        taken = {k: np.take(v, rows, axis=0) for k, v in self.columns.items()}
+        if self._pool is None:
+            taken = {k: np.take(v, rows, axis=0) for k, v in self.columns.items()}
+        else:
+            # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
+            taken = {k: np.take(v, rows, axis=0, mode="clip", out=self._pool.get(k, (len(rows), *v.shape[1:]), v.dtype))
+                     for k, v in self.columns.items()}  # fmt: skip
         batches = [{k: v[bounds[b] : bounds[b + 1]] for k, v in taken.items()} for b in range(len(chunk))]
         if self.positional:
             return [tuple(b.values()) for b in batches]

@@ -8,6 +8,7 @@ import torch
 
 import stoker
 from stoker.errors import ConfigError, SchemaError
+from stoker.sources import Arrays
 
 
 def test_positional_arrays_give_tuples_like_a_tensordataset():
@@ -63,3 +64,17 @@ def test_arrays_into_a_store_slab_by_slab(tmp_path):
     assert ds[:]["label"].tolist() == list(range(100))
     out2 = stoker.convert.arrays((np.zeros(3), np.ones(3)), tmp_path / "t", names=["a", "b"])
     assert list(stoker.open(out2).schema) == ["a", "b"]
+
+
+def test_batches_are_gathered_into_the_loader_buffers():
+    x = np.arange(600 * 12, dtype=np.float32).reshape(600, 12)
+    source = Arrays(x, np.arange(600))
+    loader = stoker.Loader(source, batch_size=64, shuffle=True, num_workers=2)
+    assert source._pool is loader.transfer.pool
+    seen = []
+    for xb, yb in loader:
+        np.testing.assert_array_equal(xb.numpy(), x[yb.numpy()])
+        seen.append(yb.clone())
+    assert sorted(torch.cat(seen).tolist()) == list(range(600))
+    buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs]
+    assert buffers and any(b.shape[1:] == (12,) and b.dtype == np.float32 for b in buffers)
