@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from contenders import CONTENDERS  # noqa: E402
+from registry import contenders_for  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 
@@ -32,10 +32,10 @@ def main() -> None:
     warnings.simplefilter("ignore")
     w = WORKLOADS[args.workload]
     raw = Path(args.root) / w.name / "raw"
-    work = Path(args.root) / w.name / args.contender.replace(" ", "_").replace("(", "").replace(")", "").replace(":", "")
+    work = Path(args.root) / w.name / "".join(c if c.isalnum() else "_" for c in args.contender)
     out = {"contender": args.contender, "workload": w.name}
     try:
-        _, prepare, load = CONTENDERS[args.contender]
+        _, prepare, load = contenders_for(w.name)[args.contender]
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         t0 = time.perf_counter()

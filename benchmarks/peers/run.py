@@ -1,13 +1,19 @@
 """stoker against its peers, side by side, on the same machine, data and task.
 
-    python benchmarks/peers/run.py [--workloads images_uint8,token_ids,tensors] [--seconds 4]
-                                   [--only stoker,WebDataset] [--out results/peers]
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/peers/run.py
+        [--workloads text_bert,token_ids,images_jpeg,images_uint8,tensors] [--seconds 4]
+        [--only stoker,WebDataset] [--data data] [--out results/peers] [--update]
 
 Every (contender, workload) runs in its own process, in the environment that contender needs
 (``ENVS``: peers that pin conflicting versions get their own venv). Each writes its own format
 with its own writer, then loads shuffled batches on the CPU for ``--seconds``. Printed: a ratio
 table (stoker = 1.0) with write time, bytes on disk, time to first batch and peak RSS; written:
 ``<out>.json`` and ``<out>.png``. A contender that cannot run says why in the table.
+
+Physical-limit rows, measured in the same run by this process (stoker's dev venv: it needs
+stoker.text and stoker.vision): memcpy of the rows (array workloads), the bare ``tokenizers``
+encode_batch rate (text_bert), and cores x one thread's decode + crop + resize (images_jpeg).
+The real-data workloads need ``python scripts/fetch_data.py text images --out <data>``.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import date
 from pathlib import Path
@@ -25,8 +33,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from contenders import CONTENDERS  # noqa: E402
-from workloads import WORKLOADS, make_raw  # noqa: E402
+sys.path.insert(1, str(HERE.parent))
+from registry import contenders_for  # noqa: E402
+from workloads import MAX_LENGTH, WORKLOADS, image_files, make_raw, texts  # noqa: E402
 
 ENVS = {"peers": ".venv-peers", "mosaic": ".venv-mosaic", "ffcv": ".venv-ffcv"}
 
@@ -50,36 +59,75 @@ def memcpy_rate(raw: Path, batch: int, seconds: float = 1.0) -> float:
     return reps * len(src) / (time.perf_counter() - t0)
 
 
+def limit_rows(name: str, raw: Path, batch: int, seconds: float) -> list[dict]:
+    """The physical-limit rows of one workload (see the module docstring)."""
+    if name == "text_bert":
+        import stoker.text
+        from common import bare_passes
+
+        tok = stoker.text.resolve("bert-base-uncased", max_length=MAX_LENGTH)
+        n, dt = bare_passes(tok.tokenizer.encode_batch, texts(raw)[0])(seconds)
+        return [{"contender": "physical limit: bare tokenizers encode_batch (all cores)", "workload": name, "samples_per_s": n / dt}]
+    if name == "images_jpeg":
+        from common import one_thread_images
+
+        cores = len(os.sched_getaffinity(0))
+        paths = sorted(set(image_files(raw)[0]))
+        blobs = [Path(p).read_bytes() for p in paths]
+        rows = []
+        for full, how in ((False, "DCT-scaled decode, stoker's"), (True, "full simplejpeg decode")):
+            rate = one_thread_images(blobs, seconds, full)
+            rows.append({"contender": f"physical limit: {cores} cores x 1 thread ({how})", "workload": name, "samples_per_s": cores * rate, "one_thread": rate})
+        return rows
+    if name == "token_ids":
+        return []
+    return [{"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": memcpy_rate(raw, batch)}]
+
+
 def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
-    env = CONTENDERS[contender][0]
+    env = contenders_for(workload)[contender][0]
     python = env_python(env)
     if not python.exists():
         return {"contender": contender, "workload": workload, "error": f"its environment {ENVS[env]} is not built (make bench builds it)"}
     cmd = [str(python), str(HERE / "child.py"), "--contender", contender, "--workload", workload, "--root", str(root), "--seconds", str(seconds)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
-    except subprocess.TimeoutExpired:
-        return {"contender": contender, "workload": workload, "error": "timed out after 20 minutes"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        return {"contender": contender, "workload": workload, "error": f"exited {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+    # Output goes to files and the wait is for the child itself, not for the end of its output:
+    # worker processes it leaves behind (os._exit skips loaders' shutdown; some peers' workers
+    # notice a dead parent only after minutes) would hold pipes open. They are then killed with
+    # the child's process group.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, start_new_session=True)
+        try:
+            proc.wait(timeout=1200)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return {"contender": contender, "workload": workload, "error": "timed out after 20 minutes"}
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out.seek(0)
+        err.seek(0)
+        lines = [line for line in out.read().splitlines() if line.startswith("{")]
+        if not lines:
+            return {"contender": contender, "workload": workload, "error": f"exited {proc.returncode}: {err.read().strip()[-300:]}"}
     return json.loads(lines[-1])
 
 
 def print_table(rows: list[dict]) -> None:
-    header = f"{'workload':<13} {'contender':<40} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11}"
+    header = f"{'workload':<13} {'contender':<58} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11}"
     print(header)
     for workload in dict.fromkeys(r["workload"] for r in rows):
         group = [r for r in rows if r["workload"] == workload]
         base = next((r.get("samples_per_s") for r in group if r["contender"] == "stoker"), None)
         for r in group:
             if "error" in r:
-                print(f"{workload:<13} {r['contender']:<40} {'-':>11} {'-':>9}  not measured: {r['error'][:120]}")
+                print(f"{workload:<13} {r['contender']:<58} {'-':>11} {'-':>9}  not measured: {r['error'][:120]}")
                 continue
             ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
             opt = lambda k, f: f.format(r[k]) if k in r else "-"  # noqa: E731
             print(
-                f"{workload:<13} {r['contender']:<40} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
+                f"{workload:<13} {r['contender']:<58} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
                 f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_rss_mb', '{:.0f}'):>11}"
             )
 
@@ -110,24 +158,24 @@ def chart(rows: list[dict], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--only", default=None, help="comma-separated contenders (default: all)")
+    ap.add_argument("--only", default=None, help="comma-separated contenders, and \"limits\" for the physical-limit rows (default: all)")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--root", default="/tmp/stoker-peers", help="scratch directory for data and formats")
+    ap.add_argument("--data", default="data", help="where scripts/fetch_data.py put the real text and photos")
     ap.add_argument("--out", default="results/peers")
     ap.add_argument("--update", action="store_true", help="replace only the measured rows in an existing <out>.json, then redraw")
     args = ap.parse_args()
     root = Path(args.root)
-    contenders = args.only.split(",") if args.only else list(CONTENDERS)
     rows: list[dict] = []
     for name in args.workloads.split(","):
         w = WORKLOADS[name]
-        raw = make_raw(w, root)
-        for contender in contenders:
+        raw = make_raw(w, root, Path(args.data))
+        table = contenders_for(name)
+        for contender in [c for c in table if args.only is None or c in args.only.split(",")]:
             print(f"[{name}] {contender} ...", file=sys.stderr, flush=True)
             rows.append(run_one(contender, name, root, args.seconds))
-        if name != "token_ids":
-            rate = memcpy_rate(raw, w.batch_size)
-            rows.append({"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": rate})
+        if args.only is None or "limits" in args.only.split(","):
+            rows.extend(limit_rows(name, raw, w.batch_size, args.seconds))
     out = Path(args.out)
     if args.update and out.with_suffix(".json").is_file():
         new = {(r["workload"], r["contender"]): r for r in rows}
