@@ -132,6 +132,56 @@ def print_table(rows: list[dict]) -> None:
             )
 
 
+def is_peer(name: str) -> bool:
+    return not name.startswith("stoker") and not name.startswith("physical limit")
+
+
+def best_peers(rows: list[dict]) -> dict[str, tuple[str, float]]:
+    """workload -> (fastest peer, stoker / that peer)."""
+    out = {}
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        group = [r for r in rows if r["workload"] == workload and "samples_per_s" in r]
+        base = next((r["samples_per_s"] for r in group if r["contender"] == "stoker"), None)
+        peers = [r for r in group if is_peer(r["contender"])]
+        if base and peers:
+            best = max(peers, key=lambda r: r["samples_per_s"])
+            out[workload] = (best["contender"], base / best["samples_per_s"])
+    return out
+
+
+def markdown(rows: list[dict], day: str) -> str:
+    """The README's tables: samples/s (fraction of stoker) per workload, then the costs."""
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    names = list(dict.fromkeys(r["contender"] for r in rows))
+    cell = {(r["contender"], r["workload"]): r for r in rows}
+    base = {w: cell[("stoker", w)].get("samples_per_s") for w in workloads if ("stoker", w) in cell}
+    lines = [f"Samples/s and each as a fraction of stoker ({day}):", "", "| contender | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
+    for name in names:
+        cells = []
+        for w in workloads:
+            r = cell.get((name, w))
+            if r is None:
+                cells.append("–")
+            elif "error" in r:
+                cells.append("not measured: " + r["error"].split(": ", 1)[-1].replace("|", "/")[:90])
+            else:
+                cells.append(f"{r['samples_per_s']:,.0f} ({r['samples_per_s'] / base[w]:.2f}×)" if base.get(w) else f"{r['samples_per_s']:,.0f}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    best = best_peers(rows)
+    lines += ["", "stoker vs the fastest peer: " + "; ".join(f"{w} {ratio:.2f}× ({peer})" for w, (peer, ratio) in best.items()) + "."]
+    lines += ["", "Costs: write/convert s · MB on disk · time to first batch s · peak RSS MB:", "", "| contender | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
+    for name in names:
+        if name.startswith("physical limit"):
+            continue
+        cells = []
+        for w in workloads:
+            r = cell.get((name, w))
+            ok = r is not None and "samples_per_s" in r
+            cells.append(f"{r.get('write_s', 0):.1f} · {r.get('bytes_on_disk', 0) / 1e6:.0f} · {r['first_batch_s']:.2f} · {r['peak_rss_mb']:.0f}" if ok else "–")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def chart(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -139,18 +189,26 @@ def chart(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
-    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, 2.6 * len(workloads)), squeeze=False)
+    sizes = [sum(1 for r in rows if r["workload"] == w and "samples_per_s" in r) for w in workloads]
+    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, sum(0.22 * n + 0.9 for n in sizes)), squeeze=False, gridspec_kw={"height_ratios": sizes})
     for ax, workload in zip(axes[:, 0], workloads):
         group = [r for r in rows if r["workload"] == workload and "samples_per_s" in r]
         base = next((r["samples_per_s"] for r in group if r["contender"] == "stoker"), None) or 1.0
         names = [r["contender"] for r in group]
         ratios = [r["samples_per_s"] / base for r in group]
-        colors = ["#d9480f" if n == "stoker" else "#868e96" if "limit" in n else "#4263eb" for n in names]
+        colors = ["#d9480f" if n == "stoker" else "#f08c00" if n.startswith("stoker") else "#868e96" if "limit" in n else "#4263eb" for n in names]
         ax.barh(names[::-1], ratios[::-1], color=colors[::-1])
+        ax.set_xscale("log")
+        ax.set_xlim(min(0.005, min(ratios) / 1.5), max(30, max(ratios) * 3))
+        ticks = [t for t in (0.01, 0.1, 1, 10) if ax.get_xlim()[0] < t < ax.get_xlim()[1]]
+        ax.set_xticks(ticks, [f"{t:g}×" for t in ticks])
+        ax.minorticks_off()
+        for y, value in enumerate(ratios[::-1]):
+            ax.text(value, y, f" {value:.2f}×", va="center", fontsize=7)
         ax.axvline(1.0, color="black", lw=0.8)
-        ax.set_title(f"{workload}: {WORKLOADS[workload].description}", fontsize=9, loc="left")
+        ax.set_title(f"{workload}: {WORKLOADS[workload].description}", fontsize=8, loc="right")
         ax.tick_params(labelsize=8)
-        ax.set_xlabel("throughput relative to stoker (higher is faster)", fontsize=8)
+        ax.set_xlabel("throughput relative to stoker (log scale, higher is faster)", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -183,10 +241,13 @@ def main() -> None:
         rows = [new.pop((r["workload"], r["contender"]), r) for r in old] + list(new.values())
     print(f"\nstoker vs peers, {date.today().isoformat()}, {os.cpu_count()} vCPU; batches on the CPU, shuffled\n")
     print_table(rows)
+    for workload, (peer, ratio) in best_peers(rows).items():
+        print(f"{workload}: stoker {ratio:.2f}x the fastest peer ({peer}){'' if ratio >= 1.5 else f'; short of 1.5x by {1.5 / ratio:.2f}x'}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"date": date.today().isoformat(), "rows": rows}, indent=2))
     chart(rows, out.with_suffix(".png"))
-    print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
+    out.with_suffix(".md").write_text(markdown(rows, date.today().isoformat()))
+    print(f"\nwrote {out.with_suffix('.json')}, {out.with_suffix('.png')} and {out.with_suffix('.md')}")
 
 
 if __name__ == "__main__":
