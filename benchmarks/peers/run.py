@@ -163,10 +163,11 @@ def markdown(rows: list[dict], day: str) -> str:
             if r is None:
                 cells.append("–")
             elif "error" in r:
-                cells.append("not measured: " + r["error"].split(": ", 1)[-1].replace("|", "/")[:90])
+                reason = r["error"].split(": ", 1)[-1].replace("|", "/")
+                cells.append("not measured: " + (reason.split(" (")[0] if len(reason) > 100 else reason))
             else:
                 cells.append(f"{r['samples_per_s']:,.0f} ({r['samples_per_s'] / base[w]:.2f}×)" if base.get(w) else f"{r['samples_per_s']:,.0f}")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
     best = best_peers(rows)
     lines += ["", "stoker vs the fastest peer: " + "; ".join(f"{w} {ratio:.2f}× ({peer})" for w, (peer, ratio) in best.items()) + "."]
     lines += ["", "Costs: write/convert s · MB on disk · time to first batch s · peak RSS MB:", "", "| contender | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
@@ -178,7 +179,7 @@ def markdown(rows: list[dict], day: str) -> str:
             r = cell.get((name, w))
             ok = r is not None and "samples_per_s" in r
             cells.append(f"{r.get('write_s', 0):.1f} · {r.get('bytes_on_disk', 0) / 1e6:.0f} · {r['first_batch_s']:.2f} · {r['peak_rss_mb']:.0f}" if ok else "–")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
