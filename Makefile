@@ -14,8 +14,11 @@ DATA ?= data
 # only loads beside PyPI's own (CUDA) torch build: it gets a venv of its own, resolved from PyPI with
 # --isolated (past this machine's local CPU wheel). FFCV compiles against Debian's libturbojpeg and
 # OpenCV (apt, needs root) and gets its own venv. A venv that fails to build only costs its column.
-PEERS ?= webdataset==1.0.2 datasets==5.2.0 torchdata==0.11.0 litdata==0.2.76 spdl==0.8.0 nvidia-dali-cuda120==2.4.0
-MOSAIC ?= mosaicml-streaming==0.13.0 torch==2.13.0 torchvision==0.28.0 "numpy<2.2"
+# SPDL decodes images with FFmpeg's shared libraries (Debian 12's 5.1, apt); without them only its
+# JPEG row is lost. transformers: the seed pattern's and HF datasets' documented tokenizer.
+PEERS ?= webdataset==1.0.2 datasets==5.2.0 torchdata==0.11.0 litdata==0.2.76 spdl==0.8.0 nvidia-dali-cuda120==2.4.0 transformers==5.23.0
+FFMPEG_LIBS ?= libavdevice59 libavfilter8 libavformat59 libavcodec59 libavutil57 libswscale6 libswresample4
+MOSAIC ?= mosaicml-streaming==0.13.0 torch==2.13.0 torchvision==0.28.0 "numpy<2.2" "tokenizers>=0.20"
 FFCV ?= ffcv==1.0.2 pillow
 
 .PHONY: install demo test bench clean
@@ -37,8 +40,9 @@ test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 .venv-peers/.installed: pyproject.toml
+	-dpkg -s $(FFMPEG_LIBS) >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(FFMPEG_LIBS)
 	$(PYTHON) -m venv .venv-peers
-	.venv-peers/bin/python -m pip install --quiet "$(TORCH)" -e . $(PEERS)
+	.venv-peers/bin/python -m pip install --quiet "$(TORCH)" -e ".[text,vision]" $(PEERS)
 	.venv-peers/bin/python -m pip uninstall --yes --quiet torchvision  # litdata pulls it; it does not import beside this torch
 	touch $@
 
@@ -56,8 +60,9 @@ test: install
 
 bench: install .venv-peers/.installed
 	-$(MAKE) .venv-mosaic/.installed .venv-ffcv/.installed
+	$(BIN)/python scripts/fetch_data.py text images --out $(DATA)
 	$(BIN)/python benchmarks/bench_loader.py
-	$(BIN)/python benchmarks/peers/run.py
+	$(BIN)/python benchmarks/peers/run.py --data $(DATA)
 
 clean:
 	rm -rf $(VENV) .venv-peers .venv-mosaic .venv-ffcv $(DATA) results .pytest_cache .hypothesis

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import stoker  # noqa: E402
 import stoker.convert  # noqa: E402
 import stoker.text  # noqa: E402
-from common import Result, machine, rate, save  # noqa: E402
+from common import Result, bare_passes, machine, rate, save  # noqa: E402
 
 MAX_LENGTH = 128
 BATCH = 32
@@ -62,24 +62,6 @@ class Seed000Dataset(torch.utils.data.Dataset):
 
 
 ROUNDS = 3
-BARE_PIECE = 4096  # texts per encode_batch call of the bare contender (rayon spreads each over the cores)
-
-
-def bare_passes(encode, texts: list[str]):
-    """encode_batch over consecutive pieces of BARE_PIECE texts, cycling, for at least ``seconds``."""
-    pieces = [texts[i : i + BARE_PIECE] for i in range(0, len(texts), BARE_PIECE)]
-    at = [0]
-
-    def run(seconds: float) -> tuple[int, float]:
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            piece = pieces[at[0] % len(pieces)]
-            at[0] += 1
-            encode(piece)
-            n += len(piece)
-        return n, time.perf_counter() - t0
-
-    return run
 
 
 def loader_passes(loader):

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -35,13 +33,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import stoker  # noqa: E402
-from common import Result, machine, rate, save  # noqa: E402
+from common import Result, machine, one_thread_images, rate, save  # noqa: E402
 from stoker import vision  # noqa: E402
 from stoker.pipeline.threads import default_workers  # noqa: E402
 from stoker.vision.decode import probe  # noqa: E402
-from stoker.pipeline.threads import one_torch_thread_here  # noqa: E402
-from stoker.vision.render import render_bytes, resample  # noqa: E402
-from stoker.vision.transforms import View  # noqa: E402
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
 STD = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
@@ -66,33 +61,6 @@ class SeedImageFolder(torch.utils.data.Dataset):
             img = im.convert("RGB").resize((224, 224), Image.BILINEAR)  # transforms.Resize((224, 224))
         x = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).float().div(255)  # ToTensor
         return (x - MEAN) / STD, label  # Normalize
-
-
-def one_thread(blobs: list[bytes], seconds: float, full_decode: bool) -> float:
-    """Images per second of the per-image work alone, in one thread (torch single-threaded there too)."""
-    result: list[float] = []
-    worker = threading.Thread(target=lambda: result.append(_one_thread(blobs, seconds, full_decode)))
-    worker.start()
-    worker.join()
-    return result[0]
-
-
-def _one_thread(blobs: list[bytes], seconds: float, full_decode: bool) -> float:
-    one_torch_thread_here()
-    transforms = vision.RandomResizedCrop(224), vision.RandomHorizontalFlip()
-    plan = vision.Compose(transforms)
-    out = torch.empty((3, 224, 224), dtype=torch.uint8)
-    n, t0, row = 0, time.perf_counter(), 0
-    while time.perf_counter() - t0 < seconds:
-        data = blobs[row % len(blobs)]
-        info = probe(data)
-        if full_decode:
-            arr = vision.decode(data, info)
-            resample(arr, View.full(*arr.shape[:2]).resize(224, 224), "bilinear", out, True)
-        else:
-            render_bytes(data, info, plan.plan(info.height, info.width, random.Random(row)), "bilinear", out, True)
-        n, row = n + 1, row + 1
-    return n / (time.perf_counter() - t0)
 
 
 def main() -> None:
@@ -137,8 +105,8 @@ def main() -> None:
                                          pin_memory=True, persistent_workers=True)  # fmt: skip
         contenders = {
             "seed 002: ImageFolder+PIL, DataLoader(2 workers, pin)": lambda: rate(lambda: dl, count, seconds=args.seconds)[0],
-            "1 thread: stoker's per-image work (DCT-scaled decode)": lambda: one_thread(blobs, args.seconds, False),
-            "1 thread: full simplejpeg decode + resize to 224": lambda: one_thread(blobs, args.seconds, True),
+            "1 thread: stoker's per-image work (DCT-scaled decode)": lambda: one_thread_images(blobs, args.seconds, False),
+            "1 thread: full simplejpeg decode + resize to 224": lambda: one_thread_images(blobs, args.seconds, True),
             "stoker encoded store, uint8 (Normalize on the GPU)": lambda: rate(lambda: loader(enc.path, train), count, seconds=args.seconds)[0],
             "stoker encoded store, Normalize on the CPU": lambda: rate(lambda: loader(enc.path, train + [vision.Normalize()]), count, seconds=args.seconds)[0],
             "stoker resized store, uint8 (Normalize on the GPU)": lambda: rate(lambda: loader(res.path, None), count, seconds=args.seconds)[0],

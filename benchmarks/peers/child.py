@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import sys
 import time
@@ -14,12 +13,38 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from contenders import CONTENDERS  # noqa: E402
+from registry import contenders_for  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
 
 def du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            kids = [int(c) for c in open(f"/proc/{pid}/task/{tid}/children").read().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            out += [kid, *_descendants(kid)]
+    return out
+
+
+def peak_rss_mb() -> float:
+    """Peak RSS of this process plus that of each worker process it has (VmHWM of each; shared
+    pages count in each process that touched them). VmHWM, not getrusage: ru_maxrss survives
+    exec, so it would start at the size of run.py, the process that started this one."""
+    total = 0
+    for pid in [os.getpid(), *_descendants(os.getpid())]:
+        try:
+            status = open(f"/proc/{pid}/status").read()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
+    return total / 1024
 
 
 def main() -> None:
@@ -32,10 +57,10 @@ def main() -> None:
     warnings.simplefilter("ignore")
     w = WORKLOADS[args.workload]
     raw = Path(args.root) / w.name / "raw"
-    work = Path(args.root) / w.name / args.contender.replace(" ", "_").replace("(", "").replace(")", "").replace(":", "")
+    work = Path(args.root) / w.name / "".join(c if c.isalnum() else "_" for c in args.contender)
     out = {"contender": args.contender, "workload": w.name}
     try:
-        _, prepare, load = CONTENDERS[args.contender]
+        _, prepare, load = contenders_for(w.name)[args.contender]
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         t0 = time.perf_counter()
@@ -59,7 +84,7 @@ def main() -> None:
             else:
                 it = iter(make_iter())
         out["samples_per_s"] = samples / (time.perf_counter() - t0)
-        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        out["peak_rss_mb"] = peak_rss_mb()
     except Exception as exc:  # noqa: BLE001 - the table says why a contender has no figure
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc()[-2000:]

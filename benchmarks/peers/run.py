@@ -1,13 +1,19 @@
 """stoker against its peers, side by side, on the same machine, data and task.
 
-    python benchmarks/peers/run.py [--workloads images_uint8,token_ids,tensors] [--seconds 4]
-                                   [--only stoker,WebDataset] [--out results/peers]
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/peers/run.py
+        [--workloads text_bert,token_ids,images_jpeg,images_uint8,tensors] [--seconds 4]
+        [--only stoker,WebDataset] [--data data] [--out results/peers] [--update]
 
 Every (contender, workload) runs in its own process, in the environment that contender needs
 (``ENVS``: peers that pin conflicting versions get their own venv). Each writes its own format
 with its own writer, then loads shuffled batches on the CPU for ``--seconds``. Printed: a ratio
 table (stoker = 1.0) with write time, bytes on disk, time to first batch and peak RSS; written:
 ``<out>.json`` and ``<out>.png``. A contender that cannot run says why in the table.
+
+Physical-limit rows, measured in the same run by this process (stoker's dev venv: it needs
+stoker.text and stoker.vision): memcpy of the rows (array workloads), the bare ``tokenizers``
+encode_batch rate (text_bert), and cores x one thread's decode + crop + resize (images_jpeg).
+The real-data workloads need ``python scripts/fetch_data.py text images --out <data>``.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import date
 from pathlib import Path
@@ -25,8 +33,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from contenders import CONTENDERS  # noqa: E402
-from workloads import WORKLOADS, make_raw  # noqa: E402
+sys.path.insert(1, str(HERE.parent))
+from registry import contenders_for  # noqa: E402
+from workloads import MAX_LENGTH, WORKLOADS, image_files, make_raw, texts  # noqa: E402
 
 ENVS = {"peers": ".venv-peers", "mosaic": ".venv-mosaic", "ffcv": ".venv-ffcv"}
 
@@ -50,38 +59,128 @@ def memcpy_rate(raw: Path, batch: int, seconds: float = 1.0) -> float:
     return reps * len(src) / (time.perf_counter() - t0)
 
 
+def limit_rows(name: str, raw: Path, batch: int, seconds: float) -> list[dict]:
+    """The physical-limit rows of one workload (see the module docstring)."""
+    if name == "text_bert":
+        import stoker.text
+        from common import bare_passes
+
+        tok = stoker.text.resolve("bert-base-uncased", max_length=MAX_LENGTH)
+        n, dt = bare_passes(tok.tokenizer.encode_batch, texts(raw)[0])(seconds)
+        return [{"contender": "physical limit: bare tokenizers encode_batch (all cores)", "workload": name, "samples_per_s": n / dt}]
+    if name == "images_jpeg":
+        from common import one_thread_images
+
+        cores = len(os.sched_getaffinity(0))
+        paths = sorted(set(image_files(raw)[0]))
+        blobs = [Path(p).read_bytes() for p in paths]
+        rows = []
+        for full, how in ((False, "DCT-scaled decode, stoker's"), (True, "full simplejpeg decode")):
+            rate = one_thread_images(blobs, seconds, full)
+            rows.append({"contender": f"physical limit: {cores} cores x 1 thread ({how})", "workload": name, "samples_per_s": cores * rate, "one_thread": rate})
+        return rows
+    if name == "token_ids":
+        return []
+    return [{"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": memcpy_rate(raw, batch)}]
+
+
 def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
-    env = CONTENDERS[contender][0]
+    env = contenders_for(workload)[contender][0]
     python = env_python(env)
     if not python.exists():
         return {"contender": contender, "workload": workload, "error": f"its environment {ENVS[env]} is not built (make bench builds it)"}
     cmd = [str(python), str(HERE / "child.py"), "--contender", contender, "--workload", workload, "--root", str(root), "--seconds", str(seconds)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
-    except subprocess.TimeoutExpired:
-        return {"contender": contender, "workload": workload, "error": "timed out after 20 minutes"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        return {"contender": contender, "workload": workload, "error": f"exited {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+    # Output goes to files and the wait is for the child itself, not for the end of its output:
+    # worker processes it leaves behind (os._exit skips loaders' shutdown; some peers' workers
+    # notice a dead parent only after minutes) would hold pipes open. They are then killed with
+    # the child's process group.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, start_new_session=True)
+        try:
+            proc.wait(timeout=1200)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return {"contender": contender, "workload": workload, "error": "timed out after 20 minutes"}
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out.seek(0)
+        err.seek(0)
+        lines = [line for line in out.read().splitlines() if line.startswith("{")]
+        if not lines:
+            return {"contender": contender, "workload": workload, "error": f"exited {proc.returncode}: {err.read().strip()[-300:]}"}
     return json.loads(lines[-1])
 
 
 def print_table(rows: list[dict]) -> None:
-    header = f"{'workload':<13} {'contender':<40} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11}"
+    header = f"{'workload':<13} {'contender':<58} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11}"
     print(header)
     for workload in dict.fromkeys(r["workload"] for r in rows):
         group = [r for r in rows if r["workload"] == workload]
         base = next((r.get("samples_per_s") for r in group if r["contender"] == "stoker"), None)
         for r in group:
             if "error" in r:
-                print(f"{workload:<13} {r['contender']:<40} {'-':>11} {'-':>9}  not measured: {r['error'][:120]}")
+                print(f"{workload:<13} {r['contender']:<58} {'-':>11} {'-':>9}  not measured: {r['error'][:120]}")
                 continue
             ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
             opt = lambda k, f: f.format(r[k]) if k in r else "-"  # noqa: E731
             print(
-                f"{workload:<13} {r['contender']:<40} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
+                f"{workload:<13} {r['contender']:<58} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
                 f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_rss_mb', '{:.0f}'):>11}"
             )
+
+
+def is_peer(name: str) -> bool:
+    return not name.startswith("stoker") and not name.startswith("physical limit")
+
+
+def best_peers(rows: list[dict]) -> dict[str, tuple[str, float]]:
+    """workload -> (fastest peer, stoker / that peer)."""
+    out = {}
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        group = [r for r in rows if r["workload"] == workload and "samples_per_s" in r]
+        base = next((r["samples_per_s"] for r in group if r["contender"] == "stoker"), None)
+        peers = [r for r in group if is_peer(r["contender"])]
+        if base and peers:
+            best = max(peers, key=lambda r: r["samples_per_s"])
+            out[workload] = (best["contender"], base / best["samples_per_s"])
+    return out
+
+
+def markdown(rows: list[dict], day: str) -> str:
+    """The README's tables: samples/s (fraction of stoker) per workload, then the costs."""
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    names = list(dict.fromkeys(r["contender"] for r in rows))
+    cell = {(r["contender"], r["workload"]): r for r in rows}
+    base = {w: cell[("stoker", w)].get("samples_per_s") for w in workloads if ("stoker", w) in cell}
+    lines = [f"Samples/s and each as a fraction of stoker ({day}):", "", "| contender | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
+    for name in names:
+        cells = []
+        for w in workloads:
+            r = cell.get((name, w))
+            if r is None:
+                cells.append("–")
+            elif "error" in r:
+                reason = r["error"].split(": ", 1)[-1].replace("|", "/")
+                cells.append("not measured: " + (reason.split(" (")[0] if len(reason) > 100 else reason))
+            else:
+                cells.append(f"{r['samples_per_s']:,.0f} ({r['samples_per_s'] / base[w]:.2f}×)" if base.get(w) else f"{r['samples_per_s']:,.0f}")
+        lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
+    best = best_peers(rows)
+    lines += ["", "stoker vs the fastest peer: " + "; ".join(f"{w} {ratio:.2f}× ({peer})" for w, (peer, ratio) in best.items()) + "."]
+    lines += ["", "Costs: write/convert s · MB on disk · time to first batch s · peak RSS MB:", "", "| contender | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
+    for name in names:
+        if name.startswith("physical limit"):
+            continue
+        cells = []
+        for w in workloads:
+            r = cell.get((name, w))
+            ok = r is not None and "samples_per_s" in r
+            cells.append(f"{r.get('write_s', 0):.1f} · {r.get('bytes_on_disk', 0) / 1e6:.0f} · {r['first_batch_s']:.2f} · {r['peak_rss_mb']:.0f}" if ok else "–")
+        lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def chart(rows: list[dict], path: Path) -> None:
@@ -91,18 +190,26 @@ def chart(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
-    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, 2.6 * len(workloads)), squeeze=False)
+    sizes = [sum(1 for r in rows if r["workload"] == w and "samples_per_s" in r) for w in workloads]
+    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, sum(0.22 * n + 0.9 for n in sizes)), squeeze=False, gridspec_kw={"height_ratios": sizes})
     for ax, workload in zip(axes[:, 0], workloads):
         group = [r for r in rows if r["workload"] == workload and "samples_per_s" in r]
         base = next((r["samples_per_s"] for r in group if r["contender"] == "stoker"), None) or 1.0
         names = [r["contender"] for r in group]
         ratios = [r["samples_per_s"] / base for r in group]
-        colors = ["#d9480f" if n == "stoker" else "#868e96" if "limit" in n else "#4263eb" for n in names]
+        colors = ["#d9480f" if n == "stoker" else "#f08c00" if n.startswith("stoker") else "#868e96" if "limit" in n else "#4263eb" for n in names]
         ax.barh(names[::-1], ratios[::-1], color=colors[::-1])
+        ax.set_xscale("log")
+        ax.set_xlim(min(0.005, min(ratios) / 1.5), max(30, max(ratios) * 3))
+        ticks = [t for t in (0.01, 0.1, 1, 10) if ax.get_xlim()[0] < t < ax.get_xlim()[1]]
+        ax.set_xticks(ticks, [f"{t:g}×" for t in ticks])
+        ax.minorticks_off()
+        for y, value in enumerate(ratios[::-1]):
+            ax.text(value, y, f" {value:.2f}×", va="center", fontsize=7)
         ax.axvline(1.0, color="black", lw=0.8)
-        ax.set_title(f"{workload}: {WORKLOADS[workload].description}", fontsize=9, loc="left")
+        ax.set_title(f"{workload}: {WORKLOADS[workload].description}", fontsize=8, loc="right")
         ax.tick_params(labelsize=8)
-        ax.set_xlabel("throughput relative to stoker (higher is faster)", fontsize=8)
+        ax.set_xlabel("throughput relative to stoker (log scale, higher is faster)", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -110,24 +217,24 @@ def chart(rows: list[dict], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--only", default=None, help="comma-separated contenders (default: all)")
+    ap.add_argument("--only", default=None, help="comma-separated contenders, and \"limits\" for the physical-limit rows (default: all)")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--root", default="/tmp/stoker-peers", help="scratch directory for data and formats")
+    ap.add_argument("--data", default="data", help="where scripts/fetch_data.py put the real text and photos")
     ap.add_argument("--out", default="results/peers")
     ap.add_argument("--update", action="store_true", help="replace only the measured rows in an existing <out>.json, then redraw")
     args = ap.parse_args()
     root = Path(args.root)
-    contenders = args.only.split(",") if args.only else list(CONTENDERS)
     rows: list[dict] = []
     for name in args.workloads.split(","):
         w = WORKLOADS[name]
-        raw = make_raw(w, root)
-        for contender in contenders:
+        raw = make_raw(w, root, Path(args.data))
+        table = contenders_for(name)
+        for contender in [c for c in table if args.only is None or c in args.only.split(",")]:
             print(f"[{name}] {contender} ...", file=sys.stderr, flush=True)
             rows.append(run_one(contender, name, root, args.seconds))
-        if name != "token_ids":
-            rate = memcpy_rate(raw, w.batch_size)
-            rows.append({"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": rate})
+        if args.only is None or "limits" in args.only.split(","):
+            rows.extend(limit_rows(name, raw, w.batch_size, args.seconds))
     out = Path(args.out)
     if args.update and out.with_suffix(".json").is_file():
         new = {(r["workload"], r["contender"]): r for r in rows}
@@ -135,10 +242,13 @@ def main() -> None:
         rows = [new.pop((r["workload"], r["contender"]), r) for r in old] + list(new.values())
     print(f"\nstoker vs peers, {date.today().isoformat()}, {os.cpu_count()} vCPU; batches on the CPU, shuffled\n")
     print_table(rows)
+    for workload, (peer, ratio) in best_peers(rows).items():
+        print(f"{workload}: stoker {ratio:.2f}x the fastest peer ({peer}){'' if ratio >= 1.5 else f'; short of 1.5x by {1.5 / ratio:.2f}x'}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"date": date.today().isoformat(), "rows": rows}, indent=2))
     chart(rows, out.with_suffix(".png"))
-    print(f"\nwrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
+    out.with_suffix(".md").write_text(markdown(rows, date.today().isoformat()))
+    print(f"\nwrote {out.with_suffix('.json')}, {out.with_suffix('.png')} and {out.with_suffix('.md')}")
 
 
 if __name__ == "__main__":
