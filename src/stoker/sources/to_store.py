@@ -4,6 +4,14 @@ Both inputs are fixed-width columns that can be read by row range, so one routin
 them: rows are read in slabs of exactly one shard, the next slab is read in a helper thread
 while the current one is written, and the store writer gets one slab per shard (no
 re-concatenation). Memory in use: about two shards.
+
+HDF5 datasets stored contiguously without filters, in native byte order (h5py's default
+layout), are not read at all: their slabs are numpy memory maps of the file, which the
+shard writer copies straight from the page cache into the shard (one copy instead of two),
+and the helper thread only asks the kernel to read the next slab ahead
+(``posix_fadvise(WILLNEED)``), so a cold file streams from disk while the current shard is
+written. Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct``
+into two reused slab buffers.
 """
 
 from __future__ import annotations
@@ -81,21 +89,31 @@ def hdf5_to_store(
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
 
-    # Two slab buffers per key, used in turn: the helper thread fills one while the writer
-    # writes the other (a slab is written, and let go, by the add_batch that takes it).
+    # Memory-mapped keys (see the module docstring), and two slab buffers per other key, used in
+    # turn: the helper thread fills one while the writer writes the other (a slab is written,
+    # and let go, by the add_batch that takes it).
+    mapped = {info.key: source._mapped(info) for info in source.infos if info.file_dtype == info.dtype}  # noqa: SLF001
+    mapped = {key: arr for key, arr in mapped.items() if arr is not None}
+    fd = os.open(source.path, os.O_RDONLY) if mapped else -1
     buffers: dict[tuple[str, int], np.ndarray] = {}
     turn = [0]
 
     def read(start: int, stop: int) -> dict[str, np.ndarray]:
-        f = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
         parity = turn[0] = 1 - turn[0]
         out = {}
         for info in source.infos:
+            if info.key in mapped:
+                if stop > start:
+                    offset = int(info.offset or 0) + start * info.row_bytes
+                    os.posix_fadvise(fd, offset, (stop - start) * info.row_bytes, os.POSIX_FADV_WILLNEED)
+                out[info.key] = mapped[info.key][start:stop]
+                continue
             buf = buffers.get((info.key, parity))
             if buf is None or len(buf) < stop - start:
                 buf = buffers[(info.key, parity)] = np.empty((stop - start, *info.shape), dtype=info.dtype)
             view = buf[: stop - start]
             if stop > start:
+                f = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
                 f[info.key].read_direct(view, np.s_[start:stop], np.s_[0 : stop - start])
             out[info.key] = view
         return out
@@ -107,6 +125,9 @@ def hdf5_to_store(
             metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1),
         )  # fmt: skip
     finally:
+        mapped.clear()  # unmap the file: the kernel keeps mapped pages cached whatever it is told
+        if fd >= 0:
+            os.close(fd)
         source.close()
 
 
