@@ -6,17 +6,21 @@ while the current one is written, and the store writer gets one slab per shard (
 re-concatenation). Memory in use: about two shards.
 
 HDF5 datasets stored contiguously without filters, in native byte order (h5py's default
-layout), are not read at all: their slabs are numpy memory maps of the file, which the
-shard writer copies straight from the page cache into the shard (one copy instead of two),
-and the helper thread only asks the kernel to read the next slab ahead
-(``posix_fadvise(WILLNEED)``), so a cold file streams from disk while the current shard is
-written. Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct``
-into two reused slab buffers.
+layout), are not read at all: their slabs are views of one read-only memory map of the
+file, which the shard writer copies straight from the page cache into the shard (one copy
+instead of two). The helper thread only pages the next slab in ahead: it asks the kernel to
+read it (``posix_fadvise(WILLNEED)``), then maps it into the process in one call
+(``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the writer takes the page
+faults), so a cold file streams from disk and the writer's thread only hashes and writes.
+Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct`` into two
+reused slab buffers.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
+import mmap
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,11 +31,46 @@ import numpy as np
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.sources._common import progress_bar, rows_per_step
 from stoker.sources.arrays import as_columns
-from stoker.sources.hdf5 import HDF5, parse_keys
+from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
 from stoker.store.format import Column, Tensor
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
 
 ReadSlab = Callable[[int, int], dict[str, np.ndarray]]
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # the Linux value; Python names it from 3.13
+
+
+class _MappedFile:
+    """One read-only memory map of a file: dataset views, and byte ranges paged in ahead."""
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY)
+        try:
+            self._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._populate = hasattr(self._map, "madvise")
+
+    def view(self, info: KeyInfo, rows: int) -> np.ndarray:
+        count = rows * math.prod(info.shape)
+        return np.frombuffer(self._map, info.dtype, count, int(info.offset or 0)).reshape(rows, *info.shape)
+
+    def ahead(self, offset: int, size: int) -> None:
+        """Read ``size`` bytes from ``offset`` into the page cache and map them (blocks until read)."""
+        os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)
+        if self._populate:
+            lo = offset - offset % mmap.PAGESIZE
+            try:
+                self._map.madvise(_MADV_POPULATE_READ, lo, offset + size - lo)
+            except OSError:  # kernel older than 5.14: the writer's page faults map the pages instead
+                self._populate = False
+
+    def close(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:  # a view is still alive somewhere; the map closes when it goes
+            pass
+        os.close(self._fd)
 
 
 def write_slabs(
@@ -92,9 +131,9 @@ def hdf5_to_store(
     # Memory-mapped keys (see the module docstring), and two slab buffers per other key, used in
     # turn: the helper thread fills one while the writer writes the other (a slab is written,
     # and let go, by the add_batch that takes it).
-    mapped = {info.key: source._mapped(info) for info in source.infos if info.file_dtype == info.dtype}  # noqa: SLF001
-    mapped = {key: arr for key, arr in mapped.items() if arr is not None}
-    fd = os.open(source.path, os.O_RDONLY) if mapped else -1
+    mappable = [info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype]
+    mapfile = _MappedFile(source.path) if mappable else None
+    mapped = {info.key: mapfile.view(info, len(source)) for info in mappable} if mapfile else {}
     buffers: dict[tuple[str, int], np.ndarray] = {}
     turn = [0]
 
@@ -103,9 +142,8 @@ def hdf5_to_store(
         out = {}
         for info in source.infos:
             if info.key in mapped:
-                if stop > start:
-                    offset = int(info.offset or 0) + start * info.row_bytes
-                    os.posix_fadvise(fd, offset, (stop - start) * info.row_bytes, os.POSIX_FADV_WILLNEED)
+                if stop > start and mapfile is not None:
+                    mapfile.ahead(int(info.offset or 0) + start * info.row_bytes, (stop - start) * info.row_bytes)
                 out[info.key] = mapped[info.key][start:stop]
                 continue
             buf = buffers.get((info.key, parity))
@@ -126,8 +164,8 @@ def hdf5_to_store(
         )  # fmt: skip
     finally:
         mapped.clear()  # unmap the file: the kernel keeps mapped pages cached whatever it is told
-        if fd >= 0:
-            os.close(fd)
+        if mapfile is not None:
+            mapfile.close()
         source.close()
 
 

@@ -185,3 +185,15 @@ def test_convert_leaves_the_file_unmapped(h5, tmp_path):
     stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels", shard_size=4000, progress=False)
     with open("/proc/self/maps") as maps:
         assert str(h5) not in maps.read()
+
+
+def test_convert_without_madvise_populate(h5, tmp_path, monkeypatch):
+    """A kernel without MADV_POPULATE_READ (EINVAL) falls back to the writer's page faults."""
+    import stoker.sources.to_store as to_store
+
+    monkeypatch.setattr(to_store, "_MADV_POPULATE_READ", 12345)
+    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels", shard_size=4000, progress=False)
+    ds = stoker.open(out, verify=True)
+    with h5py.File(h5) as f:
+        np.testing.assert_array_equal(ds[:]["data"], f["data"][:])
+        np.testing.assert_array_equal(ds[:]["labels"], f["labels"][:])
