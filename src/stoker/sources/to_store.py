@@ -8,10 +8,10 @@ re-concatenation). Memory in use: about two shards.
 HDF5 datasets stored contiguously without filters, in native byte order (h5py's default
 layout), are not read at all: their slabs are views of one read-only memory map of the
 file, which the shard writer copies straight from the page cache into the shard (one copy
-instead of two). The helper thread only pages the next slab in ahead: it asks the kernel to
-read it (``posix_fadvise(WILLNEED)``), then maps it into the process in one call
-(``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the writer takes the page
-faults), so a cold file streams from disk and the writer's thread only hashes and writes.
+instead of two). A page-in thread brings each slab in ahead of the writer: it asks the
+kernel to read it (``posix_fadvise(WILLNEED)``), then maps it into the process 16 MB at a
+time (``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the writer takes the page
+faults), so a cold file streams from disk while the writer's thread only hashes and writes.
 Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct`` into two
 reused slab buffers.
 """
@@ -37,10 +37,15 @@ from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
 
 ReadSlab = Callable[[int, int], dict[str, np.ndarray]]
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # the Linux value; Python names it from 3.13
+_PAGE_IN_STEP = 16 * 2**20
 
 
 class _MappedFile:
-    """One read-only memory map of a file: dataset views, and byte ranges paged in ahead."""
+    """One read-only memory map of a file: dataset views, and byte ranges paged in ahead.
+
+    :meth:`ahead` returns at once; a thread of its own (started on first use) asks the kernel to
+    read the range and maps it, range after range in the order asked, while the caller goes on.
+    """
 
     def __init__(self, path: Path) -> None:
         self._fd = os.open(path, os.O_RDONLY)
@@ -50,22 +55,32 @@ class _MappedFile:
             os.close(self._fd)
             raise
         self._populate = hasattr(self._map, "madvise")
+        self._pool: cf.ThreadPoolExecutor | None = None
 
     def view(self, info: KeyInfo, rows: int) -> np.ndarray:
         count = rows * math.prod(info.shape)
         return np.frombuffer(self._map, info.dtype, count, int(info.offset or 0)).reshape(rows, *info.shape)
 
     def ahead(self, offset: int, size: int) -> None:
-        """Read ``size`` bytes from ``offset`` into the page cache and map them (blocks until read)."""
-        os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)
-        if self._populate:
-            lo = offset - offset % mmap.PAGESIZE
+        """Have ``size`` bytes from ``offset`` read into the page cache and mapped, in the background."""
+        if self._pool is None:
+            self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-convert-pagein")
+        self._pool.submit(self._page_in, offset, size)
+
+    def _page_in(self, offset: int, size: int) -> None:
+        os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)  # the whole range queued for reading
+        lo = offset - offset % mmap.PAGESIZE
+        for start in range(lo, offset + size, _PAGE_IN_STEP):  # mapped piece by piece as it arrives
+            if not self._populate:
+                return
             try:
-                self._map.madvise(_MADV_POPULATE_READ, lo, offset + size - lo)
+                self._map.madvise(_MADV_POPULATE_READ, start, min(_PAGE_IN_STEP, offset + size - start))
             except OSError:  # kernel older than 5.14: the writer's page faults map the pages instead
                 self._populate = False
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
         try:
             self._map.close()
         except BufferError:  # a view is still alive somewhere; the map closes when it goes
