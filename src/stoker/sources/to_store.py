@@ -68,7 +68,8 @@ class _MappedFile:
         self._pool.submit(self._page_in, offset, size)
 
     def _page_in(self, offset: int, size: int) -> None:
-        os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)  # the whole range queued for reading
+        if hasattr(os, "posix_fadvise"):  # Linux; not macOS
+            os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)  # the whole range queued for reading
         lo = offset - offset % mmap.PAGESIZE
         for start in range(lo, offset + size, _PAGE_IN_STEP):  # mapped piece by piece as it arrives
             if not self._populate:
