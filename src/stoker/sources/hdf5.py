@@ -221,5 +221,6 @@ class HDF5:
         return [{k: v[bounds[b] : bounds[b + 1]] for k, v in rows.items()} for b in range(len(chunk))]
 
     def close(self) -> None:
-        """Close the handles opened in this process (they reopen on the next read)."""
+        """Close the handles and memory maps opened in this process (they reopen on the next read)."""
         self._handles.close()
+        self._maps = {}  # unmapped once no batch still views them

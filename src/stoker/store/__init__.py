@@ -1,9 +1,10 @@
-"""The stoker store: Arrow IPC shards plus a JSON manifest. numpy + pyarrow only.
+"""The stoker store: Arrow IPC shards plus a JSON manifest. numpy + pyarrow (+ xxhash) only.
 
 Files:
     format.py   column kinds, manifest, format version (the on-disk contract)
     columns.py  schema inference and validation, Ragged (flat values + offsets)
     writer.py   StoreWriter / write(): streaming, sharded by size, atomic rename
+    shardfile.py  one shard file written with its checksum computed on the way; file checksums
     reader.py   Store / open(): memory-mapped shards and batch gathers
 """
 

@@ -24,6 +24,10 @@ string     str                                          ``large_string``
 ``bool`` tensors are stored as ``uint8`` (Arrow packs booleans into bits, which cannot be
 viewed without a copy); dtypes without an Arrow counterpart (complex, for instance) are
 stored as ``fixed_size_binary`` of their bytes. The manifest keeps the numpy dtype either way.
+
+Format versions: 1 recorded each shard's ``sha256``; 2 records each shard's checksum under the
+name of its algorithm (``xxh3_128`` for new shards, computed while the shard is written; see
+``shardfile.py``). Both are read; new stores are written as version 2.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ import pyarrow as pa
 from stoker.errors import ManifestError, SchemaError
 
 FORMAT_NAME = "stoker-store"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 MANIFEST_NAME = "manifest.json"
 SHARD_PATTERN = "shard-{:05d}.arrow"
 
@@ -184,14 +189,34 @@ def String() -> Column:  # noqa: N802
 Schema = dict  # column name -> Column; a plain ordered dict
 
 
+CHECKSUMS = ("xxh3_128", "sha256")  # shard checksum algorithms, by the key the manifest gives them
+DEFAULT_CHECKSUM = "xxh3_128"  # what new shards get (sha256: format version 1)
+
+
 @dataclass(frozen=True)
 class ShardInfo:
-    """One shard file as the manifest records it."""
+    """One shard file as the manifest records it: ``{"file", "rows", "bytes", ALGORITHM: hex}``."""
 
     file: str
     rows: int
     bytes: int
-    sha256: str
+    checksum: str
+    algorithm: str = DEFAULT_CHECKSUM
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in CHECKSUMS:
+            raise ValueError(f"shard {self.file!r}: unknown checksum {self.algorithm!r}; expected one of {CHECKSUMS}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "rows": self.rows, "bytes": self.bytes, self.algorithm: self.checksum}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], algorithms: tuple[str, ...] = CHECKSUMS) -> ShardInfo:
+        """Parse one shard entry; its checksum is under one of ``algorithms`` (KeyError if none)."""
+        algorithm = next((a for a in algorithms if a in obj), None)
+        if algorithm is None:
+            raise KeyError(f"no checksum ({' or '.join(algorithms)}) for shard {obj.get('file')!r}")
+        return cls(str(obj["file"]), int(obj["rows"]), int(obj["bytes"]), str(obj[algorithm]), algorithm)
 
 
 @dataclass(frozen=True)
@@ -213,7 +238,7 @@ class Manifest:
             "version": self.version,
             "num_rows": self.num_rows,
             "columns": {name: col.to_json() for name, col in self.schema.items()},
-            "shards": [vars(s) for s in self.shards],
+            "shards": [s.to_json() for s in self.shards],
             "metadata": self.metadata,
         }
 
@@ -241,17 +266,16 @@ class Manifest:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
             raise ManifestError(f"{path} is not a stoker manifest (no \"format\": \"{FORMAT_NAME}\")", path=path)
         version = obj.get("version")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise ManifestError(
-                f"{path} has format version {version!r}; this stoker reads version {FORMAT_VERSION} "
+                f"{path} has format version {version!r}; this stoker reads versions {READABLE_VERSIONS} "
                 "(upgrade stoker, or write the store again)",
                 path=path,
             )
         try:
             schema = {str(k): Column.from_json(v) for k, v in obj["columns"].items()}
-            shards = tuple(
-                ShardInfo(str(s["file"]), int(s["rows"]), int(s["bytes"]), str(s["sha256"])) for s in obj["shards"]
-            )
+            algorithms = ("sha256",) if version == 1 else CHECKSUMS
+            shards = tuple(ShardInfo.from_json(s, algorithms) for s in obj["shards"])
             metadata = dict(obj.get("metadata") or {})
             declared_rows = int(obj["num_rows"])
         except (KeyError, TypeError, ValueError, AttributeError, SchemaError) as exc:

@@ -20,7 +20,7 @@ import pyarrow as pa
 from stoker.errors import ShardError, StoreNotFoundError
 from stoker.store.columns import Ragged
 from stoker.store.format import Column, Manifest, ShardInfo, arrow_schema
-from stoker.store.writer import sha256_file
+from stoker.store.shardfile import file_checksum
 
 
 @dataclass(frozen=True)
@@ -137,17 +137,17 @@ class Store:
         return f"Store({str(self.path)!r}, rows={self._len}, shards={self.num_shards}, columns={{{cols}}})"
 
     def verify(self) -> None:
-        """Check every shard's size and sha256 against the manifest; raise ShardError on the first bad one."""
+        """Check every shard's size and checksum against the manifest; raise ShardError on the first bad one."""
         for info in self.manifest.shards:
             path = self.path / info.file
             if not path.is_file():
                 raise ShardError(f"shard {path} is missing", path=path)
             if path.stat().st_size != info.bytes:
                 raise ShardError(f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path)
-            digest = sha256_file(path)
-            if digest != info.sha256:
+            digest = file_checksum(path, info.algorithm)
+            if digest != info.checksum:
                 raise ShardError(
-                    f"shard {path} has sha256 {digest[:16]}..., the manifest says {info.sha256[:16]}...: "
+                    f"shard {path} has {info.algorithm} {digest[:16]}..., the manifest says {info.checksum[:16]}...: "
                     "its contents were altered (write the store again, or restore the file)",
                     path=path,
                 )

@@ -14,7 +14,6 @@ interrupted or failed staging writer keeps its finished shards (delete ``DIR`` t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -39,6 +38,7 @@ from stoker.store.columns import (
     to_chunk,
 )
 from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo, arrow_schema
+from stoker.store.shardfile import write_batch_file
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
 JOURNAL_NAME = "journal.json"
@@ -60,14 +60,6 @@ def parse_size(size: int | str) -> int:
     if value <= 0:
         raise ConfigError(f"shard_size must be positive, got {size!r}", option="shard_size")
     return value
-
-
-def sha256_file(path: Path, block: int = 8 * 2**20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(block):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _to_arrow(col: Column, chunk: Any) -> pa.Array:
@@ -150,7 +142,7 @@ class StoreWriter:
         try:
             obj = json.loads(journal.read_text(encoding="utf-8"))
             schema = {str(k): Column.from_json(v) for k, v in obj["columns"].items()}
-            shards = [ShardInfo(str(s["file"]), int(s["rows"]), int(s["bytes"]), str(s["sha256"])) for s in obj["shards"]]
+            shards = [ShardInfo.from_json(s) for s in obj["shards"]]
             metadata = obj["metadata"]
         except (OSError, ValueError, KeyError, TypeError, SchemaError) as exc:
             raise ConfigError(f"{journal} is unreadable ({exc}); delete {staging} to start over", option="staging") from exc
@@ -178,7 +170,7 @@ class StoreWriter:
     def _write_journal(self) -> None:
         obj = {
             "columns": {name: col.to_json() for name, col in self._schema().items()},
-            "shards": [vars(s) for s in self._shards],
+            "shards": [s.to_json() for s in self._shards],
             "metadata": self.metadata,
         }
         part = self._tmpdir() / (JOURNAL_NAME + ".part")
@@ -312,9 +304,8 @@ class StoreWriter:
         batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(schema))
         name = SHARD_PATTERN.format(len(self._shards))
         path = self._tmpdir() / name
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as out:
-            out.write_batch(batch)
-        self._shards.append(ShardInfo(name, batch.num_rows, path.stat().st_size, sha256_file(path)))
+        size, checksum = write_batch_file(path, batch)
+        self._shards.append(ShardInfo(name, batch.num_rows, size, checksum))
         if self._staging is not None:
             self._write_journal()
         self._rows_written += self._pending_rows

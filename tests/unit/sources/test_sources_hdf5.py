@@ -140,3 +140,60 @@ def test_convert_refuses_bad_keys_and_leaves_nothing(h5, tmp_path):
     with pytest.raises(SchemaError):
         stoker.convert.hdf5(h5, tmp_path / "store", keys="data,vlen")
     assert not (tmp_path / "store").exists()
+
+
+def test_convert_maps_contiguous_datasets_and_reads_ahead(h5, tmp_path, monkeypatch):
+    """Contiguous native datasets go through the memory map, each slab read ahead with WILLNEED;
+    the chunked one through read_direct. Every byte of a mapped dataset is asked for once."""
+    import stoker.sources.to_store as to_store
+
+    calls = []
+    real = os.posix_fadvise
+    monkeypatch.setattr(to_store.os, "posix_fadvise", lambda fd, off, n, advice: (calls.append((off, n, advice)), real(fd, off, n, advice)))
+    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels,group/chunked", shard_size=4000, progress=False)
+    ds = stoker.open(out, verify=True)
+    assert ds.num_shards > 2
+    with h5py.File(h5) as f:
+        for key in ("data", "labels", "group/chunked"):
+            np.testing.assert_array_equal(ds[:][key], f[key][:])
+        spans = {f[k].id.get_offset(): f[k].id.get_storage_size() for k in ("data", "labels")}
+    assert {advice for _, _, advice in calls} == {os.POSIX_FADV_WILLNEED}
+    for start, size in spans.items():
+        mine = sorted((off, n) for off, n, _ in calls if start <= off < start + size)
+        assert mine[0][0] == start and sum(n for _, n in mine) == size
+        assert all(a + n == b for (a, n), (b, _) in zip(mine, mine[1:]))  # slab after slab, no gap or overlap
+    assert len(calls) == sum(len([1 for off, _, _ in calls if s <= off < s + n]) for s, n in spans.items())
+
+
+def test_convert_byte_swapped_and_unwritten_datasets(tmp_path):
+    """Big-endian (not mappable as stored) and never-written (fill value, no offset) datasets are
+    read through h5py beside a mapped one."""
+    path = tmp_path / "mixed.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("be", data=np.arange(300, dtype=">i4") * 7)
+        f.create_dataset("empty", (300, 2), dtype=np.float32, fillvalue=1.5)
+        f["native"] = np.arange(300, dtype=np.uint16)
+    out = stoker.convert.hdf5(path, tmp_path / "store", keys="be,empty,native", shard_size=1000, progress=False)
+    ds = stoker.open(out, verify=True)
+    assert ds.num_shards > 1 and ds.schema["be"] == stoker.Scalar("int32")
+    np.testing.assert_array_equal(ds[:]["be"], np.arange(300) * 7)
+    np.testing.assert_array_equal(ds[:]["empty"], np.full((300, 2), 1.5, np.float32))
+    np.testing.assert_array_equal(ds[:]["native"], np.arange(300))
+
+
+def test_convert_leaves_the_file_unmapped(h5, tmp_path):
+    stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels", shard_size=4000, progress=False)
+    with open("/proc/self/maps") as maps:
+        assert str(h5) not in maps.read()
+
+
+def test_convert_without_madvise_populate(h5, tmp_path, monkeypatch):
+    """A kernel without MADV_POPULATE_READ (EINVAL) falls back to the writer's page faults."""
+    import stoker.sources.to_store as to_store
+
+    monkeypatch.setattr(to_store, "_MADV_POPULATE_READ", 12345)
+    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels", shard_size=4000, progress=False)
+    ds = stoker.open(out, verify=True)
+    with h5py.File(h5) as f:
+        np.testing.assert_array_equal(ds[:]["data"], f["data"][:])
+        np.testing.assert_array_equal(ds[:]["labels"], f["labels"][:])

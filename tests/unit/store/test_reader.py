@@ -101,7 +101,7 @@ def test_altered_shard_caught_by_verify(mixed_store):
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
     stoker.open(mixed_store)  # same size and valid Arrow: only the checksum can tell
-    with pytest.raises(ShardError, match="sha256.*altered"):
+    with pytest.raises(ShardError, match="xxh3_128.*altered"):
         stoker.open(mixed_store, verify=True)
 
 

@@ -58,11 +58,11 @@ def test_store_opens_in_plain_pyarrow(mixed_store, mixed_columns):
 
 def test_manifest_records_shards(mixed_store):
     m = json.loads((mixed_store / "manifest.json").read_text())
-    assert m["format"] == "stoker-store" and m["version"] == 1
+    assert m["format"] == "stoker-store" and m["version"] == 2
     assert sum(s["rows"] for s in m["shards"]) == m["num_rows"] == 300
     for s in m["shards"]:
         assert os.path.getsize(mixed_store / s["file"]) == s["bytes"]
-        assert len(s["sha256"]) == 64
+        assert len(s["xxh3_128"]) == 32 and "sha256" not in s
 
 
 def test_existing_destination_needs_overwrite(tmp_path):
