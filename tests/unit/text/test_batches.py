@@ -8,7 +8,7 @@ from text_samples import SENTENCES
 import stoker
 import stoker.convert
 from stoker.text.batches import PaddedText, StoredRows
-from stoker.text.report import TALLY_KEY
+from stoker.text.report import TALLY_KEY, BatchTally
 
 TEXTS = [f"{s} {i}" for i, s in enumerate(SENTENCES * 5)]
 
@@ -33,7 +33,7 @@ def test_a_chunk_reads_like_its_batches_one_by_one(rows, widen_on_device, token_
         alone = source.read([idx])[0] if len(idx) else None
         assert got[TALLY_KEY].examples == len(idx)
         if alone is None:
-            assert got["input_ids"].shape == (0, 0) and got[TALLY_KEY] == (0, 0, 0, 0)
+            assert got["input_ids"].shape == (0, 0) and got[TALLY_KEY] == BatchTally(0, 0, 0, 0)
             continue
         assert got.keys() == alone.keys()
         for key in got:
@@ -59,7 +59,7 @@ def test_batch_contents_and_counts(rows):
             np.testing.assert_array_equal(b["input_ids"][r, :n], ids[i])
             assert not b["input_ids"][r, n:].any() and b["attention_mask"][r].sum() == n
         real = sum(len(ids[i]) for i in idx)
-        assert got and b[TALLY_KEY] == (len(idx), real, b["input_ids"].size - real, int(cut[idx].sum()))
+        assert got and b[TALLY_KEY] == BatchTally(len(idx), real, b["input_ids"].size - real, int(cut[idx].sum()))
     assert sum(int(cut[i]) for idx in CHUNK for i in idx) > 0  # the data has truncated rows to count
     batch = {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else v) for k, v in got[0].items()}
     out = source.finalize(batch)
