@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, SchemaError
+from stoker.pipeline.threads import default_workers
 from stoker.store.reader import Store
 from stoker.text.report import TALLY_KEY, BatchTally, Tally
 from stoker.text.sources import TextTable
@@ -184,6 +185,16 @@ class PaddedText:
 
     def batch_bytes(self, batch_size: int) -> float:
         return batch_size * self.rows.bytes_per_row()
+
+    def auto_workers(self, batch_size: int) -> int:
+        """Threads to use when the user does not say: none for a store, one per core on the fly.
+
+        From a store, a chunk of text batches is a gather and a few numpy passes over some
+        kilobytes, run mostly under the GIL; worker threads only add hand-offs and contention
+        (measured on 2 cores, Friends lines, batches of 32: 1.6M rows/s inline vs 1.0-1.2M with
+        1 or 2 threads). On the fly, the Rust tokenizer releases the GIL and needs the cores.
+        """
+        return 0 if isinstance(self.rows, StoredRows) else default_workers()
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
         idx = np.concatenate(chunk) if len(chunk) > 1 else np.asarray(chunk[0])
