@@ -13,8 +13,8 @@ Contenders, per data set:
                     truncation, return_tensors='pt'; DataLoader(batch_size=32, shuffle=True, num_workers=2)
   stoker on the fly stoker.text.Loader(texts, ...) with length bucketing (the default when shuffling)
   stoker from store stoker.text.Loader(store, ...) after stoker.convert.text, with the default
-                    worker threads and with num_workers=0 (tiny batches are Python-bound:
-                    threads add GIL contention, no speed)
+                    workers (none for a store: tiny batches are Python-bound, threads add GIL
+                    contention, no speed) and with num_workers=0 said explicitly
 Targets: on the fly >= 0.9x bare encode_batch; from a store >= 200x the seed pattern; padded
 tokens with bucketing <= 5 % at pad_to_multiple_of=1 on short sentences.
 

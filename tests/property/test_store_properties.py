@@ -44,3 +44,23 @@ def test_round_trip(data, shard_size, order):
         for k, i in enumerate(idx):
             np.testing.assert_array_equal(got["s"][k], columns["s"][i])
             assert got["s"][k].dtype == np.dtype(schema["s"].dtype)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    lengths=st.lists(st.integers(0, 7), min_size=1, max_size=60),
+    shard_size=st.sampled_from([16, 64, 10**6]),
+    picks=st.lists(st.integers(0, 10**6), max_size=50),
+)
+def test_sorted_gather_of_sequences_across_shards(lengths, shard_size, picks):
+    """Sorted indices (repeats allowed) take the contiguous-run path of the sequence gather."""
+    rows = [np.arange(100 * i, 100 * i + n, dtype=np.uint16) for i, n in enumerate(lengths)]
+    with tempfile.TemporaryDirectory() as tmp:
+        stoker.write(Path(tmp) / "s", {"s": rows}, {"s": stoker.Sequence("uint16")}, shard_size=shard_size)
+        ds = stoker.open(Path(tmp) / "s")
+        idx = np.sort(np.array(picks, dtype=np.int64) % len(rows))
+        got = ds.gather(idx, ["s"])["s"]
+        assert len(got) == len(idx)
+        want = np.concatenate([rows[i] for i in idx]) if len(idx) else np.empty(0, np.uint16)
+        np.testing.assert_array_equal(got.values, want)
+        np.testing.assert_array_equal(got.lengths, [len(rows[i]) for i in idx])

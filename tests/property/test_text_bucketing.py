@@ -29,3 +29,30 @@ def test_ranks_get_equal_counts_and_the_epoch_covers_every_row(lengths, batch_si
     # resume = tail of the uninterrupted epoch
     tail = list(samplers[0].batches(epoch, 1))
     assert all(np.array_equal(a, b) for a, b in zip(tail, got[0][1:]))
+
+
+def _reference_epoch(lengths: np.ndarray, batch_size: int, window: int, shuffle: bool, seed: int, epoch: int) -> list[np.ndarray]:
+    """The fixed-batch_size epoch as first written: one lexsort of the epoch, np.split, a list shuffle."""
+    rng = np.random.default_rng([seed, epoch])
+    n = len(lengths)
+    order = rng.permutation(n) if shuffle else np.arange(n)
+    order = order[np.lexsort((lengths[order], np.arange(n) // (window * batch_size)))]
+    batches = np.split(order, np.arange(batch_size, n, batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))] if shuffle else batches
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 2**20), min_size=1, max_size=300),
+    batch_size=st.integers(1, 20),
+    window=st.integers(1, 6),
+    shuffle=st.booleans(),
+    epoch=st.integers(0, 3),
+    small=st.booleans(),
+)
+def test_window_sort_gives_the_batches_of_a_lexsort(lengths, batch_size, window, shuffle, epoch, small):
+    lengths = np.array(lengths) % 300 if small else np.array(lengths)  # small: the 16-bit radix path
+    got = LengthBuckets(lengths, batch_size, None, shuffle, 5, window).epoch_batches(epoch)
+    want = _reference_epoch(lengths, batch_size, window, shuffle, 5, epoch)
+    assert len(got) == len(want)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -256,6 +256,12 @@ def _gather_ragged(views: list[_ColumnView], plan: _Plan) -> Ragged:
     dtype = views[0].data.dtype
     values = np.empty(int(offsets[-1]), dtype=dtype)
     for shard, pos in plan.runs:
+        if isinstance(pos, slice):  # rows in a run: their values land in one contiguous range
+            a, b = int(offsets[pos.start]), int(offsets[pos.stop])
+            if a < b:
+                src = np.repeat(starts[pos] - offsets[pos.start : pos.stop], lengths[pos]) + np.arange(a, b)
+                np.take(views[shard].data, src, out=values[a:b])
+            continue
         rows = np.arange(plan.n)[pos]
         run_len = lengths[rows]
         if not run_len.sum():

@@ -63,6 +63,7 @@ class LengthBuckets:
     uneven: str = "pad"
     round_to: int = 1
     _cuts: np.ndarray = field(init=False, repr=False)
+    _sort_keys: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         lengths = np.asarray(self.lengths, dtype=np.int64).reshape(-1)
@@ -84,6 +85,9 @@ class LengthBuckets:
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
         cuts = self._budget_cuts() if self.max_tokens is not None else np.empty(0, np.int64)
         object.__setattr__(self, "_cuts", cuts)
+        # the lengths in the smallest unsigned dtype: numpy's stable sort is a radix sort up to 16 bits
+        keys = lengths.astype(np.uint16) if len(lengths) and 0 <= lengths.min() and lengths.max() < 2**16 else lengths
+        object.__setattr__(self, "_sort_keys", keys)
         if self.uneven == "drop" and self.total_batches < self.world_size:
             raise ConfigError(f"{self.total_batches} batches cannot be split over {self.world_size} ranks with uneven='drop'", option="uneven")
 
@@ -126,16 +130,15 @@ class LengthBuckets:
         if self.max_tokens is not None:
             ties = rng.random(n) if self.shuffle else np.arange(n)
             order = np.lexsort((ties, self.lengths))
-            batches = np.split(order, self._cuts[1:-1])
+            cuts = self._cuts.tolist()
         else:
             order = rng.permutation(n) if self.shuffle else np.arange(n)
-            rows_per_window = self.window * self.batch_size
-            window_of = np.arange(n) // rows_per_window
-            order = order[np.lexsort((self.lengths[order], window_of))]
-            batches = np.split(order, np.arange(self.batch_size, n, self.batch_size))
+            order = _sort_windows(order, self._sort_keys[order], self.window * self.batch_size)
+            cuts = [*range(0, n, self.batch_size), n]
+        bounds = list(zip(cuts[:-1], cuts[1:]))
         if self.shuffle:
-            batches = [batches[i] for i in rng.permutation(len(batches))]
-        return batches
+            bounds = [bounds[i] for i in rng.permutation(len(bounds)).tolist()]
+        return [order[a:b] for a, b in bounds]
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
         """This rank's batches of ``epoch`` from batch ``start`` on."""
@@ -143,8 +146,8 @@ class LengthBuckets:
         per_rank = len(self)
         ids = np.resize(np.arange(len(every)), per_rank * self.world_size)
         mine = ids.reshape(per_rank, self.world_size)[:, self.rank]
-        for b in mine[start:]:
-            yield every[int(b)]
+        for b in mine[start:].tolist():
+            yield every[b]
 
     def fingerprint(self) -> dict[str, Any]:
         return {
@@ -164,6 +167,24 @@ class LengthBuckets:
 
     def check_fingerprint(self, saved: dict[str, Any]) -> None:
         check_fingerprint(self.fingerprint(), saved)
+
+
+def _sort_windows(order: np.ndarray, keys: np.ndarray, size: int) -> np.ndarray:
+    """``order`` with each run of ``size`` rows sorted by ``keys`` (stable: ties keep their order).
+
+    The same as ``order[np.lexsort((keys, np.arange(n) // size))]``, with one stable sort along
+    the rows of a ``(windows, size)`` view instead of a sort of the whole epoch.
+    """
+    n = len(order)
+    full = n - n % size
+    out = np.empty_like(order)
+    if full:
+        within = np.argsort(keys[:full].reshape(-1, size), axis=1, kind="stable")
+        within += np.arange(0, full, size)[:, None]
+        out[:full] = order[within.reshape(-1)]
+    if full < n:
+        out[full:] = order[full:][np.argsort(keys[full:], kind="stable")]
+    return out
 
 
 __all__ = ["LengthBuckets"]
