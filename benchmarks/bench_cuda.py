@@ -35,6 +35,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import stoker  # noqa: E402
 import stoker.convert  # noqa: E402
+from bench_loader import MemmapImages  # noqa: E402
 from common import Result, machine, print_table, save  # noqa: E402
 
 IMG = (224, 224, 3)
@@ -63,21 +64,6 @@ def to_device(batches, device):
     """The usual loop: ``.to(device, non_blocking=True)`` on every tensor of a DataLoader batch."""
     for b in batches:
         yield [t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t for t in b]
-
-
-class MemmapImages(torch.utils.data.Dataset):
-    """The seeds' pattern: one sample per __getitem__ from a numpy memmap."""
-
-    def __init__(self, path: str, n: int) -> None:
-        self.path, self.n, self.arr = path, n, None
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int):
-        if self.arr is None:
-            self.arr = np.load(self.path, mmap_mode="r")
-        return torch.from_numpy(np.array(self.arr[i])), i
 
 
 def bench_h2d(results: list[Result], checks: dict, seconds: float) -> float:
