@@ -6,6 +6,10 @@ Workloads (issue 2):
           seeds' pattern: a numpy-memmap Dataset in torch DataLoader(num_workers=2, pin_memory=True).
   tokens  variable-length token ids (mean ~20), padded batches of 32, shuffled. Contenders:
           stoker.Loader and a per-sample Dataset + pad_sequence collate in DataLoader(num_workers=2).
+  tensordataset  the seeds' TensorDataset loops (seed 003: float32 3x224x224, batches of 64;
+          seed 002: float32 rows of 100, batches of 64) in torch DataLoader as the seeds write them
+          (2 workers, pin_memory) and with no workers, vs stoker.Loader(TensorDataset), which reads
+          a plain TensorDataset batch-level; "before" forces the per-sample process path it used.
 Also: time to first batch (a fresh process, imports not counted), and RSS growth over 20 epochs.
 
     python benchmarks/bench_loader.py [--images 8000] [--rows 200000] [--seconds 3] [--json results/loader.json]
@@ -161,6 +165,33 @@ def bench_tokens(tmp: str, n: int, seconds: float, results: list[Result], checks
     checks["rss_growth"] = rss[-1] / rss[0] - 1
 
 
+class _OwnGetitem(torch.utils.data.TensorDataset):
+    """A TensorDataset subclass: the Loader must call its __getitem__, as it did for every TensorDataset before."""
+
+
+def bench_tensordataset(seconds: float, results: list[Result], checks: dict) -> None:
+    """The seeds' TensorDataset loops (seed 003: float32 3x224x224, batches of 64; seed 002: float32
+    rows of 100, batches of 64), shuffled, as the seeds write them and through stoker.Loader."""
+    gen = torch.Generator().manual_seed(0)
+    for name, shape, n in (("seed 003: float32 3x224x224 / b64", (3, 224, 224), 2000), ("seed 002: float32 x100 / b64", (100,), 100_000)):
+        ds = torch.utils.data.TensorDataset(torch.randn((n, *shape), generator=gen), torch.randint(0, 10, (n,), generator=gen))
+        count = lambda b: len(b[1])  # noqa: E731
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pin_memory without CUDA
+            contenders = {
+                "torch DataLoader w=2 pin (the seeds)": torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True),
+                "torch DataLoader w=0": torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True),
+                "before: __getitem__ in processes (stoker 0a23386)": stoker.Loader(_OwnGetitem(*ds.tensors), batch_size=64, shuffle=True, num_workers=2, persistent_workers=True),
+                "stoker.Loader(TensorDataset)": stoker.Loader(ds, batch_size=64, shuffle=True),
+            }  # fmt: skip
+            rates = {k: rate(lambda v=v: v, count, seconds=seconds)[0] for k, v in contenders.items()}
+        for k, r in rates.items():
+            results.append(Result(name, k, r))
+        key = "tensordataset_" + name.split(":")[0].replace(" ", "")
+        checks[key + "_vs_seed_loop"] = rates["stoker.Loader(TensorDataset)"] / rates["torch DataLoader w=2 pin (the seeds)"]
+        checks[key + "_vs_best_dataloader"] = rates["stoker.Loader(TensorDataset)"] / max(rates["torch DataLoader w=2 pin (the seeds)"], rates["torch DataLoader w=0"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=8000)
@@ -173,6 +204,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="stoker-bench-") as tmp:
         bench_images(tmp, args.images, args.seconds, results, checks)
         bench_tokens(tmp, args.rows, args.seconds, results, checks)
+    bench_tensordataset(args.seconds, results, checks)
     print_table(results)
     print("\nchecks (issue 2 targets):")
     targets = {

@@ -9,7 +9,8 @@ The life of a batch from a store (or any :class:`~stoker.pipeline.stages.BatchSo
       -> Transfer.finish (consumer)  wait for that copy; source.finalize on the device
 
 From a torch Dataset, worker *processes* run ``__getitem__`` and the collate, and the batch
-comes back through shared memory (see ``pipeline/processes.py``).
+comes back through shared memory (see ``pipeline/processes.py``). A plain ``TensorDataset``
+(no ``collate_fn``) is read like arrays instead: one gather per tensor per chunk, in threads.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from stoker.config import LoaderConfig
 from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
+from stoker.pipeline.columns import ArrayColumns
 from stoker.pipeline.collate import BF16, default_collate, fetch, flatten, unflatten
 from stoker.pipeline.processes import ProcessPool, process_map
 from stoker.pipeline.sampler import FixedBatches, Sampler, order_name
@@ -33,6 +35,17 @@ from stoker.pipeline.threads import default_workers, ordered_map
 from stoker.store.reader import Store
 
 STATE_VERSION = 1
+
+
+def _tensor_columns(data: Any) -> ArrayColumns | None:
+    """A plain ``TensorDataset`` of CPU tensors as array columns: one gather per tensor per chunk
+    instead of ``__getitem__`` per sample in worker processes (else None: a subclass may change
+    ``__getitem__``; bfloat16 and GPU tensors have no numpy view)."""
+    if type(data) is not torch.utils.data.TensorDataset or not data.tensors:
+        return None
+    if any(t.device.type != "cpu" or t.dtype == torch.bfloat16 or t.ndim == 0 for t in data.tensors):
+        return None
+    return ArrayColumns({str(i): t.detach().numpy() for i, t in enumerate(data.tensors)}, positional=True)
 
 
 def _distributed() -> tuple[int, int]:
@@ -140,6 +153,11 @@ class Loader:
             if use_buffers is not None:
                 use_buffers(self.transfer.pool)  # pinned staging on CUDA: no extra copy before the H2D copy
             return data
+        if self.collate_fn is None:
+            columns = _tensor_columns(data)
+            if columns is not None:  # the TensorDataset habit, read batch-level in threads
+                columns.use_buffers(self.transfer.pool)
+                return columns
         if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
             return data
         if isinstance(data, torch.utils.data.IterableDataset) or hasattr(data, "__iter__"):

@@ -184,7 +184,7 @@ def test_worker_processes_count_in_the_scripts_cpu(tmp_path):
     t = time.process_time()
     _work()
     expected = 24 * (time.process_time() - t)  # CPU seconds the workers must have spent
-    assert res["cpu_s_tree"] - res["cpu_s_root"] > 0.6 * expected
+    assert res["cpu_s_tree"] - res["cpu_s_root"] > 0.4 * expected  # sampled: margin for a loaded machine; 0 if workers were not counted
     (ld,) = report["loaders"]
     getitem = ld["stages"][0]
     assert getitem["stage"].endswith("Busy.__getitem__") and getitem["where"] == "2 worker processes"

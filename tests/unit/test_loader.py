@@ -418,3 +418,33 @@ def test_stage_hook_on_a_dataset_read_inline():
 
 def test_stage_hook_is_off_by_default(mixed_store):
     assert stoker.Loader(mixed_store, batch_size=8).stage_hook is None
+
+
+def test_a_tensordataset_is_read_batch_level_in_threads():
+    from stoker.pipeline.columns import ArrayColumns
+
+    x, y = torch.arange(600 * 3, dtype=torch.float32).reshape(600, 3), torch.arange(600)
+    loader = stoker.Loader(torch.utils.data.TensorDataset(x, y), batch_size=64, shuffle=True, num_workers=2)
+    assert isinstance(loader.source, ArrayColumns)
+    seen = []
+    for xb, yb in loader:
+        assert torch.equal(xb, x[yb]) and xb.dtype == torch.float32
+        seen.append(yb)
+    assert loader._pool is None  # no worker processes were started
+    assert sorted(torch.cat(seen).tolist()) == list(range(600))
+
+
+def test_tensordatasets_that_need_their_own_getitem_keep_the_process_path():
+    x, y = torch.arange(40, dtype=torch.float32).reshape(20, 2), torch.arange(20)
+
+    class Doubled(torch.utils.data.TensorDataset):
+        def __getitem__(self, i):
+            a, b = super().__getitem__(i)
+            return a * 2, b
+
+    plain = torch.utils.data.TensorDataset(x, y)
+    for data, kwargs in ((Doubled(x, y), {}), (plain, {"collate_fn": lambda s: s}), (torch.utils.data.TensorDataset(x.bfloat16()), {})):
+        loader = stoker.Loader(data, batch_size=5, num_workers=0, **kwargs)
+        assert loader.source is data
+    xb, yb = next(iter(stoker.Loader(Doubled(x, y), batch_size=5, num_workers=0)))
+    assert torch.equal(xb, x[yb] * 2)

@@ -3,6 +3,7 @@
 Files:
     sampler.py    Sampler (sequential / global / block order, rank sharding), FixedBatches
     stages.py     BatchSource protocol, StoreSource (a store read in chunks of batches)
+    columns.py    ArrayColumns (in-memory arrays, a TensorDataset, read batch-level), gather_plan
     threads.py    ordered_map(): worker threads with bounded prefetch, errors tagged by stage
     collate.py    default_collate, flatten/unflatten: samples to batches, batches to leaves
     processes.py  ProcessPool / process_map(): process workers for Dataset.__getitem__, batches via /dev/shm

@@ -79,18 +79,20 @@ def _stack(arrays: list[np.ndarray], path: str) -> np.ndarray:
 def flatten(tree: Any) -> tuple[list[Any], Any]:
     """Leaves of nested dict/list/tuple and a spec to rebuild it."""
     leaves: list[Any] = []
+    return leaves, _walk(tree, leaves)
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            return ("dict", [(k, walk(v)) for k, v in node.items()])
-        if isinstance(node, tuple) and hasattr(node, "_fields"):
-            return ("namedtuple", type(node), [walk(v) for v in node])
-        if isinstance(node, (tuple, list)) and not (node and isinstance(node[0], (str, bytes))):
-            return (type(node).__name__, [walk(v) for v in node])
-        leaves.append(_to_numpy(node))
-        return ("leaf", len(leaves) - 1)
 
-    return leaves, walk(tree)
+def _walk(node: Any, leaves: list[Any]) -> Any:
+    # A module-level function, not a closure: a recursive closure is a reference cycle that would
+    # keep ``leaves`` (views of recycled batch buffers) alive until the garbage collector runs.
+    if isinstance(node, dict):
+        return ("dict", [(k, _walk(v, leaves)) for k, v in node.items()])
+    if isinstance(node, tuple) and hasattr(node, "_fields"):
+        return ("namedtuple", type(node), [_walk(v, leaves) for v in node])
+    if isinstance(node, (tuple, list)) and not (node and isinstance(node[0], (str, bytes))):
+        return (type(node).__name__, [_walk(v, leaves) for v in node])
+    leaves.append(_to_numpy(node))
+    return ("leaf", len(leaves) - 1)
 
 
 def unflatten(spec: Any, leaves: list[Any]) -> Any:

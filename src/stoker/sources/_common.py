@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from stoker.errors import ConfigError, SchemaError
+from stoker.pipeline.columns import check_rows, gather_plan  # noqa: F401 - the sources use them from here
 
 H = TypeVar("H")
 
@@ -77,26 +78,6 @@ def check_lengths(lengths: dict[str, int], where: str) -> int:
         detail = ", ".join(f"{k}: {v}" for k, v in lengths.items())
         raise SchemaError(f"{where}: the columns have different numbers of rows ({detail}); every column needs one value per row")
     return next(iter(lengths.values()))
-
-
-def gather_plan(chunk: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sorted unique rows of a chunk of batches, where each batch row lies in them, and batch bounds.
-
-    Each batch is sorted (rows inside a batch come in storage order, as from a store), so the
-    whole chunk is read with one increasing selection and cut back into batches.
-    """
-    sorted_batches = [np.sort(np.asarray(b, dtype=np.int64)) for b in chunk]
-    flat = np.concatenate(sorted_batches) if sorted_batches else np.empty(0, np.int64)
-    unique, where = np.unique(flat, return_inverse=True)
-    bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in sorted_batches], out=bounds[1:])
-    return unique, where.reshape(-1), bounds
-
-
-def check_rows(unique: np.ndarray, n: int, where: str) -> None:
-    if unique.size and (unique[0] < 0 or unique[-1] >= n):
-        bad = unique[0] if unique[0] < 0 else unique[-1]
-        raise IndexError(f"row {bad} is out of range for {where} of {n} rows")
 
 
 def progress_bar(total: int, desc: str, enabled: bool | None, initial: int = 0, unit: str = "rows") -> Any:

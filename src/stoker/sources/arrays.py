@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, SchemaError
-from stoker.sources._common import check_lengths, check_numeric, check_rows, gather_plan
+from stoker.pipeline.columns import ArrayColumns
+from stoker.sources._common import check_lengths, check_numeric
 
 _ZIP_LOCAL_HEADER = 30
 
@@ -109,7 +110,7 @@ def as_columns(arrays: tuple[Any, ...], named: Mapping[str, Any]) -> tuple[dict[
     return columns, bool(arrays)
 
 
-class Arrays:
+class Arrays(ArrayColumns):
     """Batches from arrays that are already in memory or memory-mapped (no conversion).
 
     ``Arrays(x, y)`` yields ``(x_batch, y_batch)`` tuples like a TensorDataset in a DataLoader;
@@ -118,39 +119,5 @@ class Arrays:
     """
 
     def __init__(self, *arrays: Any, **named: Any) -> None:
-        self.columns, self.positional = as_columns(arrays, named)
-        self._len = len(next(iter(self.columns.values())))
-        self._pool: Any = None
-
-    def use_buffers(self, pool: Any) -> None:
-        """Gather into the loader's recycled buffers (pinned when it feeds a GPU)."""
-        self._pool = pool
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __repr__(self) -> str:
-        cols = ", ".join(f"{k}: {v.dtype}{list(v.shape[1:])}" for k, v in self.columns.items())
-        return f"Arrays(rows={self._len}, columns={{{cols}}})"
-
-    @property
-    def row_bytes(self) -> int:
-        return sum(int(v.strides[0]) if v.ndim else v.itemsize for v in self.columns.values())
-
-    def batch_bytes(self, batch_size: int) -> float:
-        return float(batch_size * self.row_bytes)
-
-    def read(self, chunk: list[np.ndarray]) -> list[Any]:
-        unique, where, bounds = gather_plan(chunk)
-        check_rows(unique, self._len, repr(self))
-        rows = unique[where]
-        if self._pool is None:
-            taken = {k: np.take(v, rows, axis=0) for k, v in self.columns.items()}
-        else:
-            # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
-            taken = {k: np.take(v, rows, axis=0, mode="clip", out=self._pool.get(k, (len(rows), *v.shape[1:]), v.dtype))
-                     for k, v in self.columns.items()}  # fmt: skip
-        batches = [{k: v[bounds[b] : bounds[b + 1]] for k, v in taken.items()} for b in range(len(chunk))]
-        if self.positional:
-            return [tuple(b.values()) for b in batches]
-        return batches
+        columns, positional = as_columns(arrays, named)
+        super().__init__(columns, positional)

@@ -78,3 +78,18 @@ def test_batches_are_gathered_into_the_loader_buffers():
     assert sorted(torch.cat(seen).tolist()) == list(range(600))
     buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs]
     assert buffers and any(b.shape[1:] == (12,) and b.dtype == np.float32 for b in buffers)
+
+
+def test_tuple_batches_free_their_buffers_without_the_garbage_collector():
+    """Batch buffers come back to the pool as soon as the batch is dropped (no reference cycle)."""
+    import gc
+
+    loader = stoker.Loader(Arrays(np.zeros((1000, 64, 64), np.float32), np.arange(1000)), batch_size=100, num_workers=0)
+    gc.disable()
+    try:
+        for _ in range(3):
+            for xb, yb in loader:
+                pass
+    finally:
+        gc.enable()
+    assert max(len(v) for v in loader.transfer.pool._free.values()) <= 3
