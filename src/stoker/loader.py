@@ -43,7 +43,7 @@ def _tensor_columns(data: Any) -> ArrayColumns | None:
     ``__getitem__``; bfloat16 and GPU tensors have no numpy view)."""
     if type(data) is not torch.utils.data.TensorDataset or not data.tensors:
         return None
-    if any(t.device.type != "cpu" or t.dtype == torch.bfloat16 or t.ndim == 0 for t in data.tensors):
+    if any(t.device.type != "cpu" or t.dtype == torch.bfloat16 for t in data.tensors):
         return None
     return ArrayColumns({str(i): t.detach().numpy() for i, t in enumerate(data.tensors)}, positional=True)
 
@@ -148,16 +148,14 @@ class Loader:
             data = Store(data)
         if isinstance(data, Store):
             return StoreSource(data, self.transfer.pool, cfg.columns or tuple(data.schema), cfg.pad_value, cfg.pad_to_multiple_of)
+        columns = _tensor_columns(data) if self.collate_fn is None else None
+        if columns is not None:  # the TensorDataset habit, read batch-level in threads
+            data = columns
         if isinstance(data, BatchSource):
             use_buffers = getattr(data, "use_buffers", None)
             if use_buffers is not None:
                 use_buffers(self.transfer.pool)  # pinned staging on CUDA: no extra copy before the H2D copy
             return data
-        if self.collate_fn is None:
-            columns = _tensor_columns(data)
-            if columns is not None:  # the TensorDataset habit, read batch-level in threads
-                columns.use_buffers(self.transfer.pool)
-                return columns
         if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
             return data
         if isinstance(data, torch.utils.data.IterableDataset) or hasattr(data, "__iter__"):

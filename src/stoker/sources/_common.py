@@ -11,7 +11,6 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from stoker.errors import ConfigError, SchemaError
-from stoker.pipeline.columns import check_rows, gather_plan  # noqa: F401 - the sources use them from here
 
 H = TypeVar("H")
 

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, SchemaError
-from stoker.sources._common import PerThread, check_lengths, check_numeric, check_rows, gather_plan
+from stoker.pipeline.columns import check_rows, gather_plan
+from stoker.sources._common import PerThread, check_lengths, check_numeric
 
 DEFAULT_CACHE_BYTES = 64 * 2**20
 
