@@ -183,10 +183,10 @@ class ImageSource:
     def auto_workers(self, batch_size: int) -> int:
         """Threads when the user does not say: one per core, at most ``MAX_AUTO_WORKERS``.
 
-        Per image, decode runs without the GIL but crop, resample and the calls around them
-        take it many times; past about 8 threads the hand-offs cost more than the threads add
-        (measured on a 16-core H100 host, encoded store, batches of 128: 472 img/s with 1
-        thread, 2,102 with 4, 2,426 with 8, 1,909 with 16).
+        Decode releases the GIL and scales with threads, but the per-image work as a whole
+        (decode, crop, resample) stopped scaling past 8 threads on a 16-core H100 host (cause
+        not established; benchmarks/bench_jpeg_threads.py there, encoded store, batches of 128:
+        472 img/s with 1 thread, 2,102 with 4, 2,426 with 8, 1,909 with 16).
         """
         return default_workers(MAX_AUTO_WORKERS)
 
