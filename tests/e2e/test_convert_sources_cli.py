@@ -35,6 +35,15 @@ def test_hdf5_ok(h5, tmp_path, capsys):
     assert stoker.open(tmp_path / "s")[:]["labels"].tolist() == list(range(100))
 
 
+def test_hdf5_writers_option(h5, tmp_path, capsys):
+    args = ["convert", "hdf5", str(h5), str(tmp_path / "s"), "--keys", "data,labels", "--shard-size", "400", "--writers", "3"]
+    assert main(args) == 0
+    ds = stoker.open(tmp_path / "s", verify=True)
+    assert ds.num_shards > 3 and ds[:]["labels"].tolist() == list(range(100))
+    assert main([*args[:-1], "0", "--overwrite"]) == 1
+    assert "writers must be at least 1" in capsys.readouterr().err
+
+
 def test_hdf5_bad_keys_exit_1_with_the_keys_present(h5, tmp_path, capsys):
     assert main(["convert", "hdf5", str(h5), str(tmp_path / "s"), "--keys", "data,nope"]) == 1
     err = capsys.readouterr().err

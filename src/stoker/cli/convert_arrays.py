@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_sources import common_options, summary, timed
+from stoker.cli.convert_sources import common_options, summary, timed, writers_option
 from stoker.errors import ConfigError
 
 
@@ -17,6 +17,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("sources", nargs="+", metavar="SRC", help="an .npz file, or NAME=FILE.npy pairs")
     p.add_argument("store", help="the store directory to create")
     common_options(p)
+    writers_option(p)
     p.set_defaults(func=main)
 
 
@@ -33,6 +34,8 @@ def main(args: argparse.Namespace) -> int:
                 raise ConfigError(f"{src!r}: give one .npz file, or NAME=FILE.npy pairs", option="sources")
             pairs[name] = path
         data = pairs
-    store, seconds = timed(arrays_to_store, data, args.store, shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress)
+    store, seconds = timed(
+        arrays_to_store, data, args.store, shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress, writers=args.writers
+    )
     summary(store, seconds)
     return 0

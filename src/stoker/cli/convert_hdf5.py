@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_sources import common_options, split_list, summary, timed
+from stoker.cli.convert_sources import common_options, split_list, summary, timed, writers_option
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
@@ -13,6 +13,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("store", help="the store directory to create")
     p.add_argument("--keys", help="comma-separated dataset names, e.g. data,labels (default: every dataset)")
     common_options(p)
+    writers_option(p)
     p.set_defaults(func=main)
 
 
@@ -22,7 +23,8 @@ def main(args: argparse.Namespace) -> int:
     from stoker.sources.to_store import hdf5_to_store
 
     store, seconds = timed(
-        hdf5_to_store, args.file, args.store, split_list(args.keys), shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress
-    )
+        hdf5_to_store, args.file, args.store, split_list(args.keys),
+        shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress, writers=args.writers,
+    )  # fmt: skip
     summary(store, seconds, os.path.getsize(args.file))
     return 0

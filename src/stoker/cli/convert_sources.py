@@ -16,6 +16,10 @@ def common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="progress bar on stderr (default: when it is a terminal)")
 
 
+def writers_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--writers", type=int, default=None, metavar="N", help="shards written at once (default: one per core, at most 4)")
+
+
 def split_list(text: str | None) -> list[str] | None:
     if text is None:
         return None

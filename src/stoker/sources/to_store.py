@@ -1,9 +1,11 @@
 """HDF5 files and arrays into a store, slab by slab (never the whole input in RAM).
 
 Both inputs are fixed-width columns that can be read by row range, so one routine writes
-them: rows are read in slabs of exactly one shard, the next slab is read in a helper thread
-while the current one is written, and the store writer gets one slab per shard (no
-re-concatenation). Memory in use: about two shards.
+them: rows are read in slabs of exactly one shard, and each slab is written as one shard (no
+re-concatenation) by a pool of writer threads, ``writers`` shards at a time (default: one
+per core, at most 4). One thread's ``write()`` into the page cache runs at about one core's
+speed, slower than a warm read, so shards written side by side are what lets a conversion
+approach the read rate. Memory in use: about ``writers + 1`` slabs.
 
 HDF5 datasets stored contiguously without filters, in native byte order (h5py's default
 layout), are not read at all: their slabs are views of one read-only memory map of the
@@ -11,9 +13,9 @@ file, which the shard writer copies straight from the page cache into the shard 
 instead of two). A page-in thread brings each slab in ahead of the writer: it asks the
 kernel to read it (``posix_fadvise(WILLNEED)``), then maps it into the process 16 MB at a
 time (``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the writer takes the page
-faults), so a cold file streams from disk while the writer's thread only hashes and writes.
-Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct`` into two
-reused slab buffers.
+faults), so a cold file streams from disk while the writer threads only hash and write.
+Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct`` into
+``writers + 1`` reused slab buffers, while the writer threads write earlier slabs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import concurrent.futures as cf
 import math
 import mmap
 import os
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,9 +36,11 @@ from stoker.sources._common import progress_bar, rows_per_step
 from stoker.sources.arrays import as_columns
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
 from stoker.store.format import Column, Tensor
+from stoker.store.shardfile import ShardTask
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
 
-ReadSlab = Callable[[int, int], dict[str, np.ndarray]]
+ReadSlab = Callable[[int, int, int], dict[str, np.ndarray]]
+MAX_WRITERS = 4  # one page-cache write() runs at about one core's speed; past a few, memory bandwidth decides
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # the Linux value; Python names it from 3.13
 _PAGE_IN_STEP = 16 * 2**20
 
@@ -43,8 +48,9 @@ _PAGE_IN_STEP = 16 * 2**20
 class _MappedFile:
     """One read-only memory map of a file: dataset views, and byte ranges paged in ahead.
 
-    :meth:`ahead` returns at once; a thread of its own (started on first use) asks the kernel to
-    read the range and maps it, range after range in the order asked, while the caller goes on.
+    :meth:`ahead` returns at once, with a future that is done once the range is mapped; a thread
+    of its own (started on first use) asks the kernel to read the range and maps it, range
+    after range in the order asked, while the caller goes on.
     """
 
     def __init__(self, path: Path) -> None:
@@ -61,11 +67,11 @@ class _MappedFile:
         count = rows * math.prod(info.shape)
         return np.frombuffer(self._map, info.dtype, count, int(info.offset or 0)).reshape(rows, *info.shape)
 
-    def ahead(self, offset: int, size: int) -> None:
+    def ahead(self, offset: int, size: int) -> cf.Future[None]:
         """Have ``size`` bytes from ``offset`` read into the page cache and mapped, in the background."""
         if self._pool is None:
             self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-convert-pagein")
-        self._pool.submit(self._page_in, offset, size)
+        return self._pool.submit(self._page_in, offset, size)
 
     def _page_in(self, offset: int, size: int) -> None:
         if hasattr(os, "posix_fadvise"):  # Linux; not macOS
@@ -89,6 +95,11 @@ class _MappedFile:
         os.close(self._fd)
 
 
+def default_writers() -> int:
+    """Shards written at once: one per core, at most :data:`MAX_WRITERS`."""
+    return max(1, min(MAX_WRITERS, os.cpu_count() or 1))
+
+
 def write_slabs(
     store: str | os.PathLike[str],
     read: ReadSlab,
@@ -101,27 +112,56 @@ def write_slabs(
     metadata: Mapping[str, Any] | None,
     desc: str,
     align: int = 1,
+    writers: int | None = None,
+    ahead: Callable[[int, int], None] | None = None,
 ) -> Path:
-    """Write ``rows`` rows, read as ``read(start, stop) -> {column: array}``, into ``store``."""
+    """Write ``rows`` rows into ``store``, one shard per slab, ``writers`` shards at a time.
+
+    ``read(start, stop, slot) -> {column: array}`` returns rows ``start:stop``; it runs on this
+    thread, in order, while earlier slabs are written. ``slot`` (0 .. writers) names the buffer
+    set a reader that reuses buffers may fill: the slab read into a slot last time is written
+    and let go by then. ``ahead(start, stop)``, if given, is told of each slab ``writers`` slabs
+    before it is read (to start reading it from disk).
+    """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
+    writers = default_writers() if writers is None else int(writers)
+    if writers < 1:
+        raise ConfigError(f"writers must be at least 1, got {writers}", option="writers")
     row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
     step = rows_per_step(row_bytes, parse_size(shard_size))
     if align > 1 and step > align:
         step -= step % align  # whole HDF5 chunks per read
-    # The writer cuts a shard at exactly one slab, so it never copies slabs together.
+    slabs = [(start, min(start + step, rows)) for start in range(0, rows, step)]
+    if ahead is not None:
+        for start, stop in slabs[:writers]:
+            ahead(start, stop)
     with StoreWriter(store, schema, shard_size=step * row_bytes, overwrite=overwrite, metadata=metadata) as writer:
         bar = progress_bar(rows, desc, progress)
-        starts = list(range(0, rows, step))
-        with cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-convert-read") as pool, bar:
-            pending = pool.submit(read, 0, min(step, rows))
-            for k, start in enumerate(starts):
-                slab = pending.result()
-                if k + 1 < len(starts):
-                    nxt = starts[k + 1]
-                    pending = pool.submit(read, nxt, min(nxt + step, rows))
-                writer.add_batch(slab)
-                bar.update(min(step, rows - start))
+        inflight: deque[cf.Future[ShardTask]] = deque()
+
+        def commit_oldest() -> None:
+            task = inflight.popleft().result()
+            writer.commit_shard(task)
+            bar.update(task.info.rows if task.info else 0)
+
+        # Leaving this block waits for every write in flight, so the writer never closes or
+        # aborts under one. On an error, writes not yet started are cancelled.
+        with cf.ThreadPoolExecutor(max_workers=writers, thread_name_prefix="stoker-convert-write") as pool, bar:
+            try:
+                for k, (start, stop) in enumerate(slabs):
+                    if ahead is not None and k + writers < len(slabs):
+                        ahead(*slabs[k + writers])
+                    slab = read(start, stop, k % (writers + 1))
+                    while len(inflight) >= writers:
+                        commit_oldest()
+                    inflight.append(pool.submit(writer.reserve_shard().write, slab, start))
+                while inflight:
+                    commit_oldest()
+            except BaseException:
+                for future in inflight:
+                    future.cancel()
+                raise
     return Path(store)
 
 
@@ -134,41 +174,46 @@ def hdf5_to_store(
     overwrite: bool = False,
     progress: bool | None = None,
     metadata: Mapping[str, Any] | None = None,
+    writers: int | None = None,
 ) -> Path:
     """Convert datasets ``keys`` of an HDF5 file into a store, one shard-sized slab at a time.
 
     Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
     different lengths, and object / variable-length / string datasets raise SchemaError.
+    ``writers``: shards written at once (default: one per core, at most 4).
     """
     source = HDF5(file, parse_keys(keys))
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
 
-    # Memory-mapped keys (see the module docstring), and two slab buffers per other key, used in
-    # turn: the helper thread fills one while the writer writes the other (a slab is written,
-    # and let go, by the add_batch that takes it).
+    # Memory-mapped keys (see the module docstring), paged in ``writers`` slabs ahead; other keys
+    # are read into ``writers + 1`` slab buffers per key, used in turn (write_slabs' ``slot``).
     mappable = [info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype]
     mapfile = _MappedFile(source.path) if mappable else None
     mapped = {info.key: mapfile.view(info, len(source)) for info in mappable} if mapfile else {}
     buffers: dict[tuple[str, int], np.ndarray] = {}
-    turn = [0]
+    paging: dict[int, list[cf.Future[None]]] = {}
 
-    def read(start: int, stop: int) -> dict[str, np.ndarray]:
-        parity = turn[0] = 1 - turn[0]
+    def ahead(start: int, stop: int) -> None:
+        if mapfile is not None:
+            paging[start] = [mapfile.ahead(int(info.offset or 0) + start * info.row_bytes, (stop - start) * info.row_bytes) for info in mappable]
+
+    def read(start: int, stop: int, slot: int) -> dict[str, np.ndarray]:
+        # A writer starts on a slab once it is in memory: faults on a cold map would read the
+        # file in small pieces, out of order with the page-in thread's large sequential reads.
+        for future in paging.pop(start, ()):
+            future.result()
         out = {}
         for info in source.infos:
             if info.key in mapped:
-                if stop > start and mapfile is not None:
-                    mapfile.ahead(int(info.offset or 0) + start * info.row_bytes, (stop - start) * info.row_bytes)
                 out[info.key] = mapped[info.key][start:stop]
                 continue
-            buf = buffers.get((info.key, parity))
+            buf = buffers.get((info.key, slot))
             if buf is None or len(buf) < stop - start:
-                buf = buffers[(info.key, parity)] = np.empty((stop - start, *info.shape), dtype=info.dtype)
+                buf = buffers[(info.key, slot)] = np.empty((stop - start, *info.shape), dtype=info.dtype)
             view = buf[: stop - start]
-            if stop > start:
-                f = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
-                f[info.key].read_direct(view, np.s_[start:stop], np.s_[0 : stop - start])
+            f = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
+            f[info.key].read_direct(view, np.s_[start:stop], np.s_[0 : stop - start])
             out[info.key] = view
         return out
 
@@ -176,7 +221,7 @@ def hdf5_to_store(
     try:
         return write_slabs(
             store, read, schema, len(source), shard_size=shard_size, overwrite=overwrite, progress=progress,
-            metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1),
+            metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1), writers=writers, ahead=ahead,
         )  # fmt: skip
     finally:
         mapped.clear()  # unmap the file: the kernel keeps mapped pages cached whatever it is told
@@ -194,12 +239,14 @@ def arrays_to_store(
     overwrite: bool = False,
     progress: bool | None = None,
     metadata: Mapping[str, Any] | None = None,
+    writers: int | None = None,
 ) -> Path:
     """Write arrays into a store, one shard-sized slab at a time.
 
     ``arrays``: a dict name -> array/tensor/``.npy`` path, a sequence of them (named by
     ``names``, else ``"0"``, ``"1"``, ...), a TensorDataset, or an ``.npz`` path.
     Memory-mapped inputs are read slab by slab, so they may be larger than RAM.
+    ``writers``: shards written at once (default: one per core, at most 4).
     """
     if isinstance(arrays, (list, tuple)):
         columns, _ = as_columns(tuple(arrays), {})
@@ -212,10 +259,12 @@ def arrays_to_store(
         columns = dict(zip(names, columns.values()))
     schema = {k: Tensor(v.dtype, v.shape[1:]) for k, v in columns.items()}
 
-    def read(start: int, stop: int) -> dict[str, np.ndarray]:
+    def read(start: int, stop: int, slot: int) -> dict[str, np.ndarray]:
         return {k: np.ascontiguousarray(v[start:stop]) for k, v in columns.items()}
 
     meta = {"source": {"kind": "arrays", "columns": list(columns)}, **dict(metadata or {})}
     rows = len(next(iter(columns.values())))
-    return write_slabs(store, read, schema, rows, shard_size=shard_size, overwrite=overwrite, progress=progress, metadata=meta, desc="arrays")
+    return write_slabs(
+        store, read, schema, rows, shard_size=shard_size, overwrite=overwrite, progress=progress, metadata=meta, desc="arrays", writers=writers,
+    )  # fmt: skip
 

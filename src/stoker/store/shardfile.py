@@ -4,6 +4,11 @@ A shard's checksum is taken over the file's bytes as they are written (the Arrow
 hands the column buffers to :class:`HashingFile` without a copy; the hash reads each slice
 just before the write copies it to the kernel), so the file is never read back to checksum it.
 
+A shard's data is one Arrow record batch (:func:`record_batch` turns column chunks into one).
+:class:`ShardTask` is one shard reserved by ``StoreWriter.reserve_shard``: its ``write`` touches no
+writer state, so callers may write several shards at once on threads of their own (this
+package starts none) and hand them back to ``StoreWriter.commit_shard`` in the order reserved.
+
 Algorithms (the manifest names one per shard, see ``format.ShardInfo``):
 
 ============  =====================================================================
@@ -16,13 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import xxhash
 
-from stoker.store.format import CHECKSUMS, DEFAULT_CHECKSUM
+from stoker.errors import SchemaError
+from stoker.store.columns import to_chunk
+from stoker.store.format import CHECKSUMS, DEFAULT_CHECKSUM, Column, ShardInfo, arrow_schema
 
 _SLICE = 4 * 2**20  # hash then write this much at a time, so the write copies bytes the hash just read into cache
 
@@ -98,3 +108,66 @@ def write_batch_file(path: Path, batch: pa.RecordBatch, algorithm: str = DEFAULT
     finally:
         raw.close()
     return raw.tell(), raw.hexdigest()
+
+
+def _to_arrow(col: Column, chunk: Any) -> pa.Array:
+    if col.kind in ("binary", "string"):
+        return pa.array(chunk, type=col.arrow_type())
+    if col.kind == "sequence":
+        values = _flat_to_arrow(col, chunk.values)
+        return pa.LargeListArray.from_arrays(pa.array(chunk.offsets, pa.int64()), values)
+    flat = _flat_to_arrow(col, chunk.reshape(-1))
+    if col.shape == ():
+        return flat
+    return pa.FixedSizeListArray.from_arrays(flat, col.row_size)
+
+
+def _flat_to_arrow(col: Column, flat: np.ndarray) -> pa.Array:
+    storage = col.storage_dtype
+    if storage.kind == "V":
+        data = np.ascontiguousarray(flat).view(np.uint8)
+        return pa.Array.from_buffers(pa.binary(storage.itemsize), len(flat), [None, pa.py_buffer(data)])
+    return pa.array(np.ascontiguousarray(flat).view(storage))
+
+
+def record_batch(schema: Mapping[str, Column], chunks: Mapping[str, Any]) -> pa.RecordBatch:
+    """Column chunks (``store.columns.to_chunk`` output, one per schema column) as one record batch.
+
+    Contiguous numeric chunks become Arrow arrays without a copy.
+    """
+    arrays = [_to_arrow(col, chunks[name]) for name, col in schema.items()]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(dict(schema)))
+
+
+@dataclass
+class ShardTask:
+    """One shard reserved by ``StoreWriter.reserve_shard``, written by :meth:`write`.
+
+    ``write`` may run on any thread; the writer records the shard only when the task comes back
+    through ``StoreWriter.commit_shard``.
+    """
+
+    file: str
+    path: Path
+    schema: Mapping[str, Column]
+    info: ShardInfo | None = None
+
+    def write(self, columns: Mapping[str, Any], first_row: int = 0) -> ShardTask:
+        """Write ``columns`` (name -> values, rows along the first axis) as this shard's one record batch.
+
+        ``first_row`` is the store row of the first value, for error messages.
+        """
+        if set(columns) != set(self.schema):
+            raise SchemaError(f"rows from {first_row}: columns {sorted(columns)} do not match the store's {sorted(self.schema)}", row=first_row)
+        chunks = {name: to_chunk(name, col, columns[name], first_row) for name, col in self.schema.items()}
+        lengths = {name: len(c) for name, c in chunks.items()}
+        if len(set(lengths.values())) > 1:
+            raise SchemaError(f"rows from {first_row}: columns have different numbers of rows: {lengths}", row=first_row)
+        if not next(iter(lengths.values()), 0):
+            raise SchemaError(f"rows from {first_row}: a shard needs at least one row", row=first_row)
+        return self.write_batch(record_batch(self.schema, chunks))
+
+    def write_batch(self, batch: pa.RecordBatch) -> ShardTask:
+        size, checksum = write_batch_file(self.path, batch)
+        self.info = ShardInfo(self.file, batch.num_rows, size, checksum)
+        return self

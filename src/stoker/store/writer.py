@@ -10,6 +10,11 @@ a random one and records every finished shard in ``DIR/journal.json`` (written a
 after the shard). A writer opened later on the same ``DIR`` keeps those shards and starts
 with ``rows_written`` equal to their rows; the caller skips that many rows of its input. An
 interrupted or failed staging writer keeps its finished shards (delete ``DIR`` to start over).
+
+Shards written in parallel: :meth:`StoreWriter.reserve_shard` hands out the next shard as a
+``ShardTask``, whose ``write(columns)`` the caller may run on a thread of its own (a page-cache
+write runs at one core's speed, so two writers convert faster than one); ``commit_shard`` then
+records finished tasks in the order they were reserved. This module starts no threads.
 """
 
 from __future__ import annotations
@@ -19,12 +24,12 @@ import os
 import re
 import shutil
 import uuid
+from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError
 from stoker.store.columns import (
@@ -37,8 +42,8 @@ from stoker.store.columns import (
     slice_chunk,
     to_chunk,
 )
-from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo, arrow_schema
-from stoker.store.shardfile import write_batch_file
+from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo
+from stoker.store.shardfile import ShardTask, record_batch
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
 JOURNAL_NAME = "journal.json"
@@ -60,26 +65,6 @@ def parse_size(size: int | str) -> int:
     if value <= 0:
         raise ConfigError(f"shard_size must be positive, got {size!r}", option="shard_size")
     return value
-
-
-def _to_arrow(col: Column, chunk: Any) -> pa.Array:
-    if col.kind in ("binary", "string"):
-        return pa.array(chunk, type=col.arrow_type())
-    if col.kind == "sequence":
-        values = _flat_to_arrow(col, chunk.values)
-        return pa.LargeListArray.from_arrays(pa.array(chunk.offsets, pa.int64()), values)
-    flat = _flat_to_arrow(col, chunk.reshape(-1))
-    if col.shape == ():
-        return flat
-    return pa.FixedSizeListArray.from_arrays(flat, col.row_size)
-
-
-def _flat_to_arrow(col: Column, flat: np.ndarray) -> pa.Array:
-    storage = col.storage_dtype
-    if storage.kind == "V":
-        data = np.ascontiguousarray(flat).view(np.uint8)
-        return pa.Array.from_buffers(pa.binary(storage.itemsize), len(flat), [None, pa.py_buffer(data)])
-    return pa.array(np.ascontiguousarray(flat).view(storage))
 
 
 class StoreWriter:
@@ -131,6 +116,7 @@ class StoreWriter:
         self._pending_rows = 0
         self._pending_bytes = 0
         self._shards: list[ShardInfo] = []
+        self._reserved: deque[ShardTask] = deque()
         self._rows_written = 0
         self._closed = False
         self._staging = None if staging is None else Path(staging)
@@ -299,25 +285,56 @@ class StoreWriter:
     def _write_shard(self) -> None:
         if not self._pending_rows:
             return
+        if self._reserved:
+            raise RuntimeError(f"{len(self._reserved)} reserved shard(s) must be committed before rows added with add()/add_batch() are written")
         schema = self._schema()
-        arrays = [_to_arrow(col, concat_chunks(col, self._chunks[name])) for name, col in schema.items()]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=arrow_schema(schema))
-        name = SHARD_PATTERN.format(len(self._shards))
-        path = self._tmpdir() / name
-        size, checksum = write_batch_file(path, batch)
-        self._shards.append(ShardInfo(name, batch.num_rows, size, checksum))
-        if self._staging is not None:
-            self._write_journal()
-        self._rows_written += self._pending_rows
+        batch = record_batch(schema, {name: concat_chunks(col, self._chunks[name]) for name, col in schema.items()})
+        self.commit_shard(self._reserve().write_batch(batch))
         self._chunks.clear()
         self._pending_rows = 0
         self._pending_bytes = 0
+
+    def reserve_shard(self) -> ShardTask:
+        """The next shard, to be written by ``task.write(columns)`` on any thread, then given to :meth:`commit_shard`.
+
+        Rows buffered by :meth:`add` / :meth:`add_batch` are written first. The schema must be
+        known (declared, or inferred from rows already added). Every reserved task must be
+        committed, in the order reserved, before the writer closes; a caller that writes
+        tasks on threads waits for them all before the writer closes or aborts.
+        """
+        if self._closed:
+            raise RuntimeError("this StoreWriter is closed")
+        self._flush_rows()
+        self._write_shard()
+        if self.schema is None:
+            raise SchemaError("reserve_shard needs the store's schema: declare it, or add rows first")
+        return self._reserve()
+
+    def _reserve(self) -> ShardTask:
+        name = SHARD_PATTERN.format(len(self._shards) + len(self._reserved))
+        task = ShardTask(name, self._tmpdir() / name, self._schema())
+        self._reserved.append(task)
+        return task
+
+    def commit_shard(self, task: ShardTask) -> None:
+        """Record a written shard from :meth:`reserve_shard`; tasks come back in the order reserved."""
+        if not self._reserved or task is not self._reserved[0]:
+            raise RuntimeError(f"shard {task.file} is not the next reserved shard; commit shards in the order reserved")
+        if task.info is None:
+            raise RuntimeError(f"shard {task.file} was reserved but not written")
+        self._reserved.popleft()
+        self._shards.append(task.info)
+        self._rows_written += task.info.rows
+        if self._staging is not None:
+            self._write_journal()
 
     def close(self) -> Path:
         """Write what is buffered, the manifest, and move the store into place."""
         if self._closed:
             return self.path
         try:
+            if self._reserved:
+                raise RuntimeError(f"{len(self._reserved)} reserved shard(s) were never committed")
             self._flush_rows()
             self._write_shard()
             if not self._shards:
