@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, EmptyDatasetError
+from stoker.pipeline.threads import default_workers
 from stoker.sources._common import progress_bar, rows_per_step
 from stoker.sources.arrays import as_columns
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
@@ -96,8 +97,8 @@ class _MappedFile:
 
 
 def default_writers() -> int:
-    """Shards written at once: one per core, at most :data:`MAX_WRITERS`."""
-    return max(1, min(MAX_WRITERS, os.cpu_count() or 1))
+    """Shards written at once: one per usable core, at most :data:`MAX_WRITERS`."""
+    return default_workers(MAX_WRITERS)
 
 
 def write_slabs(
