@@ -6,15 +6,22 @@ is read with one increasing selection per key. When the rows asked for lie close
 (sequential or block-shuffled order) the covering slab is read in one contiguous call and
 the rows are picked from it in memory; scattered rows use h5py's point selection.
 
-Fast path: a dataset stored contiguously without filters (h5py's default layout: no chunks,
-no compression, not external) is one C-order block of the file at ``ds.id.get_offset()``.
-Such datasets are memory-mapped with numpy and gathered with ``np.take``, which releases the
-GIL, so worker threads read in parallel (h5py serializes every call behind one lock). The
-layout is checked when the source is created; ``mmap=False`` always goes through h5py.
+Fast paths, which keep h5py (it serializes every call behind one lock) out of the reads:
+
+- a dataset stored contiguously without filters (h5py's default layout: no chunks, no
+  compression, not external) is one C-order block of the file at ``ds.id.get_offset()``:
+  it is memory-mapped with numpy and gathered with ``np.take``, which releases the GIL;
+- a chunked dataset whose filters are gzip and/or shuffle (or none) is read chunk by chunk
+  from a memory map and decoded here, in the worker threads, with a shared cache of decoded
+  chunks (``hdf5_chunks.py``).
+
+Other datasets (lzf, szip, blosc, fletcher32, external storage) are read through h5py, a
+chunk-sized slab at a time; ``mmap=False`` sends every dataset through h5py.
 """
 
 from __future__ import annotations
 
+import mmap as _mmap
 import os
 import threading
 from dataclasses import dataclass
@@ -26,8 +33,9 @@ import numpy as np
 from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.columns import check_rows, gather_plan
 from stoker.sources._common import PerThread, check_lengths, check_numeric
+from stoker.sources.hdf5_chunks import ChunkedReader, ChunkIndex, DecodedChunks, chunk_groups, chunk_layout
 
-DEFAULT_CACHE_BYTES = 64 * 2**20
+DEFAULT_CACHE_BYTES = 256 * 2**20
 
 
 def _h5py() -> Any:
@@ -119,10 +127,15 @@ class HDF5:
         path: the ``.h5``/``.hdf5`` file.
         keys: dataset names (``"data,labels"`` or a list; nested ones as ``"group/data"``);
             ``None`` takes every dataset in the file. All must have the same first dimension.
-        cache_bytes: h5py's chunk cache per handle (helps chunked or compressed datasets).
+        cache_bytes: decoded chunks of chunked datasets kept in memory, shared by the worker
+            threads (and h5py's chunk cache per handle for datasets read through h5py). For
+            ``shuffle="block"``, at least ``window x block_size`` rows' bytes lets each chunk be
+            decoded about once per window.
         dense: read a covering slab instead of a point selection when the slab holds at most
             ``dense`` times as many rows as are needed.
-        mmap: memory-map contiguous, unfiltered datasets instead of reading them through h5py.
+        mmap: memory-map contiguous, unfiltered datasets and read gzip/shuffle/unfiltered
+            chunked ones chunk by chunk from a map of the file (decoded here), instead of
+            reading them through h5py.
 
     Batches are dicts ``key -> array``; rows inside a batch come in storage order (which rows
     form a batch follows the loader's sampler). ``Loader(HDF5(...), batch_size=..., shuffle=...)``
@@ -146,10 +159,15 @@ class HDF5:
         self.mmap = bool(mmap)
         self._maps: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
+        self._chunked: dict[str, ChunkedReader | None] = {}  # per process: readers hold a map of the file
+        self._chunked_pid = 0
+        self._file_map: _mmap.mmap | None = None
+        self._cache: DecodedChunks | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_maps"], state["_lock"] = {}, None  # reopened on the other side; never pickle mapped data
+        state["_chunked"], state["_chunked_pid"], state["_file_map"], state["_cache"] = {}, 0, None, None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -168,6 +186,29 @@ class HDF5:
                     shape = (self._len, *info.shape)
                     arr = self._maps[info.key] = np.memmap(self.path, dtype=info.file_dtype, mode="r", offset=info.offset, shape=shape)
         return arr
+
+    def _chunk_reader(self, info: KeyInfo) -> ChunkedReader | None:
+        """This process's chunk-by-chunk reader of a chunked dataset, when its filters allow one."""
+        if not self.mmap or not info.chunk_rows:
+            return None
+        if self._chunked_pid != os.getpid():  # first use here, or a forked child: nothing inherited is used
+            self._lock = threading.Lock()
+            self._chunked, self._file_map = {}, None
+            self._cache = DecodedChunks(self.cache_bytes)
+            self._chunked_pid = os.getpid()
+        if info.key not in self._chunked:
+            with self._lock:
+                if info.key not in self._chunked:
+                    ds = self._handles.get()[info.key]
+                    layout = chunk_layout(ds)
+                    reader = None
+                    if layout is not None and self._cache is not None:
+                        if self._file_map is None:
+                            with open(self.path, "rb") as f:
+                                self._file_map = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
+                        reader = ChunkedReader(info.key, layout, ChunkIndex(ds, layout), self._file_map, self._cache)
+                    self._chunked[info.key] = reader
+        return self._chunked[info.key]
 
     def _open(self) -> Any:
         h5py = _h5py()
@@ -204,11 +245,17 @@ class HDF5:
                 got = np.array(mapped[lo:hi]) if contiguous else np.take(mapped, rows, axis=0)
                 out[info.key] = got if got.dtype == info.dtype else got.astype(info.dtype)
                 continue
+            reader = self._chunk_reader(info)
+            if reader is not None:
+                out[info.key] = reader.rows(rows)
+                continue
             ds = self._handles.get()[info.key]
             if contiguous:
                 out[info.key] = ds[lo:hi]
             elif slab:
                 out[info.key] = np.take(ds[lo:hi], rows - lo, axis=0)
+            elif info.chunk_rows:  # HDF5's point selection across chunks is slower than a slab per chunk
+                out[info.key] = _by_chunk(ds, rows, info.chunk_rows)
             else:
                 out[info.key] = ds[rows]
         return out
@@ -225,3 +272,22 @@ class HDF5:
         """Close the handles and memory maps opened in this process (they reopen on the next read)."""
         self._handles.close()
         self._maps = {}  # unmapped once no batch still views them
+        if self._chunked_pid == os.getpid():
+            self._chunked = {}
+            if self._cache is not None:
+                self._cache.clear()
+            if self._file_map is not None:
+                try:
+                    self._file_map.close()
+                except BufferError:  # a read in flight; the map closes when it lets go
+                    pass
+                self._file_map = None
+
+
+def _by_chunk(ds: Any, rows: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """Sorted ``rows`` of chunked h5py dataset ``ds``: one slab read per chunk touched."""
+    out = np.empty((len(rows), *ds.shape[1:]), np.dtype(ds.dtype).newbyteorder("="))
+    for _, a, b in chunk_groups(rows, chunk_rows):
+        lo, hi = int(rows[a]), int(rows[b - 1]) + 1
+        out[a:b] = ds[lo:hi][rows[a:b] - lo]
+    return out
