@@ -177,20 +177,24 @@ def back_free_memory(nbytes: int) -> None:
     del block
 
 
-def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: int = 5) -> None:
-    """Cold: the HDF5 file dropped from the page cache before each run (a file is converted once,
+def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: int = 5, kind: str = "contiguous") -> None:
+    """``kind``: the file's layout, in the row names. Rates are bytes of data (rows x row bytes) per second.
+
+    Cold: the HDF5 file dropped from the page cache before each run (a file is converted once,
     so it is usually not cached); warm: read twice first. The store is written to the page cache.
 
     This machine is a VM that hands freed memory back to its host at once (free page reporting);
     the first touch of such a page later costs a fault in the host, so a run that allocates
     memory (a conversion's page cache, the write limit's) is 2-10x slower when the kernel gives
     it such pages, at random. Before every timed run, of every contender, the bench touches and
-    frees 1.5x the file's size, so each starts with backed free memory. Medians of ``runs``.
+    frees 3x the data's size (what a cold conversion may allocate: the input's page cache, the
+    store's, and slab buffers for decoded chunks), so each starts with backed free memory.
+    Medians of ``runs``.
     """
     import stoker
     from stoker.sources.to_store import default_writers
 
-    nbytes = os.path.getsize(h5)
+    nbytes = h5_rows(h5) * 3080
     writers = default_writers()
     payload = np.random.default_rng(2).integers(0, 255, nbytes, dtype=np.uint8)  # for the write limit
     figures = {}
@@ -202,15 +206,15 @@ def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: 
                 cached.append(resident(h5))
             else:
                 h5py_read_rate(h5)
-            back_free_memory(nbytes * 3 // 2)
+            back_free_memory(nbytes * 3)
             reads.append(h5py_read_rate(h5))
-            back_free_memory(nbytes * 3 // 2)
+            back_free_memory(nbytes * 3)
             writes.append(write_rate(tmp, payload, writers))
             store = os.path.join(tmp, f"conv{k}")
             if temp == "cold":
                 drop_file(h5)
                 cached.append(resident(h5))
-            back_free_memory(nbytes * 3 // 2)
+            back_free_memory(nbytes * 3)
             c0 = os.times()
             t0 = time.perf_counter()
             stoker.convert.hdf5(h5, store, keys="data,labels", progress=False)
@@ -221,15 +225,15 @@ def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: 
         read, conv, write = (float(np.median(v)) for v in (reads, convs, writes))
         figures[temp] = (read, conv, write)
         runs_mb = {"h5py_read": [r / 1e6 for r in reads], "convert": [c / 1e6 for c in convs], "write_limit": [w / 1e6 for w in writes]}
-        results.append(Result(f"convert hdf5, {temp} file", f"stoker ({writers} writer threads)", conv / 3080, conv / 1e6, {"runs_MBps": runs_mb["convert"], "sys_s": sys_s}))
-        results.append(Result(f"convert hdf5, {temp} file", "h5py sequential read (64 MB slabs, reused buffer)", read / 3080, read / 1e6, {"runs_MBps": runs_mb["h5py_read"]}))
-        results.append(Result(f"convert hdf5, {temp} file", f"write limit: plain write() of as many bytes, {writers} files at once", write / 3080, write / 1e6, {"runs_MBps": runs_mb["write_limit"]}))
+        results.append(Result(f"convert hdf5 ({kind}), {temp} file", f"stoker ({writers} writer threads)", conv / 3080, conv / 1e6, {"runs_MBps": runs_mb["convert"], "sys_s": sys_s}))
+        results.append(Result(f"convert hdf5 ({kind}), {temp} file", "h5py sequential read (64 MB slabs, reused buffer)", read / 3080, read / 1e6, {"runs_MBps": runs_mb["h5py_read"]}))
+        results.append(Result(f"convert hdf5 ({kind}), {temp} file", f"write limit: plain write() of as many bytes, {writers} files at once", write / 3080, write / 1e6, {"runs_MBps": runs_mb["write_limit"]}))
         if cached:
             print(f"convert, cold: share of the file in the page cache before each cold run: max {max(cached):.1%}")
         print(f"convert, {temp}: per-run MB/s " + "; ".join(f"{k} " + ", ".join(f"{x:,.0f}" for x in v) for k, v in runs_mb.items()))
         print(f"convert, {temp}: system CPU seconds per conversion " + ", ".join(f"{x:.2f}" for x in sys_s))
     for temp, (read, conv, write) in figures.items():
-        checks[f"convert_vs_h5py_read_{temp}"] = {
+        checks[f"convert_{'' if kind == 'contiguous' else kind + '_'}vs_h5py_read_{temp}"] = {
             "ratio": conv / read, "target": 0.7, "pass": conv / read >= 0.7, "read_MBps": read / 1e6, "convert_MBps": conv / 1e6,
             "write_limit_MBps": write / 1e6, "write_limit_vs_read": write / read, "convert_vs_write_limit": conv / write,
             "writers": writers, "runs": runs,
@@ -261,7 +265,7 @@ def seed_rate(h5: str, seconds: float, cores: int) -> float:
     return seed
 
 
-def bench_hdf5(h5: str, seconds: float, results: list[Result], checks: dict, tmp: str) -> None:
+def bench_hdf5(h5: str, gz: str, seconds: float, results: list[Result], checks: dict) -> None:
     import stoker
 
     cores = len(os.sched_getaffinity(0))
@@ -282,9 +286,7 @@ def bench_hdf5(h5: str, seconds: float, results: list[Result], checks: dict, tmp
     # The same rows gzip-compressed in chunks of 64 rows: no memory map possible; stoker decodes
     # chunks itself (hdf5_chunks.py), the seed through h5py. Random bytes do not compress, so
     # inflate is cheap here; compressible data makes every contender pay more per chunk.
-    gz = os.path.join(tmp, "data-gzip.h5")
-    gz_rows = min(200_000, h5_rows(h5))
-    gzip_copy(h5, gz, gz_rows)
+    gz_rows = h5_rows(gz)
     where = f"gzip-chunked file, {gz_rows:,} rows"
     mine = {}
     for shuffle in (True, "block"):
@@ -297,7 +299,6 @@ def bench_hdf5(h5: str, seconds: float, results: list[Result], checks: dict, tmp
         "ratio": mine[True] / seed_gz, "target": None, "pass": None, "block_ratio": mine["block"] / seed_gz,
         "note": "global shuffle decodes one 64-row chunk per row for every contender; block shuffle decodes each chunk about once per window",
     }  # fmt: skip
-    os.remove(gz)
 
 
 def h5_rows(h5: str) -> int:
@@ -413,11 +414,18 @@ def main() -> None:
         h5 = os.path.join(tmp, "data.h5")
         size = write_h5(h5, args.rows)
         print(f"HDF5 file: {args.rows:,} rows of uint8{list(IMG)} + int64 label, {size / 2**20:,.0f} MiB (contiguous layout)")
+        gz = os.path.join(tmp, "data-gzip.h5")
+        if not {"convert", "hdf5"} <= skip:
+            gzip_copy(h5, gz, min(200_000, args.rows))
+            print(f"gzip-chunked copy: the first {min(200_000, args.rows):,} rows, 64 rows a chunk, {os.path.getsize(gz) / 2**20:,.0f} MiB")
         if "convert" not in skip:
             bench_convert(tmp, h5, results, checks)
+            bench_convert(tmp, gz, results, checks, kind="gzip-chunked")
         if "hdf5" not in skip:
-            bench_hdf5(h5, args.seconds, results, checks, tmp)
+            bench_hdf5(h5, gz, args.seconds, results, checks)
         os.remove(h5)
+        if os.path.exists(gz):
+            os.remove(gz)
         if "ltr" not in skip:
             bench_ltr(tmp, args.ltr_gb, args.limit_mb, max(args.seconds, 10.0), results, checks)
     finally:

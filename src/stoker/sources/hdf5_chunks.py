@@ -83,6 +83,16 @@ class ChunkIndex:
 
         ds.id.chunk_iter(visit)
 
+    def span(self, first: int, last: int) -> tuple[int, int] | None:
+        """The bytes of the file holding chunk rows ``first .. last`` (axis-0 chunk numbers), as (offset, size)."""
+        offsets = self.offset[first : last + 1]
+        stored = offsets >= 0
+        if not stored.any():
+            return None
+        lo = int(offsets[stored].min())
+        hi = int((offsets + self.size[first : last + 1])[stored].max())
+        return lo, hi - lo
+
 
 class DecodedChunks:
     """Decoded chunks by key, least recently used dropped first past ``budget`` bytes (thread-safe)."""
@@ -198,10 +208,11 @@ class ChunkedReader:
         self._cache.put(key, block)
         return block
 
-    def rows(self, indices: np.ndarray) -> np.ndarray:
-        """Rows ``indices`` (sorted), native byte order."""
+    def rows(self, indices: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``indices`` (sorted), native byte order, into ``out`` if given."""
         per = self.layout.chunks[0]
-        out = np.empty((len(indices), *self.layout.shape[1:]), self._dtype)
+        if out is None:
+            out = np.empty((len(indices), *self.layout.shape[1:]), self._dtype)
         for c, a, b in chunk_groups(indices, per):
             block = self._block(c)
             local = indices[a:b] - c * per

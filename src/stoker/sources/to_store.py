@@ -21,6 +21,7 @@ Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct``
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import math
 import mmap
 import os
@@ -36,11 +37,13 @@ from stoker.pipeline.threads import default_workers
 from stoker.sources._common import progress_bar, rows_per_step
 from stoker.sources.arrays import as_columns
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
+from stoker.sources.hdf5_chunks import ChunkedReader, ChunkIndex, DecodedChunks, chunk_layout
 from stoker.store.format import Column, Tensor
 from stoker.store.shardfile import ShardTask
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
 
-ReadSlab = Callable[[int, int, int], dict[str, np.ndarray]]
+Slab = dict[str, "np.ndarray | Callable[[], np.ndarray]"]
+ReadSlab = Callable[[int, int, int], Slab]
 MAX_WRITERS = 4  # one page-cache write() runs at about one core's speed; past a few, memory bandwidth decides
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # the Linux value; Python names it from 3.13
 _PAGE_IN_STEP = 16 * 2**20
@@ -63,6 +66,10 @@ class _MappedFile:
             raise
         self._populate = hasattr(self._map, "madvise")
         self._pool: cf.ThreadPoolExecutor | None = None
+
+    @property
+    def map(self) -> mmap.mmap:
+        return self._map
 
     def view(self, info: KeyInfo, rows: int) -> np.ndarray:
         count = rows * math.prod(info.shape)
@@ -121,8 +128,10 @@ def write_slabs(
     ``read(start, stop, slot) -> {column: array}`` returns rows ``start:stop``; it runs on this
     thread, in order, while earlier slabs are written. ``slot`` (0 .. writers) names the buffer
     set a reader that reuses buffers may fill: the slab read into a slot last time is written
-    and let go by then. ``ahead(start, stop)``, if given, is told of each slab ``writers`` slabs
-    before it is read (to start reading it from disk).
+    and let go by then. A value may be a zero-argument callable instead of an array: it runs
+    on the writer thread (work that releases the GIL, such as decoding, then runs in parallel).
+    ``ahead(start, stop)``, if given, is told of each slab ``writers`` slabs before it is read
+    (to start reading it from disk).
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
@@ -156,7 +165,7 @@ def write_slabs(
                     slab = read(start, stop, k % (writers + 1))
                     while len(inflight) >= writers:
                         commit_oldest()
-                    inflight.append(pool.submit(writer.reserve_shard().write, slab, start))
+                    inflight.append(pool.submit(_write_shard, writer.reserve_shard(), slab, start))
                 while inflight:
                     commit_oldest()
             except BaseException:
@@ -164,6 +173,10 @@ def write_slabs(
                     future.cancel()
                 raise
     return Path(store)
+
+
+def _write_shard(task: ShardTask, slab: Slab, start: int) -> ShardTask:
+    return task.write({k: v() if callable(v) else v for k, v in slab.items()}, start)
 
 
 def hdf5_to_store(
@@ -187,24 +200,39 @@ def hdf5_to_store(
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
 
-    # Memory-mapped keys (see the module docstring), paged in ``writers`` slabs ahead; other keys
-    # are read into ``writers + 1`` slab buffers per key, used in turn (write_slabs' ``slot``).
+    # Memory-mapped keys (see the module docstring), paged in ``writers`` slabs ahead; chunked
+    # gzip/shuffle keys decoded from the same map on the writer threads (their compressed bytes
+    # paged in ahead too); other keys read through h5py. Decoded and h5py keys go into
+    # ``writers + 1`` slab buffers per key, used in turn (write_slabs' ``slot``).
     mappable = [info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype]
-    mapfile = _MappedFile(source.path) if mappable else None
+    handle = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
+    layouts = {info.key: chunk_layout(handle[info.key]) for info in source.infos if info.chunk_rows}
+    mapfile = _MappedFile(source.path) if mappable or any(layouts.values()) else None
     mapped = {info.key: mapfile.view(info, len(source)) for info in mappable} if mapfile else {}
+    decoded = {
+        key: ChunkedReader(key, layout, ChunkIndex(handle[key], layout), mapfile.map, DecodedChunks(0))
+        for key, layout in layouts.items() if layout is not None and mapfile is not None
+    }  # fmt: skip
     buffers: dict[tuple[str, int], np.ndarray] = {}
     paging: dict[int, list[cf.Future[None]]] = {}
 
     def ahead(start: int, stop: int) -> None:
-        if mapfile is not None:
-            paging[start] = [mapfile.ahead(int(info.offset or 0) + start * info.row_bytes, (stop - start) * info.row_bytes) for info in mappable]
+        if mapfile is None:
+            return
+        spans = [(int(info.offset or 0) + start * info.row_bytes, (stop - start) * info.row_bytes) for info in mappable]
+        for reader in decoded.values():
+            per = reader.layout.chunks[0]
+            span = reader.index.span(start // per, (stop - 1) // per)
+            if span is not None:
+                spans.append(span)
+        paging[start] = [mapfile.ahead(offset, size) for offset, size in spans]
 
-    def read(start: int, stop: int, slot: int) -> dict[str, np.ndarray]:
+    def read(start: int, stop: int, slot: int) -> Slab:
         # A writer starts on a slab once it is in memory: faults on a cold map would read the
         # file in small pieces, out of order with the page-in thread's large sequential reads.
         for future in paging.pop(start, ()):
             future.result()
-        out = {}
+        out: Slab = {}
         for info in source.infos:
             if info.key in mapped:
                 out[info.key] = mapped[info.key][start:stop]
@@ -213,8 +241,10 @@ def hdf5_to_store(
             if buf is None or len(buf) < stop - start:
                 buf = buffers[(info.key, slot)] = np.empty((stop - start, *info.shape), dtype=info.dtype)
             view = buf[: stop - start]
-            f = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
-            f[info.key].read_direct(view, np.s_[start:stop], np.s_[0 : stop - start])
+            if info.key in decoded:
+                out[info.key] = functools.partial(decoded[info.key].rows, np.arange(start, stop), view)
+                continue
+            handle[info.key].read_direct(view, np.s_[start:stop], np.s_[0 : stop - start])
             out[info.key] = view
         return out
 
@@ -226,6 +256,7 @@ def hdf5_to_store(
         )  # fmt: skip
     finally:
         mapped.clear()  # unmap the file: the kernel keeps mapped pages cached whatever it is told
+        decoded.clear()
         if mapfile is not None:
             mapfile.close()
         source.close()

@@ -150,3 +150,23 @@ def test_chunks_stored_with_a_filter_skipped(tmp_path):
     with h5py.File(path) as f:
         np.testing.assert_array_equal(f["x"][:], rows)  # what HDF5 itself reads
     np.testing.assert_array_equal(stoker.sources.HDF5(path, "x").read_rows(np.arange(0, 64, 3))["x"], rows[::3])
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_conversion_decodes_chunks_on_the_writer_threads(tmp_path, layout, monkeypatch):
+    import threading
+
+    from stoker.sources import hdf5_chunks
+
+    kw = dict(LAYOUTS[layout])
+    dtype = kw.pop("dtype", "<i4")
+    path = tmp_path / "f.h5"
+    data = make(path, dtype=dtype, rows=500, written=430, **kw)
+    threads = set()
+    real = hdf5_chunks.ChunkedReader.rows
+    monkeypatch.setattr(hdf5_chunks.ChunkedReader, "rows", lambda self, *a: (threads.add(threading.current_thread().name), real(self, *a))[1])
+    out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=1200, progress=False, writers=2)
+    ds = stoker.open(out, verify=True)
+    assert ds.num_shards > 3
+    np.testing.assert_array_equal(ds[:]["x"], data)
+    assert threads and all(name.startswith("stoker-convert-write") for name in threads)
