@@ -130,8 +130,8 @@ def write_slabs(
     set a reader that reuses buffers may fill: the slab read into a slot last time is written
     and let go by then. A value may be a zero-argument callable instead of an array: it runs
     on the writer thread (work that releases the GIL, such as decoding, then runs in parallel).
-    ``ahead(start, stop)``, if given, is told of each slab ``writers`` slabs before it is read
-    (to start reading it from disk).
+    ``ahead(start, stop)``, if given, is told of each slab ``writers + 1`` slabs before it is
+    read (to start reading it from disk).
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
@@ -143,8 +143,9 @@ def write_slabs(
     if align > 1 and step > align:
         step -= step % align  # whole HDF5 chunks per read
     slabs = [(start, min(start + step, rows)) for start in range(0, rows, step)]
+    depth = writers + 1  # slabs asked for ahead of the one being read: one per writer, and the next
     if ahead is not None:
-        for start, stop in slabs[:writers]:
+        for start, stop in slabs[:depth]:
             ahead(start, stop)
     with StoreWriter(store, schema, shard_size=step * row_bytes, overwrite=overwrite, metadata=metadata) as writer:
         bar = progress_bar(rows, desc, progress)
@@ -160,8 +161,8 @@ def write_slabs(
         with cf.ThreadPoolExecutor(max_workers=writers, thread_name_prefix="stoker-convert-write") as pool, bar:
             try:
                 for k, (start, stop) in enumerate(slabs):
-                    if ahead is not None and k + writers < len(slabs):
-                        ahead(*slabs[k + writers])
+                    if ahead is not None and k + depth < len(slabs):
+                        ahead(*slabs[k + depth])
                     slab = read(start, stop, k % (writers + 1))
                     while len(inflight) >= writers:
                         commit_oldest()
@@ -200,7 +201,7 @@ def hdf5_to_store(
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
 
-    # Memory-mapped keys (see the module docstring), paged in ``writers`` slabs ahead; chunked
+    # Memory-mapped keys (see the module docstring), paged in ``writers + 1`` slabs ahead; chunked
     # gzip/shuffle keys decoded from the same map on the writer threads (their compressed bytes
     # paged in ahead too); other keys read through h5py. Decoded and h5py keys go into
     # ``writers + 1`` slab buffers per key, used in turn (write_slabs' ``slot``).
