@@ -45,6 +45,7 @@ from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
 Slab = dict[str, "np.ndarray | Callable[[], np.ndarray]"]
 ReadSlab = Callable[[int, int, int], Slab]
 MAX_WRITERS = 4  # one page-cache write() runs at about one core's speed; past a few, memory bandwidth decides
+MIN_PIPELINED_SHARD = 32 * 2**20
 _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # the Linux value; Python names it from 3.13
 _PAGE_IN_STEP = 16 * 2**20
 
@@ -139,7 +140,11 @@ def write_slabs(
     if writers < 1:
         raise ConfigError(f"writers must be at least 1, got {writers}", option="writers")
     row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
-    step = rows_per_step(row_bytes, parse_size(shard_size))
+    # Shards of at most shard_size; a small input is cut finer (not under MIN_PIPELINED_SHARD) so
+    # that reading one slab overlaps the writing of others from the start to the end.
+    limit = parse_size(shard_size)
+    target = min(limit, max(rows * row_bytes // (2 * writers + 2), MIN_PIPELINED_SHARD))
+    step = rows_per_step(row_bytes, target)
     if align > 1 and step > align:
         step -= step % align  # whole HDF5 chunks per read
     slabs = [(start, min(start + step, rows)) for start in range(0, rows, step)]
@@ -195,7 +200,9 @@ def hdf5_to_store(
 
     Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
     different lengths, and object / variable-length / string datasets raise SchemaError.
-    ``writers``: shards written at once (default: one per core, at most 4).
+    ``writers``: shards written at once (default: one per core, at most 4). ``shard_size`` is
+    an upper bound: an input smaller than ``(2 * writers + 2) * shard_size`` is cut into
+    ``2 * writers + 2`` shards (none under 32 MB) so that reading and writing overlap.
     """
     source = HDF5(file, parse_keys(keys))
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
@@ -279,7 +286,7 @@ def arrays_to_store(
     ``arrays``: a dict name -> array/tensor/``.npy`` path, a sequence of them (named by
     ``names``, else ``"0"``, ``"1"``, ...), a TensorDataset, or an ``.npz`` path.
     Memory-mapped inputs are read slab by slab, so they may be larger than RAM.
-    ``writers``: shards written at once (default: one per core, at most 4).
+    ``writers`` and ``shard_size``: as for :func:`hdf5_to_store`.
     """
     if isinstance(arrays, (list, tuple)):
         columns, _ = as_columns(tuple(arrays), {})
