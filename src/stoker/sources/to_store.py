@@ -10,11 +10,10 @@ approach the read rate. Memory in use: about ``writers + 1`` slabs.
 HDF5 datasets stored contiguously without filters, in native byte order (h5py's default
 layout), are not read at all: their slabs are views of one read-only memory map of the
 file, which the shard writer copies straight from the page cache into the shard (one copy
-instead of two). A page-in thread brings each slab into the page cache ahead of the writers,
-with plain sequential ``pread`` calls into one small reused buffer (h5py's own access
-pattern, which the kernel's readahead serves best; ``posix_fadvise(WILLNEED)`` then
-``madvise(MADV_POPULATE_READ)`` measured slower and more erratic here), so a cold file
-streams from disk while the writer threads only hash and write.
+instead of two). A page-in thread brings each slab in ahead of the writer: it asks the
+kernel to read it (``posix_fadvise(WILLNEED)``), then maps it into the process 16 MB at a
+time (``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the writer takes the page
+faults), so a cold file streams from disk while the writer threads only hash and write.
 Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct`` into
 ``writers + 1`` reused slab buffers, while the writer threads write earlier slabs.
 """
@@ -47,15 +46,16 @@ Slab = dict[str, "np.ndarray | Callable[[], np.ndarray]"]
 ReadSlab = Callable[[int, int, int], Slab]
 MAX_WRITERS = 4  # one page-cache write() runs at about one core's speed; past a few, memory bandwidth decides
 MIN_PIPELINED_SHARD = 32 * 2**20
-_PAGE_IN_STEP = 64 * 2**20  # bytes per pread of the page-in thread (h5py's slab in bench_sources)
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # the Linux value; Python names it from 3.13
+_PAGE_IN_STEP = 16 * 2**20
 
 
 class _MappedFile:
     """One read-only memory map of a file: dataset views, and byte ranges paged in ahead.
 
-    :meth:`ahead` returns at once, with a future that is done once the range is in the page
-    cache; a thread of its own (started on first use) reads the ranges in the order asked,
-    while the caller goes on.
+    :meth:`ahead` returns at once, with a future that is done once the range is mapped; a thread
+    of its own (started on first use) asks the kernel to read the range and maps it, range
+    after range in the order asked, while the caller goes on.
     """
 
     def __init__(self, path: Path) -> None:
@@ -65,7 +65,7 @@ class _MappedFile:
         except BaseException:
             os.close(self._fd)
             raise
-        self._scratch: bytearray | None = None
+        self._populate = hasattr(self._map, "madvise")
         self._pool: cf.ThreadPoolExecutor | None = None
 
     @property
@@ -77,25 +77,22 @@ class _MappedFile:
         return np.frombuffer(self._map, info.dtype, count, int(info.offset or 0)).reshape(rows, *info.shape)
 
     def ahead(self, offset: int, size: int) -> cf.Future[None]:
-        """Have ``size`` bytes from ``offset`` read into the page cache, in the background."""
+        """Have ``size`` bytes from ``offset`` read into the page cache and mapped, in the background."""
         if self._pool is None:
             self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-convert-pagein")
         return self._pool.submit(self._page_in, offset, size)
 
     def _page_in(self, offset: int, size: int) -> None:
-        if self._scratch is None:
-            self._scratch = bytearray(_PAGE_IN_STEP)
-        piece = memoryview(self._scratch)
-        pos, end = offset, offset + size
-        while pos < end:
-            want = piece[: min(len(piece), end - pos)]
-            if hasattr(os, "preadv"):
-                n = os.preadv(self._fd, [want], pos)
-            else:  # pragma: no cover - platforms without preadv
-                n = len(os.pread(self._fd, len(want), pos))
-            if n <= 0:  # past the end of the file
+        if hasattr(os, "posix_fadvise"):  # Linux; not macOS
+            os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)  # the whole range queued for reading
+        lo = offset - offset % mmap.PAGESIZE
+        for start in range(lo, offset + size, _PAGE_IN_STEP):  # mapped piece by piece as it arrives
+            if not self._populate:
                 return
-            pos += n
+            try:
+                self._map.madvise(_MADV_POPULATE_READ, start, min(_PAGE_IN_STEP, offset + size - start))
+            except OSError:  # kernel older than 5.14: the writer's page faults map the pages instead
+                self._populate = False
 
     def close(self) -> None:
         if self._pool is not None:
