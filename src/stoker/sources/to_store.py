@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
-import math
-import mmap
 import os
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -36,8 +34,9 @@ from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.threads import default_workers
 from stoker.sources._common import progress_bar, rows_per_step
 from stoker.sources.arrays import as_columns
-from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
+from stoker.sources.hdf5 import HDF5, parse_keys
 from stoker.sources.hdf5_chunks import ChunkedReader, ChunkIndex, DecodedChunks, chunk_layout
+from stoker.sources.mapped_file import MappedFile
 from stoker.store.format import Column, Tensor
 from stoker.store.shardfile import ShardTask
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
@@ -46,62 +45,6 @@ Slab = dict[str, "np.ndarray | Callable[[], np.ndarray]"]
 ReadSlab = Callable[[int, int, int], Slab]
 MAX_WRITERS = 4  # one page-cache write() runs at about one core's speed; past a few, memory bandwidth decides
 MIN_PIPELINED_SHARD = 32 * 2**20
-_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # the Linux value; Python names it from 3.13
-_PAGE_IN_STEP = 16 * 2**20
-
-
-class _MappedFile:
-    """One read-only memory map of a file: dataset views, and byte ranges paged in ahead.
-
-    :meth:`ahead` returns at once, with a future that is done once the range is mapped; a thread
-    of its own (started on first use) asks the kernel to read the range and maps it, range
-    after range in the order asked, while the caller goes on.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
-        try:
-            self._map = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
-        except BaseException:
-            os.close(self._fd)
-            raise
-        self._populate = hasattr(self._map, "madvise")
-        self._pool: cf.ThreadPoolExecutor | None = None
-
-    @property
-    def map(self) -> mmap.mmap:
-        return self._map
-
-    def view(self, info: KeyInfo, rows: int) -> np.ndarray:
-        count = rows * math.prod(info.shape)
-        return np.frombuffer(self._map, info.dtype, count, int(info.offset or 0)).reshape(rows, *info.shape)
-
-    def ahead(self, offset: int, size: int) -> cf.Future[None]:
-        """Have ``size`` bytes from ``offset`` read into the page cache and mapped, in the background."""
-        if self._pool is None:
-            self._pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix="stoker-convert-pagein")
-        return self._pool.submit(self._page_in, offset, size)
-
-    def _page_in(self, offset: int, size: int) -> None:
-        if hasattr(os, "posix_fadvise"):  # Linux; not macOS
-            os.posix_fadvise(self._fd, offset, size, os.POSIX_FADV_WILLNEED)  # the whole range queued for reading
-        lo = offset - offset % mmap.PAGESIZE
-        for start in range(lo, offset + size, _PAGE_IN_STEP):  # mapped piece by piece as it arrives
-            if not self._populate:
-                return
-            try:
-                self._map.madvise(_MADV_POPULATE_READ, start, min(_PAGE_IN_STEP, offset + size - start))
-            except OSError:  # kernel older than 5.14: the writer's page faults map the pages instead
-                self._populate = False
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-        try:
-            self._map.close()
-        except BufferError:  # a view is still alive somewhere; the map closes when it goes
-            pass
-        os.close(self._fd)
 
 
 def default_writers() -> int:
@@ -123,6 +66,7 @@ def write_slabs(
     align: int = 1,
     writers: int | None = None,
     ahead: Callable[[int, int], None] | None = None,
+    done: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Write ``rows`` rows into ``store``, one shard per slab, ``writers`` shards at a time.
 
@@ -132,7 +76,7 @@ def write_slabs(
     and let go by then. A value may be a zero-argument callable instead of an array: it runs
     on the writer thread (work that releases the GIL, such as decoding, then runs in parallel).
     ``ahead(start, stop)``, if given, is told of each slab ``writers + 1`` slabs before it is
-    read (to start reading it from disk).
+    read (to start reading it from disk), and ``done(start, stop)`` once its shard is written.
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
@@ -156,9 +100,14 @@ def write_slabs(
         bar = progress_bar(rows, desc, progress)
         inflight: deque[cf.Future[ShardTask]] = deque()
 
+        written = deque(slabs)
+
         def commit_oldest() -> None:
             task = inflight.popleft().result()
             writer.commit_shard(task)
+            start, stop = written.popleft()
+            if done is not None:
+                done(start, stop)
             bar.update(task.info.rows if task.info else 0)
 
         # Leaving this block waits for every write in flight, so the writer never closes or
@@ -215,7 +164,7 @@ def hdf5_to_store(
     mappable = [info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype]
     handle = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
     layouts = {info.key: chunk_layout(handle[info.key]) for info in source.infos if info.chunk_rows}
-    mapfile = _MappedFile(source.path) if mappable or any(layouts.values()) else None
+    mapfile = MappedFile(source.path) if mappable or any(layouts.values()) else None
     mapped = {info.key: mapfile.view(info, len(source)) for info in mappable} if mapfile else {}
     decoded = {
         key: ChunkedReader(key, layout, ChunkIndex(handle[key], layout), mapfile.map, DecodedChunks(0))
@@ -223,6 +172,7 @@ def hdf5_to_store(
     }  # fmt: skip
     buffers: dict[tuple[str, int], np.ndarray] = {}
     paging: dict[int, list[cf.Future[None]]] = {}
+    paged: dict[int, list[tuple[int, int]]] = {}
 
     def ahead(start: int, stop: int) -> None:
         if mapfile is None:
@@ -234,6 +184,12 @@ def hdf5_to_store(
             if span is not None:
                 spans.append(span)
         paging[start] = [mapfile.ahead(offset, size) for offset, size in spans]
+        paged[start] = spans
+
+    def done(start: int, stop: int) -> None:
+        if mapfile is not None:
+            for offset, size in paged.pop(start, ()):
+                mapfile.release(offset, size)  # dropped from the page cache if the conversion brought it in
 
     def read(start: int, stop: int, slot: int) -> Slab:
         # A writer starts on a slab once it is in memory: faults on a cold map would read the
@@ -260,7 +216,7 @@ def hdf5_to_store(
     try:
         return write_slabs(
             store, read, schema, len(source), shard_size=shard_size, overwrite=overwrite, progress=progress,
-            metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1), writers=writers, ahead=ahead,
+            metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1), writers=writers, ahead=ahead, done=done,
         )  # fmt: skip
     finally:
         mapped.clear()  # unmap the file: the kernel keeps mapped pages cached whatever it is told

@@ -147,11 +147,11 @@ def test_convert_maps_contiguous_datasets_and_reads_ahead(h5, tmp_path, monkeypa
     """Contiguous native datasets go through the memory map, each slab read ahead with WILLNEED;
     the gzip-chunked one is decoded from the same map, its stored chunks read ahead too. Every
     byte of a mapped dataset is asked for once."""
-    import stoker.sources.to_store as to_store
+    import stoker.sources.mapped_file as mapped_file
 
     calls = []
     real = os.posix_fadvise
-    monkeypatch.setattr(to_store.os, "posix_fadvise", lambda fd, off, n, advice: (calls.append((off, n, advice)), real(fd, off, n, advice)))
+    monkeypatch.setattr(mapped_file.os, "posix_fadvise", lambda fd, off, n, advice: (calls.append((off, n, advice)), real(fd, off, n, advice)))
     out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels,group/chunked", shard_size=4000, progress=False)
     ds = stoker.open(out, verify=True)
     assert ds.num_shards > 2
@@ -196,9 +196,9 @@ def test_convert_leaves_the_file_unmapped(h5, tmp_path):
 
 def test_convert_without_madvise_populate(h5, tmp_path, monkeypatch):
     """A kernel without MADV_POPULATE_READ (EINVAL) falls back to the writer's page faults."""
-    import stoker.sources.to_store as to_store
+    import stoker.sources.mapped_file as mapped_file
 
-    monkeypatch.setattr(to_store, "_MADV_POPULATE_READ", 12345)
+    monkeypatch.setattr(mapped_file, "_MADV_POPULATE_READ", 12345)
     out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels", shard_size=4000, progress=False)
     ds = stoker.open(out, verify=True)
     with h5py.File(h5) as f:
@@ -248,3 +248,48 @@ def test_convert_failing_midway_leaves_nothing_and_no_threads(h5, tmp_path, monk
 def test_convert_refuses_zero_writers(h5, tmp_path):
     with pytest.raises(stoker.errors.ConfigError, match="writers"):
         stoker.convert.hdf5(h5, tmp_path / "store", keys="data", writers=0, progress=False)
+
+
+def _drop_from_cache(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _cached_share(path) -> float:
+    from stoker.sources.mapped_file import MappedFile
+
+    f = MappedFile(path)
+    try:
+        return f.resident(0, os.path.getsize(path))
+    finally:
+        f.close()
+
+
+def test_converting_a_cold_file_leaves_it_out_of_the_page_cache(tmp_path):
+    path = tmp_path / "big.h5"
+    data = np.random.default_rng(3).integers(0, 255, (20_000, 64), dtype=np.uint8)
+    with h5py.File(path, "w") as f:
+        f["x"] = data
+        f.create_dataset("z", data=data[:, 0].astype(np.int16), chunks=(512,), compression="gzip")
+    _drop_from_cache(path)
+    if _cached_share(path) > 0.1:
+        pytest.skip("this filesystem keeps dropped pages cached (tmpfs?): a cold file cannot be made")
+    out = stoker.convert.hdf5(path, tmp_path / "store", keys="x,z", shard_size=200_000, progress=False)
+    assert _cached_share(path) < 0.2  # the conversion paged the file in, and gave it back
+    ds = stoker.open(out, verify=True)
+    assert ds.num_shards > 3
+    np.testing.assert_array_equal(ds[:]["x"], data)
+    np.testing.assert_array_equal(ds[:]["z"], data[:, 0])
+
+
+def test_converting_a_warm_file_keeps_it_cached(tmp_path):
+    path = tmp_path / "big.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.ones((20_000, 64), np.uint8)
+    path.read_bytes()  # every page cached
+    stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=200_000, progress=False)
+    assert _cached_share(path) > 0.9
