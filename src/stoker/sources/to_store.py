@@ -13,7 +13,8 @@ file, which the shard writer copies straight from the page cache into the shard 
 instead of two). A page-in thread brings each slab in ahead of the writer: it asks the
 kernel to read it (``posix_fadvise(WILLNEED)``), then maps it into the process 16 MB at a
 time (``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the writer takes the page
-faults), so a cold file streams from disk while the writer threads only hash and write.
+faults), so a cold file streams from disk while the writer threads only hash and write; a
+cold file's pages are given back once each slab is written (``mapped_file.py``).
 Other datasets (chunked, compressed, byte-swapped) are read with ``read_direct`` into
 ``writers + 1`` reused slab buffers, while the writer threads write earlier slabs.
 """
