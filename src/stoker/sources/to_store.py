@@ -85,10 +85,11 @@ def write_slabs(
     if writers < 1:
         raise ConfigError(f"writers must be at least 1, got {writers}", option="writers")
     row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
-    # Shards of at most shard_size; a small input is cut finer (not under MIN_PIPELINED_SHARD) so
-    # that reading one slab overlaps the writing of others from the start to the end.
+    # Shards of at most shard_size; an input under 8 * (writers + 1) shards is cut finer (not
+    # under MIN_PIPELINED_SHARD), so that reading overlaps writing from start to end and a cold
+    # input's pages, given back slab by slab, are reused for the store's.
     limit = parse_size(shard_size)
-    target = min(limit, max(rows * row_bytes // (2 * writers + 2), MIN_PIPELINED_SHARD))
+    target = min(limit, max(rows * row_bytes // (8 * (writers + 1)), MIN_PIPELINED_SHARD))
     step = rows_per_step(row_bytes, target)
     if align > 1 and step > align:
         step -= step % align  # whole HDF5 chunks per read
@@ -151,8 +152,8 @@ def hdf5_to_store(
     Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
     different lengths, and object / variable-length / string datasets raise SchemaError.
     ``writers``: shards written at once (default: one per core, at most 4). ``shard_size`` is
-    an upper bound: an input smaller than ``(2 * writers + 2) * shard_size`` is cut into
-    ``2 * writers + 2`` shards (none under 32 MB) so that reading and writing overlap.
+    an upper bound: an input smaller than ``8 * (writers + 1)`` shards is cut into that many
+    (none under 32 MB), so that reading and writing overlap.
     """
     source = HDF5(file, parse_keys(keys))
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
