@@ -68,6 +68,7 @@ def write_slabs(
     writers: int | None = None,
     ahead: Callable[[int, int], None] | None = None,
     done: Callable[[int, int], None] | None = None,
+    cold: bool = False,
 ) -> Path:
     """Write ``rows`` rows into ``store``, one shard per slab, ``writers`` shards at a time.
 
@@ -78,6 +79,7 @@ def write_slabs(
     on the writer thread (work that releases the GIL, such as decoding, then runs in parallel).
     ``ahead(start, stop)``, if given, is told of each slab ``writers + 1`` slabs before it is
     read (to start reading it from disk), and ``done(start, stop)`` once its shard is written.
+    ``cold``: the input comes from disk (not the page cache), which sizes slabs (see below).
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
@@ -85,11 +87,12 @@ def write_slabs(
     if writers < 1:
         raise ConfigError(f"writers must be at least 1, got {writers}", option="writers")
     row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
-    # Shards of at most shard_size; an input under 8 * (writers + 1) shards is cut finer (not
-    # under MIN_PIPELINED_SHARD), so that reading overlaps writing from start to end and a cold
-    # input's pages, given back slab by slab, are reused for the store's.
+    # Shards of at most shard_size; a small input is cut finer (not under MIN_PIPELINED_SHARD) so
+    # that reading overlaps writing from start to end: into 2 * (writers + 1) slabs, or 8 * (...)
+    # for an input read from disk, whose pages, given back slab by slab, are then reused for the
+    # store's (measured: finer slabs help a cold file, and cost a warm one).
     limit = parse_size(shard_size)
-    target = min(limit, max(rows * row_bytes // (8 * (writers + 1)), MIN_PIPELINED_SHARD))
+    target = min(limit, max(rows * row_bytes // ((8 if cold else 2) * (writers + 1)), MIN_PIPELINED_SHARD))
     step = rows_per_step(row_bytes, target)
     if align > 1 and step > align:
         step -= step % align  # whole HDF5 chunks per read
@@ -152,8 +155,8 @@ def hdf5_to_store(
     Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
     different lengths, and object / variable-length / string datasets raise SchemaError.
     ``writers``: shards written at once (default: one per core, at most 4). ``shard_size`` is
-    an upper bound: an input smaller than ``8 * (writers + 1)`` shards is cut into that many
-    (none under 32 MB), so that reading and writing overlap.
+    an upper bound: a small input is cut into ``2 * (writers + 1)`` shards, or ``8 * (writers + 1)``
+    when the file is not in the page cache (none under 32 MB), so that reading and writing overlap.
     """
     source = HDF5(file, parse_keys(keys))
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
@@ -219,6 +222,7 @@ def hdf5_to_store(
         return write_slabs(
             store, read, schema, len(source), shard_size=shard_size, overwrite=overwrite, progress=progress,
             metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1), writers=writers, ahead=ahead, done=done,
+            cold=mapfile is not None and mapfile.cold,
         )  # fmt: skip
     finally:
         mapped.clear()  # unmap the file: the kernel keeps mapped pages cached whatever it is told
