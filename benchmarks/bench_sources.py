@@ -114,40 +114,16 @@ def h5py_read_rate(path: str) -> float:
 
 
 def drop_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    from stoker.sources.mapped_file import drop_from_page_cache
+
+    drop_from_page_cache(path)
 
 
 def resident(path: str) -> float:
-    """Share of the file's pages in the page cache (mincore on a fresh mapping)."""
-    import ctypes
-    import mmap
+    """Share of the file's pages in the page cache (mincore)."""
+    from stoker.sources.mapped_file import page_cache_share
 
-    size = os.path.getsize(path)
-    page = mmap.PAGESIZE
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr in (None, ctypes.c_void_p(-1).value):
-            raise OSError(ctypes.get_errno(), "mmap failed")
-        vec = ctypes.create_string_buffer((size + page - 1) // page)
-        try:
-            if libc.mincore(addr, size, vec) != 0:
-                raise OSError(ctypes.get_errno(), "mincore failed")
-        finally:
-            libc.munmap(addr, size)
-    finally:
-        os.close(fd)
-    return float(np.frombuffer(vec.raw, np.uint8).__and__(1).mean())
+    return page_cache_share(path)
 
 
 def write_rate(tmp: str, data: np.ndarray, threads: int) -> float:

@@ -122,3 +122,24 @@ class MappedFile:
         os.close(self._fd)
 
 
+
+
+def page_cache_share(path: str | os.PathLike[str]) -> float:
+    """Share of a file's pages in the page cache (1.0 where ``mincore`` is unavailable)."""
+    f = MappedFile(Path(path))
+    try:
+        return f.resident(0, os.path.getsize(path))
+    finally:
+        f.close()
+
+
+def drop_from_page_cache(path: str | os.PathLike[str]) -> None:
+    """Write a file back and drop its pages from the page cache (Linux; a no-op elsewhere)."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)

@@ -250,36 +250,19 @@ def test_convert_refuses_zero_writers(h5, tmp_path):
         stoker.convert.hdf5(h5, tmp_path / "store", keys="data", writers=0, progress=False)
 
 
-def _drop_from_cache(path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def _cached_share(path) -> float:
-    from stoker.sources.mapped_file import MappedFile
-
-    f = MappedFile(path)
-    try:
-        return f.resident(0, os.path.getsize(path))
-    finally:
-        f.close()
-
-
 def test_converting_a_cold_file_leaves_it_out_of_the_page_cache(tmp_path):
+    from stoker.sources.mapped_file import drop_from_page_cache, page_cache_share
+
     path = tmp_path / "big.h5"
     data = np.random.default_rng(3).integers(0, 255, (20_000, 64), dtype=np.uint8)
     with h5py.File(path, "w") as f:
         f["x"] = data
         f.create_dataset("z", data=data[:, 0].astype(np.int16), chunks=(512,), compression="gzip")
-    _drop_from_cache(path)
-    if _cached_share(path) > 0.1:
+    drop_from_page_cache(path)
+    if page_cache_share(path) > 0.1:
         pytest.skip("this filesystem keeps dropped pages cached (tmpfs?): a cold file cannot be made")
     out = stoker.convert.hdf5(path, tmp_path / "store", keys="x,z", shard_size=200_000, progress=False)
-    assert _cached_share(path) < 0.2  # the conversion paged the file in, and gave it back
+    assert page_cache_share(path) < 0.2  # the conversion paged the file in, and gave it back
     ds = stoker.open(out, verify=True)
     assert ds.num_shards > 3
     np.testing.assert_array_equal(ds[:]["x"], data)
@@ -287,9 +270,11 @@ def test_converting_a_cold_file_leaves_it_out_of_the_page_cache(tmp_path):
 
 
 def test_converting_a_warm_file_keeps_it_cached(tmp_path):
+    from stoker.sources.mapped_file import page_cache_share
+
     path = tmp_path / "big.h5"
     with h5py.File(path, "w") as f:
         f["x"] = np.ones((20_000, 64), np.uint8)
     path.read_bytes()  # every page cached
     stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=200_000, progress=False)
-    assert _cached_share(path) > 0.9
+    assert page_cache_share(path) > 0.9
