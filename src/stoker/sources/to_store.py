@@ -104,8 +104,7 @@ def write_slabs(
     with StoreWriter(store, schema, shard_size=step * row_bytes, overwrite=overwrite, metadata=metadata) as writer:
         bar = progress_bar(rows, desc, progress)
         inflight: deque[cf.Future[ShardTask]] = deque()
-
-        written = deque(slabs)
+        written = deque(slabs)  # the slab of each shard in flight, oldest first
 
         def commit_oldest() -> None:
             task = inflight.popleft().result()
