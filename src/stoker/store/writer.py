@@ -7,7 +7,7 @@ leaves no directory that opens as a store.
 
 Resumable writing: with ``staging=DIR`` the writer works in that fixed directory instead of
 a random one and records every finished shard in ``DIR/journal.json`` (written atomically
-after the shard). A writer opened later on the same ``DIR`` keeps those shards and starts
+after the shard; ``journal.py``). A writer opened later on the same ``DIR`` keeps those shards and starts
 with ``rows_written`` equal to their rows; the caller skips that many rows of its input. An
 interrupted or failed staging writer keeps its finished shards (delete ``DIR`` to start over).
 
@@ -43,10 +43,10 @@ from stoker.store.columns import (
     to_chunk,
 )
 from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo
+from stoker.store.journal import JOURNAL_NAME, read_journal, write_journal
 from stoker.store.shardfile import ShardTask, record_batch
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
-JOURNAL_NAME = "journal.json"
 _ROWS_PER_FLUSH = 1024  # add() buffers this many rows before turning them into column chunks
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30}
 
@@ -124,47 +124,9 @@ class StoreWriter:
             self._resume(self._staging)
 
     def _resume(self, staging: Path) -> None:
-        journal = staging / JOURNAL_NAME
-        try:
-            obj = json.loads(journal.read_text(encoding="utf-8"))
-            schema = {str(k): Column.from_json(v) for k, v in obj["columns"].items()}
-            shards = [ShardInfo.from_json(s) for s in obj["shards"]]
-            metadata = obj["metadata"]
-        except (OSError, ValueError, KeyError, TypeError, SchemaError) as exc:
-            raise ConfigError(f"{journal} is unreadable ({exc}); delete {staging} to start over", option="staging") from exc
-        if metadata != self.metadata:
-            raise ConfigError(
-                f"{staging} holds a partial write of other input (its metadata {metadata!r:.200} differs "
-                f"from {self.metadata!r:.200}); delete it to start over",
-                option="staging",
-            )
-        if self.schema is not None and self.schema != schema:
-            raise SchemaError(f"{staging} was started with schema {schema}, this writer declares {self.schema}; delete it to start over")
-        for info in shards:
-            shard = staging / info.file
-            if not shard.is_file() or shard.stat().st_size != info.bytes:
-                raise ConfigError(f"{shard} is missing or altered; delete {staging} to start over", option="staging")
-        known = {info.file for info in shards} | {JOURNAL_NAME}
-        for leftover in staging.iterdir():  # a shard being written when the last run stopped
-            if leftover.name not in known and re.fullmatch(r"shard-\d+\.arrow(\.part)?", leftover.name):
-                leftover.unlink()
-        self.schema = schema
-        self._shards = shards
-        self._rows_written = sum(info.rows for info in shards)
+        self.schema, self._shards = read_journal(staging, self.metadata, self.schema)
+        self._rows_written = sum(info.rows for info in self._shards)
         self._tmp = staging
-
-    def _write_journal(self) -> None:
-        obj = {
-            "columns": {name: col.to_json() for name, col in self._schema().items()},
-            "shards": [s.to_json() for s in self._shards],
-            "metadata": self.metadata,
-        }
-        part = self._tmpdir() / (JOURNAL_NAME + ".part")
-        with open(part, "w", encoding="utf-8") as f:
-            json.dump(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(part, self._tmpdir() / JOURNAL_NAME)
 
     # -- context manager ------------------------------------------------------------------
     def __enter__(self) -> StoreWriter:
@@ -326,7 +288,7 @@ class StoreWriter:
         self._shards.append(task.info)
         self._rows_written += task.info.rows
         if self._staging is not None:
-            self._write_journal()
+            write_journal(self._tmpdir(), self._schema(), self._shards, self.metadata)
 
     def close(self) -> Path:
         """Write what is buffered, the manifest, and move the store into place."""
