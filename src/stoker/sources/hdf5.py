@@ -33,7 +33,7 @@ import numpy as np
 from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.columns import check_rows, gather_plan
 from stoker.sources._common import PerThread, check_lengths, check_numeric
-from stoker.sources.hdf5_chunks import ChunkedReader, ChunkIndex, DecodedChunks, chunk_groups, chunk_layout
+from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_groups, chunk_layout, chunked_reader
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
 
@@ -200,13 +200,12 @@ class HDF5:
             with self._lock:
                 if info.key not in self._chunked:
                     ds = self._handles.get()[info.key]
-                    layout = chunk_layout(ds)
                     reader = None
-                    if layout is not None and self._cache is not None:
+                    if chunk_layout(ds) is not None and self._cache is not None:
                         if self._file_map is None:
                             with open(self.path, "rb") as f:
                                 self._file_map = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
-                        reader = ChunkedReader(info.key, layout, ChunkIndex(ds, layout), self._file_map, self._cache)
+                        reader = chunked_reader(info.key, ds, self._file_map, self._cache)
                     self._chunked[info.key] = reader
         return self._chunked[info.key]
 

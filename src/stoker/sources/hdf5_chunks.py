@@ -163,6 +163,12 @@ def decode(raw: Any, layout: ChunkLayout, skipped: int) -> np.ndarray:
     return chunk.copy() if data is raw else chunk  # never a view of the caller's buffer
 
 
+def chunked_reader(key: str, ds: Any, filemap: mmap.mmap, cache: DecodedChunks) -> ChunkedReader | None:
+    """A reader of h5py dataset ``ds`` (column ``key``) from ``filemap``, or None if its layout needs h5py."""
+    layout = chunk_layout(ds)
+    return None if layout is None else ChunkedReader(key, layout, ChunkIndex(ds, layout), filemap, cache)
+
+
 class ChunkedReader:
     """Rows of one chunked dataset: chunks from a memory map of the file, decoded here, cached.
 

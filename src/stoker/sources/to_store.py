@@ -36,7 +36,7 @@ from stoker.pipeline.threads import default_workers
 from stoker.sources._common import progress_bar, rows_per_step
 from stoker.sources.arrays import as_columns
 from stoker.sources.hdf5 import HDF5, parse_keys
-from stoker.sources.hdf5_chunks import ChunkedReader, ChunkIndex, DecodedChunks, chunk_layout
+from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_layout, chunked_reader
 from stoker.sources.mapped_file import MappedFile
 from stoker.store.format import Column, Tensor
 from stoker.store.shardfile import ShardTask
@@ -167,13 +167,14 @@ def hdf5_to_store(
     # ``writers + 1`` slab buffers per key, used in turn (write_slabs' ``slot``).
     mappable = [info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype]
     handle = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
-    layouts = {info.key: chunk_layout(handle[info.key]) for info in source.infos if info.chunk_rows}
-    mapfile = MappedFile(source.path) if mappable or any(layouts.values()) else None
+    decodable = [info.key for info in source.infos if info.chunk_rows and chunk_layout(handle[info.key]) is not None]
+    mapfile = MappedFile(source.path) if mappable or decodable else None
     mapped = {info.key: mapfile.view(info, len(source)) for info in mappable} if mapfile else {}
-    decoded = {
-        key: ChunkedReader(key, layout, ChunkIndex(handle[key], layout), mapfile.map, DecodedChunks(0))
-        for key, layout in layouts.items() if layout is not None and mapfile is not None
-    }  # fmt: skip
+    decoded: dict[str, ChunkedReader] = {}
+    for key in decodable:
+        reader = chunked_reader(key, handle[key], mapfile.map, DecodedChunks(0)) if mapfile else None
+        if reader is not None:
+            decoded[key] = reader
     buffers: dict[tuple[str, int], np.ndarray] = {}
     paging: dict[int, list[cf.Future[None]]] = {}
     paged: dict[int, list[tuple[int, int]]] = {}
