@@ -108,12 +108,17 @@ def test_cli_verify_catches_an_altered_shard(mixed_store, capsys):
     assert "xxh3_128" in capsys.readouterr().err
 
 
-def test_resume_keeps_sha256_shards_of_an_older_journal(tmp_path):
+def _interrupted_write(tmp_path):
+    """A staging write of 250 rows stopped after its finished shards; returns (staging, journal)."""
     staging = tmp_path / ".s.partial"
     with pytest.raises(KeyboardInterrupt), StoreWriter(tmp_path / "s", shard_size=800, staging=staging, metadata={"k": 1}) as w:
         w.add_batch({"x": np.arange(250)})
         raise KeyboardInterrupt
-    journal = json.loads((staging / JOURNAL_NAME).read_text())
+    return staging, json.loads((staging / JOURNAL_NAME).read_text())
+
+
+def test_resume_keeps_sha256_shards_of_an_older_journal(tmp_path):
+    staging, journal = _interrupted_write(tmp_path)
     for s in journal["shards"]:  # as an older stoker wrote them
         del s["xxh3_128"]
         s["sha256"] = hashlib.sha256((staging / s["file"]).read_bytes()).hexdigest()
@@ -127,11 +132,7 @@ def test_resume_keeps_sha256_shards_of_an_older_journal(tmp_path):
 
 
 def test_journal_without_checksums_is_refused(tmp_path):
-    staging = tmp_path / ".s.partial"
-    with pytest.raises(KeyboardInterrupt), StoreWriter(tmp_path / "s", shard_size=800, staging=staging, metadata={"k": 1}) as w:
-        w.add_batch({"x": np.arange(250)})
-        raise KeyboardInterrupt
-    journal = json.loads((staging / JOURNAL_NAME).read_text())
+    staging, journal = _interrupted_write(tmp_path)
     del journal["shards"][0]["xxh3_128"]
     (staging / JOURNAL_NAME).write_text(json.dumps(journal))
     with pytest.raises(ConfigError, match="unreadable"):
