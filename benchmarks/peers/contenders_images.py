@@ -320,14 +320,8 @@ def mosaic_load(w: Workload, raw: Path, work: Path):
 
 
 # -- FFCV (own venv): RGBImageField + RandomResizedCropRGBImageDecoder (its ImageNet example) ---------------
-class _PhotoRows:
-    """FFCV's writer takes an indexed dataset of (PIL image, label)."""
-
-    def __init__(self, raw: Path) -> None:
-        self.paths, self.labels = image_files(raw)
-
-    def __len__(self) -> int:
-        return len(self.paths)
+class _PhotoRows(Files):
+    """FFCV's writer takes an indexed dataset of (PIL image, label): the files, undecoded by us."""
 
     def __getitem__(self, i: int):
         from PIL import Image
