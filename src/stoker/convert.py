@@ -46,7 +46,7 @@ def hdf5(file: Any, store: Any, keys: Any = None, **options: Any) -> Path:
     Options: ``shard_size``, ``overwrite``, ``progress``, ``metadata``. See
     :func:`stoker.sources.hdf5_to_store`.
     """
-    from stoker.sources.to_store import hdf5_to_store
+    from stoker.sources.hdf5_convert import hdf5_to_store
 
     return hdf5_to_store(file, store, keys, **options)
 

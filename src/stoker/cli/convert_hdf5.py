@@ -20,7 +20,7 @@ def register(kinds: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     import os
 
-    from stoker.sources.to_store import hdf5_to_store
+    from stoker.sources.hdf5_convert import hdf5_to_store
 
     store, seconds = timed(
         hdf5_to_store, args.file, args.store, split_list(args.keys),

@@ -12,7 +12,8 @@ is opened.
 from stoker.sources.arrays import Arrays
 from stoker.sources.dataset import dataset_to_store
 from stoker.sources.hdf5 import HDF5
+from stoker.sources.hdf5_convert import hdf5_to_store
 from stoker.sources.tables import table_to_store
-from stoker.sources.to_store import arrays_to_store, hdf5_to_store
+from stoker.sources.to_store import arrays_to_store
 
 __all__ = ["Arrays", "HDF5", "arrays_to_store", "dataset_to_store", "hdf5_to_store", "table_to_store"]

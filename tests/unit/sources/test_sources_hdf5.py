@@ -143,10 +143,19 @@ def test_convert_refuses_bad_keys_and_leaves_nothing(h5, tmp_path):
     assert not (tmp_path / "store").exists()
 
 
-def test_convert_maps_contiguous_datasets_and_reads_ahead(h5, tmp_path, monkeypatch):
-    """Contiguous native datasets go through the memory map, each slab read ahead with WILLNEED;
-    the gzip-chunked one is decoded from the same map, its stored chunks read ahead too. Every
-    byte of a mapped dataset is asked for once."""
+@pytest.fixture
+def every_file_cold(monkeypatch):
+    """Every file counts as cold (not in the page cache) when a conversion opens it."""
+    import stoker.sources.mapped_file as mapped_file
+
+    monkeypatch.setattr(mapped_file, "_COLD", 1.01)
+
+
+def test_cold_conversion_maps_contiguous_datasets_and_reads_ahead(h5, tmp_path, monkeypatch, every_file_cold):
+    """Contiguous native datasets of a cold file go through the memory map, each slab read
+    ahead with WILLNEED and dropped (DONTNEED) once written; the gzip-chunked one is decoded
+    from the same map, its stored chunks read ahead too. Every byte of a mapped dataset is
+    asked for once."""
     import stoker.sources.mapped_file as mapped_file
 
     calls = []
@@ -162,7 +171,9 @@ def test_convert_maps_contiguous_datasets_and_reads_ahead(h5, tmp_path, monkeypa
         chunked = f["group/chunked"].id
         infos = [chunked.get_chunk_info(i) for i in range(chunked.get_num_chunks())]
         lo, hi = min(i.byte_offset for i in infos), max(i.byte_offset + i.size for i in infos)
-    assert {advice for _, _, advice in calls} == {os.POSIX_FADV_WILLNEED}
+    asked = sorted((off, n) for off, n, advice in calls if advice == os.POSIX_FADV_WILLNEED)
+    assert asked == sorted((off, n) for off, n, advice in calls if advice == os.POSIX_FADV_DONTNEED)
+    calls = [(off, n, advice) for off, n, advice in calls if advice == os.POSIX_FADV_WILLNEED]
     for start, size in spans.items():
         mine = sorted((off, n) for off, n, _ in calls if start <= off < start + size)
         assert mine[0][0] == start and sum(n for _, n in mine) == size
@@ -170,6 +181,54 @@ def test_convert_maps_contiguous_datasets_and_reads_ahead(h5, tmp_path, monkeypa
     others = [(off, n) for off, n, _ in calls if not any(s <= off < s + size for s, size in spans.items())]
     assert others and all(lo <= off and off + n <= hi for off, n in others)  # the chunked dataset's stored bytes
     assert sum(n for _, n in others) <= hi - lo
+
+
+def test_warm_conversion_does_not_wait_for_its_page_in(h5, tmp_path, monkeypatch):
+    """A file in the page cache is paged in ahead, but no writer waits for it (a page-in that
+    takes a second per slab does not hold the conversion up), and nothing is dropped after."""
+    import stoker.sources.mapped_file as mapped_file
+
+    calls = []
+    monkeypatch.setattr(mapped_file.os, "posix_fadvise", lambda *args: calls.append(args[-1]))
+    monkeypatch.setattr(mapped_file.MappedFile, "_page_in", lambda self, offset, size: time.sleep(1.0))
+    h5.read_bytes()
+    t0 = time.perf_counter()
+    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels,group/chunked", shard_size=2000, progress=False)
+    elapsed = time.perf_counter() - t0
+    ds = stoker.open(out, verify=True)
+    assert ds.num_shards >= 10 and elapsed < 4.0  # waiting would take >= 1 s a shard
+    assert os.POSIX_FADV_DONTNEED not in calls
+    with h5py.File(h5) as f:
+        np.testing.assert_array_equal(ds[:]["data"], f["data"][:])
+        np.testing.assert_array_equal(ds[:]["group/chunked"], f["group/chunked"][:])
+
+
+def test_page_in_releases_the_gil(tmp_path):
+    """MADV_POPULATE_READ runs without the GIL: another thread keeps running while a cold file is read in."""
+    from stoker.sources.mapped_file import MappedFile, drop_from_page_cache, page_cache_share
+
+    path = tmp_path / "cold.bin"
+    path.write_bytes(np.random.default_rng(0).integers(0, 255, 256 * 2**20, dtype=np.uint8).tobytes())
+    drop_from_page_cache(path)
+    if page_cache_share(path) > 0.1:
+        pytest.skip("this filesystem keeps dropped pages cached (tmpfs?): a cold file cannot be made")
+    f = MappedFile(path)
+    try:
+        done, ticks = threading.Event(), []
+        thread = threading.Thread(target=lambda: (f.madvise(22, 0, 256 * 2**20), done.set()))
+        t0 = time.perf_counter()
+        thread.start()
+        while not done.is_set():
+            time.sleep(0.001)
+            ticks.append(time.perf_counter())
+        thread.join()
+        elapsed = time.perf_counter() - t0
+    finally:
+        f.close()
+    if elapsed < 0.05:
+        pytest.skip(f"the disk read 256 MB in {elapsed * 1e3:.0f} ms: too fast to tell")
+    gaps = np.diff([t0, *ticks])
+    assert gaps.max() < elapsed / 2, f"this thread stood still for {gaps.max() * 1e3:.0f} of {elapsed * 1e3:.0f} ms"
 
 
 def test_convert_byte_swapped_and_unwritten_datasets(tmp_path):
