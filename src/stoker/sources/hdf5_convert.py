@@ -93,7 +93,7 @@ class _Slabs:
         if self.mapfile is None:
             return
         spans = list(self.spans(start, stop).values())
-        cached = not self.cold and all(self.mapfile.resident(offset, size) >= _CACHED for offset, size in spans)
+        cached = not self.cold and all(self.mapfile.resident(offset, size, sample=True) >= _CACHED for offset, size in spans)
         pages = [self.mapfile.ahead(offset, size) for offset, size in spans]
         if not cached:
             self._paging[start] = pages

@@ -337,3 +337,23 @@ def test_converting_a_warm_file_keeps_it_cached(tmp_path):
     path.read_bytes()  # every page cached
     stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=200_000, progress=False)
     assert page_cache_share(path) > 0.9
+
+
+def test_sampled_page_cache_share_agrees_with_the_full_count(tmp_path):
+    from stoker.sources.mapped_file import MappedFile, drop_from_page_cache
+
+    path = tmp_path / "half.bin"
+    path.write_bytes(np.ones(96 * 2**20, np.uint8).tobytes())
+    drop_from_page_cache(path)
+    with open(path, "rb") as f:
+        f.read(32 * 2**20)  # the first third cached again (and readahead a little past it)
+    mapped = MappedFile(path)
+    try:
+        full = mapped.resident(0, 96 * 2**20)
+        sampled = mapped.resident(0, 96 * 2**20, sample=True)
+        tail = mapped.resident(64 * 2**20, 32 * 2**20, sample=True)
+    finally:
+        mapped.close()
+    if full > 0.9:
+        pytest.skip("this filesystem keeps dropped pages cached (tmpfs?)")
+    assert 0.3 <= full <= 0.45 and abs(sampled - full) < 0.1 and tail < 0.05
