@@ -78,7 +78,7 @@ def write_slabs(
     # store's (measured: finer slabs help a cold file, and cost a warm one).
     limit = parse_size(shard_size)
     target = min(limit, max(rows * row_bytes // ((8 if cold else 2) * (writers + 1)), MIN_PIPELINED_SHARD))
-    slabs = even_slabs(rows, rows_per_step(row_bytes, target), align)
+    slabs = even_slabs(rows, rows_per_step(row_bytes, target), align, multiple=writers)
     step = max(stop - start for start, stop in slabs)
     depth = writers + 1  # slabs asked for ahead of the one being read: one per writer, and the next
     if ahead is not None:
@@ -117,15 +117,18 @@ def write_slabs(
     return Path(store)
 
 
-def even_slabs(rows: int, step: int, align: int = 1) -> list[tuple[int, int]]:
+def even_slabs(rows: int, step: int, align: int = 1, multiple: int = 1) -> list[tuple[int, int]]:
     """Rows ``0:rows`` cut into as few slabs of at most ``step`` rows as can be, all of about one size.
 
     Sizes differ by at most one row, or by one ``align``-row unit (whole HDF5 chunks per read)
-    when ``step`` spans several units: no short last slab left for one writer alone.
+    when ``step`` spans several units: no short last slab left for one writer alone. The count
+    is rounded up to a ``multiple`` (the writers), where there are rows enough, so that the
+    writers finish together.
     """
     unit = align if 1 < align < step else 1
     units = -(-rows // unit)
     count = -(-units // max(step // unit, 1))
+    count = min(-(-count // multiple) * multiple, max(units, count))
     return [(min(rows, k * units // count * unit), min(rows, (k + 1) * units // count * unit)) for k in range(count)]
 
 
