@@ -21,6 +21,8 @@ by one. This module reads such a dataset the way its layout allows:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
 import mmap
 import threading
@@ -163,6 +165,37 @@ def decode(raw: Any, layout: ChunkLayout, skipped: int) -> np.ndarray:
     return chunk.copy() if data is raw else chunk  # never a view of the caller's buffer
 
 
+def _libz() -> ctypes.CDLL | None:
+    """zlib's C library, for inflating straight into a caller's buffer (Python's zlib cannot)."""
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("z") or "libz.so.1")
+        lib.uncompress.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_ulong]
+        lib.uncompress.restype = ctypes.c_int
+        return lib
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBZ = _libz()
+
+
+def inflate_into(raw: Any, out: np.ndarray) -> bool:
+    """Inflate zlib-format bytes ``raw`` into ``out`` (C-contiguous, exactly the inflated size).
+
+    One pass, no intermediate bytes object, the GIL released (ctypes). zlib checks the data's
+    Adler-32 as ``zlib.decompress`` does. Returns False, having done nothing, where zlib's C
+    library cannot be loaded; raises ``zlib.error`` on corrupt or mis-sized data.
+    """
+    if _LIBZ is None or not out.flags.c_contiguous:
+        return False
+    src = np.frombuffer(raw, np.uint8)
+    size = ctypes.c_ulong(out.nbytes)
+    rc = _LIBZ.uncompress(out.ctypes.data, ctypes.byref(size), src.ctypes.data, len(src))
+    if rc != 0 or size.value != out.nbytes:  # Z_OK; Z_DATA_ERROR -3, Z_BUF_ERROR -5, ...
+        raise zlib.error(f"inflating a chunk failed (zlib code {rc}, {size.value} of {out.nbytes} bytes): is the file corrupt?")
+    return True
+
+
 def chunked_reader(key: str, ds: Any, filemap: mmap.mmap, cache: DecodedChunks) -> ChunkedReader | None:
     """A reader of h5py dataset ``ds`` (column ``key``) from ``filemap``, or None if its layout needs h5py."""
     layout = chunk_layout(ds)
@@ -196,6 +229,22 @@ class ChunkedReader:
         with memoryview(self._map) as whole, whole[offset : offset + int(self.index.size[at])] as raw:
             return decode(raw, self.layout, int(self.index.mask[at]))
 
+    def _decode_into(self, c: int, out: np.ndarray) -> bool:
+        """Decode whole-row chunk ``c`` straight into ``out`` (its rows, stored dtype), if its filters allow."""
+        at = (c,) + (0,) * (len(self.layout.shape) - 1)
+        offset = int(self.index.offset[at])
+        if offset < 0 or out.shape[0] != self.layout.chunks[0]:
+            return False  # unwritten (fill value), or an edge chunk: stored at full size, longer than out
+        skipped = int(self.index.mask[at])
+        applied = [f for i, f in enumerate(self.layout.filters) if not skipped >> i & 1]
+        with memoryview(self._map) as whole, whole[offset : offset + int(self.index.size[at])] as raw:
+            if not applied:  # stored as is
+                if len(raw) != out.nbytes:
+                    return False
+                out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
+                return True
+            return applied == [FILTER_DEFLATE] and inflate_into(raw, out)
+
     def _block(self, c: int) -> np.ndarray:
         """Rows ``c * chunk_rows ...`` of every inner chunk, assembled (stored dtype)."""
         key = (self.key, c)
@@ -219,7 +268,11 @@ class ChunkedReader:
         per = self.layout.chunks[0]
         if out is None:
             out = np.empty((len(indices), *self.layout.shape[1:]), self._dtype)
+        direct = self._whole_rows and not self._cache.budget and out.dtype == self.layout.file_dtype and out.flags.c_contiguous
         for c, a, b in chunk_groups(indices, per):
+            if direct and b - a == per and indices[a] == c * per and indices[b - 1] == c * per + per - 1:
+                if self._decode_into(c, out[a:b]):  # a whole chunk, not cached (conversion): no copy
+                    continue
             block = self._block(c)
             local = indices[a:b] - c * per
             if b - a == int(local[-1] - local[0]) + 1:  # a run: one slice

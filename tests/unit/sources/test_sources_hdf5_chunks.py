@@ -18,6 +18,7 @@ LAYOUTS = {
     "gzip + shuffle, inner dims split, edge chunks": dict(chunks=(7, 2, 3), compression="gzip", shuffle=True),
     "shuffle only": dict(chunks=(10, 3, 4), shuffle=True),
     "no filter": dict(chunks=(9, 1, 4)),
+    "no filter, whole rows": dict(chunks=(9, 3, 4)),
     "gzip level 9, big-endian": dict(chunks=(16, 3, 4), compression="gzip", compression_opts=9, dtype=">f8"),
 }
 
@@ -136,17 +137,8 @@ def test_a_forked_child_builds_its_own_reader(tmp_path):
 
 def test_chunks_stored_with_a_filter_skipped(tmp_path):
     """HDF5 stores a chunk unfiltered when an optional filter fails (its filter mask says which)."""
-    import zlib
-
     path = tmp_path / "f.h5"
-    rows = np.arange(64 * 4, dtype="<i4").reshape(64, 4)
-    with h5py.File(path, "w") as f:
-        ds = f.create_dataset("x", (64, 4), dtype="<i4", chunks=(16, 4), compression="gzip", shuffle=True)
-        for c in range(4):
-            block = rows[c * 16 : (c + 1) * 16]
-            shuffled = block.view(np.uint8).reshape(-1, 4).T.tobytes()
-            raw, mask = {0: (zlib.compress(shuffled), 0), 1: (shuffled, 0b10), 2: (block.tobytes(), 0b11), 3: (zlib.compress(block.tobytes()), 0b01)}[c]
-            ds.id.write_direct_chunk((c * 16, 0), raw, filter_mask=mask)
+    rows = _skipped_filter_file(path)
     with h5py.File(path) as f:
         np.testing.assert_array_equal(f["x"][:], rows)  # what HDF5 itself reads
     np.testing.assert_array_equal(stoker.sources.HDF5(path, "x").read_rows(np.arange(0, 64, 3))["x"], rows[::3])
@@ -170,3 +162,57 @@ def test_conversion_decodes_chunks_on_the_writer_threads(tmp_path, layout, monke
     assert ds.num_shards > 3
     np.testing.assert_array_equal(ds[:]["x"], data)
     assert threads and all(name.startswith("stoker-convert-write") for name in threads)
+
+
+def _skipped_filter_file(path):
+    """Four chunks of 16 rows, gzip + shuffle, stored with the filter masks HDF5 may leave: both
+    applied, deflate skipped, both skipped, shuffle skipped."""
+    import zlib
+
+    rows = np.arange(64 * 4, dtype="<i4").reshape(64, 4)
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("x", (64, 4), dtype="<i4", chunks=(16, 4), compression="gzip", shuffle=True)
+        for c in range(4):
+            block = rows[c * 16 : (c + 1) * 16]
+            shuffled = block.view(np.uint8).reshape(-1, 4).T.tobytes()
+            raw, mask = {0: (zlib.compress(shuffled), 0), 1: (shuffled, 0b10), 2: (block.tobytes(), 0b11), 3: (zlib.compress(block.tobytes()), 0b01)}[c]
+            ds.id.write_direct_chunk((c * 16, 0), raw, filter_mask=mask)  # filter 0 is shuffle, 1 deflate
+    return rows
+
+
+@pytest.mark.parametrize("libz", [True, False])
+def test_conversion_inflates_whole_chunks_straight_into_the_slab(tmp_path, monkeypatch, libz):
+    """Whole chunks whose applied filters are deflate alone, or none, are decoded into the slab
+    buffer with no copy (through zlib's C library; Python's zlib where it cannot be loaded)."""
+    from stoker.sources import hdf5_chunks
+
+    path = tmp_path / "f.h5"
+    rows = _skipped_filter_file(path)
+    if not libz:
+        monkeypatch.setattr(hdf5_chunks, "_LIBZ", None)
+    direct = []
+    real = hdf5_chunks.ChunkedReader._decode_into
+    monkeypatch.setattr(hdf5_chunks.ChunkedReader, "_decode_into", lambda self, c, out: (direct.append((c, real(self, c, out))), direct[-1][1])[1])
+    out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", progress=False, writers=1)
+    np.testing.assert_array_equal(stoker.open(out, verify=True)[:]["x"], rows)
+    assert sorted(direct) == [(0, False), (1, False), (2, True), (3, libz)]  # shuffle needs a pass of its own
+
+
+def test_inflate_into_refuses_corrupt_and_mis_sized_data():
+    import zlib
+
+    from stoker.sources.hdf5_chunks import _LIBZ, inflate_into
+
+    if _LIBZ is None:
+        pytest.skip("zlib's C library cannot be loaded here")
+    data = np.arange(1000, dtype=np.int32)
+    packed = bytearray(zlib.compress(data.tobytes()))
+    out = np.empty_like(data)
+    assert inflate_into(bytes(packed), out) and np.array_equal(out, data)
+    with pytest.raises(zlib.error, match="corrupt"):
+        inflate_into(bytes(packed), np.empty(999, np.int32))  # too small
+    with pytest.raises(zlib.error):
+        inflate_into(bytes(packed), np.empty(1001, np.int32))  # too large: short
+    packed[len(packed) // 2] ^= 0xFF
+    with pytest.raises(zlib.error):
+        inflate_into(bytes(packed), out)
