@@ -9,8 +9,9 @@
             Beside them, the write limit: plain write() calls of as many bytes, from memory, into
             new files in the same directory (page cache), as many files at once as stoker has
             writer threads. A conversion has to write every byte once, so write limit / read
-            rate bounds the ratio it can reach on this machine. Medians of 5 runs; each timed
-            run starts with backed free memory (this VM's free page reporting: bench_convert).
+            rate bounds the ratio it can reach on this machine. Medians of 7 runs; each timed
+            run starts right after memory was touched and freed (this VM's free page
+            reporting: see bench_convert).
   hdf5      batches of 256 straight from the HDF5 file, shuffled: stoker.sources.HDF5 in
             stoker.Loader (threads) vs the seed 003 pattern (an h5py Dataset read one index at
             a time in torch DataLoader with as many workers as cores).      target >= 5x
@@ -153,19 +154,21 @@ def back_free_memory(nbytes: int) -> None:
     del block
 
 
-def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: int = 5, kind: str = "contiguous") -> None:
+def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: int = 7, kind: str = "contiguous") -> None:
     """``kind``: the file's layout, in the row names. Rates are bytes of data (rows x row bytes) per second.
 
     Cold: the HDF5 file dropped from the page cache before each run (a file is converted once,
     so it is usually not cached); warm: read twice first. The store is written to the page cache.
 
-    This machine is a VM that hands freed memory back to its host at once (free page reporting);
-    the first touch of such a page later costs a fault in the host, so a run that allocates
-    memory (a conversion's page cache, the write limit's) is 2-10x slower when the kernel gives
-    it such pages, at random. Before every timed run, of every contender, the bench touches and
-    frees 3x the data's size (what a cold conversion may allocate: the input's page cache, the
-    store's, and slab buffers for decoded chunks), so each starts with backed free memory.
-    Medians of ``runs``.
+    This machine is a VM that hands freed memory back to its host (free page reporting; its
+    kernel's ``page_reporting`` parameters read ``min_free_ms=0`` and ``max_waiting_mib=1024``,
+    which reads as: report at once, keep at most about 1 GiB unreported). The first touch of a
+    reported page costs a fault in the host, so a run that allocates memory (a conversion's
+    page cache for the store, the write limit's) pays for it, by an amount that varies from
+    run to run: identical warm conversions, with identical page allocations and faults in
+    /proc/vmstat, took 0.38 to 0.89 s of system CPU time. h5py's read allocates nothing. Before
+    every timed run, of every contender, the bench touches and frees 3x the data's size, which
+    leaves what the host lets the VM keep backed. Medians of ``runs``.
     """
     import stoker
     from stoker.sources.to_store import default_writers
