@@ -9,9 +9,11 @@
             Beside them, the write limit: plain write() calls of as many bytes, from memory, into
             new files in the same directory (page cache), as many files at once as stoker has
             writer threads. A conversion has to write every byte once, so write limit / read
-            rate bounds the ratio it can reach on this machine. Medians of 7 runs; each timed
-            run starts right after memory was touched and freed (this VM's free page
-            reporting: see bench_convert).
+            rate bounds the ratio it can reach on this machine. 7 rounds, each timing h5py's
+            read, the write limit and the conversion back to back; the ratio is the median of
+            the 7 per-round ratios (paired, so slow drifts of the machine cancel), the ratio
+            of the medians printed beside it; rates are medians. Each timed run starts right
+            after memory was touched and freed (this VM's free page reporting: bench_convert).
   hdf5      batches of 256 straight from the HDF5 file, shuffled: stoker.sources.HDF5 in
             stoker.Loader (threads) vs the seed 003 pattern (an h5py Dataset read one index at
             a time in torch DataLoader with as many workers as cores).      target >= 5x
@@ -202,7 +204,8 @@ def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: 
             shutil.rmtree(store)
             subprocess.run(["sync"], check=False)
         read, conv, write = (float(np.median(v)) for v in (reads, convs, writes))
-        figures[temp] = (read, conv, write)
+        paired = float(np.median(np.array(convs) / np.array(reads)))
+        figures[temp] = (read, conv, write, paired)
         runs_mb = {"h5py_read": [r / 1e6 for r in reads], "convert": [c / 1e6 for c in convs], "write_limit": [w / 1e6 for w in writes]}
         results.append(Result(f"convert hdf5 ({kind}), {temp} file", f"stoker ({writers} writer threads)", conv / 3080, conv / 1e6, {"runs_MBps": runs_mb["convert"], "sys_s": sys_s}))
         results.append(Result(f"convert hdf5 ({kind}), {temp} file", "h5py sequential read (64 MB slabs, reused buffer)", read / 3080, read / 1e6, {"runs_MBps": runs_mb["h5py_read"]}))
@@ -211,9 +214,9 @@ def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: 
             print(f"convert, cold: share of the file in the page cache before each cold run: max {max(cached):.1%}")
         print(f"convert, {temp}: per-run MB/s " + "; ".join(f"{k} " + ", ".join(f"{x:,.0f}" for x in v) for k, v in runs_mb.items()))
         print(f"convert, {temp}: system CPU seconds per conversion " + ", ".join(f"{x:.2f}" for x in sys_s))
-    for temp, (read, conv, write) in figures.items():
+    for temp, (read, conv, write, paired) in figures.items():
         checks[f"convert_{'' if kind == 'contiguous' else kind + '_'}vs_h5py_read_{temp}"] = {
-            "ratio": conv / read, "target": 0.7, "pass": conv / read >= 0.7, "read_MBps": read / 1e6, "convert_MBps": conv / 1e6,
+            "ratio": paired, "ratio_of_medians": conv / read, "target": 0.7, "pass": paired >= 0.7, "read_MBps": read / 1e6, "convert_MBps": conv / 1e6,
             "write_limit_MBps": write / 1e6, "write_limit_vs_read": write / read, "convert_vs_write_limit": conv / write,
             "writers": writers, "runs": runs,
         }  # fmt: skip
@@ -418,6 +421,7 @@ def main() -> None:
         verdict = "PASS" if c["pass"] else "MISS"
         print(f"{name:<24} {c['ratio']:6.2f}x  (target >= {c['target']}x)  {verdict}")
         if "write_limit_vs_read" in c:
+            print(f"  median of {c['runs']} paired runs; ratio of the medians {c['ratio_of_medians']:.2f}x")
             print(f"  write limit / h5py read {c['write_limit_vs_read']:.2f}x; conversion / write limit {c['convert_vs_write_limit']:.2f}x")
     if "ltr_block_vs_global" in checks:
         c = checks["ltr_block_vs_global"]
