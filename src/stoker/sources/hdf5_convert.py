@@ -154,8 +154,9 @@ def hdf5_to_store(
     Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
     different lengths, and object / variable-length / string datasets raise SchemaError.
     ``writers``: shards written at once (default: one per core, at most 4). ``shard_size`` is
-    an upper bound: a small input is cut into ``2 * (writers + 1)`` shards, or ``8 * (writers + 1)``
-    when the file is not in the page cache (none under 32 MB), so that reading and writing overlap.
+    an upper bound: a small input is cut into about ``2 * (writers + 1)`` shards, or ``8 * (writers + 1)``
+    when the file is not in the page cache (none under 32 MB; the count rounded up to a multiple
+    of ``writers``), so that reading and writing overlap and the writers finish together.
     """
     source = HDF5(file, parse_keys(keys))
     try:
