@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from stoker.errors import InputError
+
 FILTER_DEFLATE = 1
 FILTER_SHUFFLE = 2
 DECODERS = {FILTER_DEFLATE: "deflate", FILTER_SHUFFLE: "shuffle"}
@@ -199,7 +201,7 @@ def inflate_into(raw: Any, out: np.ndarray) -> bool:
 def chunked_reader(key: str, ds: Any, filemap: mmap.mmap, cache: DecodedChunks) -> ChunkedReader | None:
     """A reader of h5py dataset ``ds`` (column ``key``) from ``filemap``, or None if its layout needs h5py."""
     layout = chunk_layout(ds)
-    return None if layout is None else ChunkedReader(key, layout, ChunkIndex(ds, layout), filemap, cache)
+    return None if layout is None else ChunkedReader(key, layout, ChunkIndex(ds, layout), filemap, cache, path=ds.file.filename)
 
 
 class ChunkedReader:
@@ -209,8 +211,9 @@ class ChunkedReader:
     thread-safe. The map and the chunk index are this process's: a reader is not pickled.
     """
 
-    def __init__(self, key: str, layout: ChunkLayout, index: ChunkIndex, filemap: mmap.mmap, cache: DecodedChunks) -> None:
+    def __init__(self, key: str, layout: ChunkLayout, index: ChunkIndex, filemap: mmap.mmap, cache: DecodedChunks, path: str | None = None) -> None:
         self.key = key
+        self.path = path  # for error messages
         self.layout = layout
         self.index = index
         self._map = filemap
@@ -227,7 +230,18 @@ class ChunkedReader:
                 self._fill = np.full(self.layout.chunks, self.layout.fill, self.layout.file_dtype)
             return self._fill
         with memoryview(self._map) as whole, whole[offset : offset + int(self.index.size[at])] as raw:
-            return decode(raw, self.layout, int(self.index.mask[at]))
+            try:
+                return decode(raw, self.layout, int(self.index.mask[at]))
+            except (zlib.error, ValueError) as exc:
+                raise self._corrupt(at, exc) from exc
+
+    def _corrupt(self, at: tuple[int, ...], exc: Exception) -> InputError:
+        offset, size = int(self.index.offset[at]), int(self.index.size[at])
+        where = f"{self.path}: " if self.path else ""
+        return InputError(
+            f"{where}dataset {self.key!r}: chunk {list(at)} ({size} bytes at file offset {offset}) cannot be decoded ({exc}); the file is corrupt or truncated",
+            path=self.path,
+        )
 
     def _decode_into(self, c: int, out: np.ndarray) -> bool:
         """Decode whole-row chunk ``c`` straight into ``out`` (its rows, stored dtype), if its filters allow."""
@@ -243,7 +257,10 @@ class ChunkedReader:
                     return False
                 out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
                 return True
-            return applied == [FILTER_DEFLATE] and inflate_into(raw, out)
+            try:
+                return applied == [FILTER_DEFLATE] and inflate_into(raw, out)
+            except zlib.error as exc:
+                raise self._corrupt(at, exc) from exc
 
     def _block(self, c: int) -> np.ndarray:
         """Rows ``c * chunk_rows ...`` of every inner chunk, assembled (stored dtype)."""

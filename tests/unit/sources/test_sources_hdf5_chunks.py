@@ -216,3 +216,24 @@ def test_inflate_into_refuses_corrupt_and_mis_sized_data():
     packed[len(packed) // 2] ^= 0xFF
     with pytest.raises(zlib.error):
         inflate_into(bytes(packed), out)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_corrupt_chunk_is_named_by_the_loader_and_the_conversion(tmp_path, shuffle):
+    """A flipped byte in a stored gzip chunk fails zlib's check: an InputError names the file,
+    the dataset, the chunk and its offset (whether decoded into the slab or through a block),
+    and the conversion leaves no store behind."""
+    path = tmp_path / "f.h5"
+    make(path, rows=64, chunks=(16, 3, 4), compression="gzip", shuffle=shuffle)
+    with h5py.File(path) as f:
+        info = f["x"].id.get_chunk_info(2)
+    raw = bytearray(path.read_bytes())
+    for k in range(8):
+        raw[info.byte_offset + info.size // 2 + k] ^= 0x5A
+    path.write_bytes(bytes(raw))
+    pattern = rf"f\.h5: dataset 'x': chunk \[2, 0, 0\] \({info.size} bytes at file offset {info.byte_offset}\) cannot be decoded"
+    with pytest.raises(stoker.errors.InputError, match=pattern):
+        stoker.sources.HDF5(path, "x").read_rows(np.arange(64))
+    with pytest.raises(stoker.errors.InputError, match=pattern):
+        stoker.convert.hdf5(path, tmp_path / "store", keys="x", progress=False)
+    assert not (tmp_path / "store").exists()
