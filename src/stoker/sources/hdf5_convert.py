@@ -21,8 +21,10 @@ decides: warm or cold) sets how the map is read:
 - **warm**: the same page-in thread maps slabs ahead, but no writer waits for it on a slab
   whose pages are cached: a writer that catches up takes its own page faults (the hash, which
   reads each piece before it is written, maps whole folios at a time; the ``write()`` then
-  finds them mapped). Measured on a 2-core VM, medians of 12 alternating runs: 4.5 GB/s, vs
-  3.9 GB/s with no page-in at all and about 3.2 GB/s with writers waiting for it.
+  finds them mapped). Measured on a 2-core VM while ``mmap.madvise`` still held the GIL (see
+  below), medians of 12 alternating runs: 4.5 GB/s, vs 3.9 GB/s with no page-in at all and
+  about 3.2 GB/s with writers waiting for it; since the GIL is released, the three measure
+  the same there (5.0-5.1 GB/s, medians of 10 alternating runs).
 
 All ``madvise`` calls go through ctypes (``MappedFile.madvise``): Python's ``mmap.madvise``
 holds the GIL while the kernel reads a cold file in, which stopped every writer thread
