@@ -229,11 +229,17 @@ class ChunkedReader:
             if self._fill is None:
                 self._fill = np.full(self.layout.chunks, self.layout.fill, self.layout.file_dtype)
             return self._fill
-        with memoryview(self._map) as whole, whole[offset : offset + int(self.index.size[at])] as raw:
+        with self._stored(at) as raw:
             try:
                 return decode(raw, self.layout, int(self.index.mask[at]))
             except (zlib.error, ValueError) as exc:
                 raise self._corrupt(at, exc) from exc
+
+    def _stored(self, at: tuple[int, ...]) -> memoryview:
+        """Chunk ``at``'s stored bytes, a view of the file map (release it: ``with``)."""
+        offset = int(self.index.offset[at])
+        with memoryview(self._map) as whole:
+            return whole[offset : offset + int(self.index.size[at])]
 
     def _corrupt(self, at: tuple[int, ...], exc: Exception) -> InputError:
         offset, size = int(self.index.offset[at]), int(self.index.size[at])
@@ -246,12 +252,11 @@ class ChunkedReader:
     def _decode_into(self, c: int, out: np.ndarray) -> bool:
         """Decode whole-row chunk ``c`` straight into ``out`` (its rows, stored dtype), if its filters allow."""
         at = (c,) + (0,) * (len(self.layout.shape) - 1)
-        offset = int(self.index.offset[at])
-        if offset < 0 or out.shape[0] != self.layout.chunks[0]:
+        if self.index.offset[at] < 0 or out.shape[0] != self.layout.chunks[0]:
             return False  # unwritten (fill value), or an edge chunk: stored at full size, longer than out
         skipped = int(self.index.mask[at])
         applied = [f for i, f in enumerate(self.layout.filters) if not skipped >> i & 1]
-        with memoryview(self._map) as whole, whole[offset : offset + int(self.index.size[at])] as raw:
+        with self._stored(at) as raw:
             if not applied:  # stored as is
                 if len(raw) != out.nbytes:
                     return False

@@ -68,8 +68,8 @@ class _Slabs:
         self.mapfile = MappedFile(source.path) if self.mappable or decodable else None
         self.mapped = {key: self.mapfile.view(info, len(source)) for key, info in self.mappable.items()} if self.mapfile else {}
         self.decoded: dict[str, ChunkedReader] = {}
-        for key in decodable:
-            reader = chunked_reader(key, self.handle[key], self.mapfile.map, DecodedChunks(0)) if self.mapfile else None
+        for key in decodable if self.mapfile is not None else ():
+            reader = chunked_reader(key, self.handle[key], self.mapfile.map, DecodedChunks(0))
             if reader is not None:
                 self.decoded[key] = reader
         self._buffers: dict[tuple[str, int], np.ndarray] = {}

@@ -128,7 +128,7 @@ def even_slabs(rows: int, step: int, align: int = 1, multiple: int = 1) -> list[
     unit = align if 1 < align < step else 1
     units = -(-rows // unit)
     count = -(-units // max(step // unit, 1))
-    count = min(-(-count // multiple) * multiple, max(units, count))
+    count = min(-(-count // multiple) * multiple, units)  # never more slabs than units
     return [(min(rows, k * units // count * unit), min(rows, (k + 1) * units // count * unit)) for k in range(count)]
 
 
