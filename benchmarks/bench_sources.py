@@ -167,8 +167,8 @@ def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: 
     which reads as: report at once, keep at most about 1 GiB unreported). The first touch of a
     reported page costs a fault in the host, so a run that allocates memory (a conversion's
     page cache for the store, the write limit's) pays for it, by an amount that varies from
-    run to run: identical warm conversions, with identical page allocations and faults in
-    /proc/vmstat, took 0.38 to 0.89 s of system CPU time. h5py's read allocates nothing. Before
+    run to run (the system CPU seconds of each conversion are printed: the same warm conversion
+    has taken 0.30 to 1.57 s here). h5py's read allocates nothing. Before
     every timed run, of every contender, the bench touches and frees 3x the data's size, which
     leaves what the host lets the VM keep backed. Medians of ``runs``.
     """

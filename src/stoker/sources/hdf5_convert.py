@@ -21,19 +21,17 @@ decides: warm or cold) sets how the map is read:
 - **warm**: the same page-in thread maps slabs ahead, but no writer waits for it on a slab
   whose pages are cached: a writer that catches up takes its own page faults (the hash, which
   reads each piece before it is written, maps whole folios at a time; the ``write()`` then
-  finds them mapped). Measured on a 2-core VM while ``mmap.madvise`` still held the GIL (see
-  below), medians of 12 alternating runs: 4.5 GB/s, vs 3.9 GB/s with no page-in at all and
-  about 3.2 GB/s with writers waiting for it; since the GIL is released, the three measure
-  the same there (5.0-5.1 GB/s, medians of 10 alternating runs).
+  finds them mapped). While ``mmap.madvise`` still held the GIL (below), not waiting was
+  clearly faster in ad-hoc probes on a 2-core VM; since the GIL is released they measure alike.
 
 All ``madvise`` calls go through ctypes (``MappedFile.madvise``): Python's ``mmap.madvise``
 holds the GIL while the kernel reads a cold file in, which stopped every writer thread
-during each page-in (a cold conversion went from 1.5 to 2.1 GB/s, as fast as h5py reads the
-file, once the GIL was released).
+during each page-in (``bench_sources.py``: a cold conversion's median went from 1,687 to over
+2,000 MB/s, near h5py's read of the same file, once the GIL was released).
 
 Tried and dropped: reading a cold file with ``O_DIRECT`` into reused buffers (no page cache
-for the input). On the same VM it was slower (1.2 vs 1.45 GB/s, 4 alternating runs): the
-store then needs fresh pages, where the page-in path recycles the input's.
+for the input). It was slower on the same VM in ad-hoc probes: the store then needs fresh
+pages, where the page-in path recycles the input's.
 """
 
 from __future__ import annotations
