@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from stoker.vision.convert import convert_images
-    from stoker.vision.sources import find_images
+    from stoker.vision.finder import find_images
 
     images = find_images(args.src, args.labels)
     with progress(total=len(images), desc="converting", unit=" img") as bar:

@@ -35,7 +35,7 @@ from stoker.vision.errors import ImageError
 from stoker.pipeline.threads import one_torch_thread_here
 from stoker.vision.render import render_bytes, resample
 from stoker.vision.source import Skipped
-from stoker.vision.sources import ImageList, find_images
+from stoker.vision.finder import ImageList, find_images
 from stoker.vision.transforms import CenterCrop, Compose, Resize, View
 
 MODES = ("encoded", "resized")
@@ -170,7 +170,7 @@ def convert_images(
 
     Args:
         src: a folder (ImageFolder layout, or flat with a labels file), a list of paths, an
-            :class:`~stoker.vision.sources.ImageList` or a torchvision-style ImageFolder object.
+            :class:`~stoker.vision.finder.ImageList` or a torchvision-style ImageFolder object.
         store: the destination directory.
         mode: ``"encoded"`` or ``"resized"``.
         labels: for a flat folder or a list of paths: a CSV/JSON file, a mapping or a list.

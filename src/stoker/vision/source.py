@@ -33,7 +33,7 @@ from stoker.vision.decode import DEFAULT_MAX_PIXELS, probe, read_file
 from stoker.vision.errors import ImageError
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
 from stoker.vision.render import render_array, render_bytes
-from stoker.vision.sources import ImageList, find_images
+from stoker.vision.finder import ImageList, find_images
 from stoker.vision.transforms import Compose, as_compose
 
 _DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
@@ -114,7 +114,7 @@ class ImageSource:
 
     Args:
         data: a store (or its path) written by ``stoker.convert.images``; or a folder, a list of
-            paths, an :class:`~stoker.vision.sources.ImageList` or an ImageFolder-like object.
+            paths, an :class:`~stoker.vision.finder.ImageList` or an ImageFolder-like object.
         transforms: geometric transforms (+ Normalize); see :class:`ImageOptions`.
         labels: for a flat folder: a CSV/JSON labels file or a mapping file -> label.
         image_column, label_column: the store columns to read.

@@ -6,7 +6,7 @@ import pytest
 from vision_images import photo, save
 
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.vision.sources import find_images, flat_folder, from_dataset, from_paths, image_folder
+from stoker.vision.finder import find_images, flat_folder, from_dataset, from_paths, image_folder
 
 
 def test_image_folder_sorts_classes_and_files(folder):
