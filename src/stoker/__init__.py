@@ -13,7 +13,9 @@ from stoker import convert, errors, sources
 from stoker.config import LoaderConfig
 from stoker.errors import StokerError
 from stoker.loader import Loader
-from stoker.pipeline.sampler import Sampler
+from stoker.pipeline.observe import LoaderInfo, Observer, register_observer
+from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler
+from stoker.pipeline.source import BatchSource
 from stoker.store import (
     Binary,
     Column,
@@ -43,10 +45,15 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "BatchSampler",
+    "BatchSource",
     "Binary",
     "Column",
+    "FixedBatches",
     "Loader",
     "LoaderConfig",
+    "LoaderInfo",
+    "Observer",
     "Ragged",
     "Sampler",
     "Scalar",
@@ -61,6 +68,7 @@ __all__ = [
     "doctor",
     "errors",
     "open",
+    "register_observer",
     "sources",
     "text",
     "vision",

@@ -7,6 +7,7 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.pipeline.sampler import order_name
+from stoker.pipeline.source import ENGINES
 
 
 @dataclass(frozen=True)
@@ -19,9 +20,9 @@ class LoaderConfig:
             epoch) or ``"block"`` (shuffle blocks of rows, then rows within a window of blocks;
             for data larger than RAM).
         drop_last: drop the last batch of an epoch when it is short.
-        num_workers: worker threads (stores, sources) or processes (torch Datasets); ``0`` works
-            in the calling thread; ``None`` chooses: a store whose batches are under 1 MiB is read
-            in the calling thread (it costs microseconds), anything else gets one worker per core.
+        num_workers: workers running the source's ``read`` (threads or processes, see ``engine``);
+            ``0`` works in the calling thread; ``None`` lets the source choose (a store whose
+            batches are under 1 MiB is read in the calling thread), else one worker per core.
         prefetch_factor: batches in flight per worker.
         pin_memory: stage batches in pinned memory; ``None`` pins exactly when the device is CUDA.
         device: where batches land: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"auto"``.
@@ -35,7 +36,10 @@ class LoaderConfig:
         columns: the store columns to read (default: all).
         pad_value: padding of sequence columns.
         pad_to_multiple_of: sequence columns are padded to a multiple of this length.
-        persistent_workers: keep worker processes between epochs (torch Datasets only).
+        persistent_workers: keep worker processes between epochs (the process engine only).
+        engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, or ``None`` for
+            the source's own choice (threads for stores and domain sources, processes for a
+            torch Dataset's ``__getitem__``).
     """
 
     batch_size: int = 1
@@ -56,6 +60,7 @@ class LoaderConfig:
     pad_value: int | float = 0
     pad_to_multiple_of: int = 1
     persistent_workers: bool = False
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         def positive_int(name: str, value: Any, minimum: int = 1) -> None:
@@ -72,6 +77,8 @@ class LoaderConfig:
         if not isinstance(self.timeout, (int, float)) or self.timeout < 0:
             raise ConfigError(f"timeout must be a number of seconds >= 0, got {self.timeout!r}", option="timeout")
         order_name(self.shuffle)
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {ENGINES} or None, not {self.engine!r}", option="engine")
         if self.uneven not in ("pad", "drop"):
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
         if self.columns is not None:

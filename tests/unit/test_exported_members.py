@@ -4,6 +4,7 @@ import stoker
 import stoker.errors
 
 EXPECTED = {
+    "BatchSampler", "BatchSource", "FixedBatches", "LoaderInfo", "Observer", "register_observer",
     "Binary", "Column", "Loader", "LoaderConfig", "Ragged", "Sampler", "Scalar", "Sequence", "StokerError",
     "Store", "StoreWriter", "String", "Tensor", "__version__", "errors", "open", "write",
 }  # fmt: skip

@@ -195,8 +195,20 @@ def test_small_batches_are_views_of_one_recycled_chunk_buffer(mixed_store):
     assert len([b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (4, 5, 3)]) <= 4
 
 
+def test_a_duck_typed_source_is_told_to_subclass_batchsource():
+    class Duck:
+        def __len__(self):
+            return 3
+
+        def read(self, chunk):
+            return [{"x": np.asarray(c)} for c in chunk]
+
+    with pytest.raises(stoker.errors.ConfigError, match="subclass stoker.BatchSource"):
+        stoker.Loader(Duck(), batch_size=2)
+
+
 def test_batch_sources_fill_from_the_loader_buffers(mixed_store):
-    class Source:
+    class Source(stoker.BatchSource):
         pool = None
 
         def __len__(self):
@@ -328,7 +340,7 @@ def test_persistent_workers_serve_many_epochs(shm_clean):
         for _ in range(3):
             seen = sorted(int(v) for b in loader for v in b["x"][:, 0, 0])
             assert seen == list(range(64))
-            pids.add(tuple(p.pid for p in loader._pool._procs))
+            pids.add(tuple(p.pid for p in loader._executor._pool._procs))
         assert len(pids) == 1  # the same processes every epoch
         for i, _ in enumerate(loader):  # leave an epoch early: the next one is still whole and right
             if i == 1:
@@ -372,37 +384,49 @@ def test_ragged_samples_get_a_collate_hint(shm_clean):
         list(stoker.Loader(Ragged(), batch_size=4, num_workers=2))
 
 
-class _StageLog:
-    """A stage hook that records the stage names it wraps, and which thread ran them."""
+class _StageLog(stoker.Observer):
+    """An observer that records the stages it wraps (and which thread ran them) and the batches handed out."""
 
     def __init__(self):
         import contextlib
         import threading
 
         self.seen = []
+        self.infos = []
+        self.waits = []
         self._cm = contextlib.nullcontext()
         self._threading = threading
 
-    def __call__(self, stage):
+    def loader(self, info):
+        self.infos.append(info)
+
+    def span(self, info, stage):
         self.seen.append((stage, self._threading.get_ident()))
         return self._cm
 
+    def batch(self, info, requested, ready, batch):
+        self.waits.append(ready - requested)
 
-def test_stage_hook_wraps_every_stage_of_a_store(mixed_store):
+
+def test_an_observer_times_every_stage_of_a_store(mixed_store):
     import threading
 
     loader = stoker.Loader(mixed_store, batch_size=64, num_workers=2, collate_fn=lambda b: b, columns=("label",))
-    log = loader.stage_hook = _StageLog()
+    log = _StageLog()
+    loader.register_observer(log)
     labels = np.concatenate([b["label"].numpy() for b in loader])
     assert sorted(labels.tolist()) == list(range(300))
     stages = [s for s, _ in log.seen]
     assert {"read", "collate", "transfer", "h2d_wait"} <= set(stages)
-    assert stages.count("h2d_wait") == len(loader)
+    assert stages.count("h2d_wait") == len(loader) == len(log.waits)
+    assert all(w >= 0 for w in log.waits)
     main = threading.get_ident()
     assert all(t != main for s, t in log.seen if s == "read") and all(t == main for s, t in log.seen if s == "h2d_wait")
+    (info,) = log.infos
+    assert info.loader_id == id(loader) and info.store and info.engine == "threads" and info.num_workers == 2
 
 
-def test_stage_hook_on_a_dataset_read_inline():
+def test_an_observer_on_a_dataset_read_inline():
     class Squares:
         def __len__(self):
             return 10
@@ -411,13 +435,33 @@ def test_stage_hook_on_a_dataset_read_inline():
             return {"x": np.int64(i * i)}
 
     loader = stoker.Loader(Squares(), batch_size=4, num_workers=0)
-    log = loader.stage_hook = _StageLog()
+    log = _StageLog()
+    loader.register_observer(log)
     assert sum(len(b["x"]) for b in loader) == 10
     assert [s for s, _ in log.seen].count("read") == 3 and [s for s, _ in log.seen].count("collate") == 3
+    assert log.infos[0].engine == "processes" and log.infos[0].source.endswith("Squares")
 
 
-def test_stage_hook_is_off_by_default(mixed_store):
-    assert stoker.Loader(mixed_store, batch_size=8).stage_hook is None
+def test_a_registered_observer_sees_every_loader_built_after_it_until_removed(mixed_store):
+    log = _StageLog()
+    handle = stoker.register_observer(log)
+    try:
+        first = stoker.Loader(mixed_store, batch_size=100)
+    finally:
+        handle.remove()
+    second = stoker.Loader(mixed_store, batch_size=100)
+    list(first), list(second)
+    assert [i.loader_id for i in log.infos] == [id(first)]
+    assert len(log.waits) == len(first)
+
+
+def test_no_observer_by_default(mixed_store):
+    assert not stoker.Loader(mixed_store, batch_size=8).observers
+
+
+def test_observers_must_subclass_observer(mixed_store):
+    with pytest.raises(TypeError, match="stoker.Observer"):
+        stoker.Loader(mixed_store, batch_size=8).register_observer(object())
 
 
 def test_a_tensordataset_is_read_batch_level_in_threads():
@@ -430,7 +474,7 @@ def test_a_tensordataset_is_read_batch_level_in_threads():
     for xb, yb in loader:
         assert torch.equal(xb, x[yb]) and xb.dtype == torch.float32
         seen.append(yb)
-    assert loader._pool is None  # no worker processes were started
+    assert loader.engine == "threads" and loader._executor is None  # no worker processes were started
     assert sorted(torch.cat(seen).tolist()) == list(range(600))
 
 
@@ -445,6 +489,6 @@ def test_tensordatasets_that_need_their_own_getitem_keep_the_process_path():
     plain = torch.utils.data.TensorDataset(x, y)
     for data, kwargs in ((Doubled(x, y), {}), (plain, {"collate_fn": lambda s: s}), (torch.utils.data.TensorDataset(x.bfloat16()), {})):
         loader = stoker.Loader(data, batch_size=5, num_workers=0, **kwargs)
-        assert loader.source is data
+        assert loader.source.dataset is data and loader.engine == "processes"
     xb, yb = next(iter(stoker.Loader(Doubled(x, y), batch_size=5, num_workers=0)))
     assert torch.equal(xb, x[yb] * 2)

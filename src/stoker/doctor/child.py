@@ -59,7 +59,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 
 def install_from_env() -> Any:
-    """Start recording into ``$STOKER_DOCTOR_EVENTS``; patch torch and stoker when they are imported."""
+    """Start recording into ``$STOKER_DOCTOR_EVENTS``; patch torch and observe stoker loaders when they are imported."""
     directory = os.environ.get("STOKER_DOCTOR_EVENTS")
     if not directory:
         return None
@@ -84,9 +84,7 @@ def install_from_env() -> Any:
         instrumentation().install_torch(torch.utils.data.dataloader)
 
     def stoker_ready(module: Any) -> None:
-        import stoker.loader
-
-        instrumentation().install_stoker(stoker.loader)
+        instrumentation().install_stoker()
 
     hooks = {"torch": torch_ready, "stoker": stoker_ready}
     for name in list(hooks):

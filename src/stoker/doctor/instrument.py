@@ -1,12 +1,14 @@
-"""Patches that time batch fetches and pipeline stages, installed for one doctor run and undone after.
+"""What the doctor installs for one run, and removes after: an observer of stoker loaders and
+patches of torch's DataLoader (which has no public hook).
 
 - ``torch.utils.data.dataloader._BaseDataLoaderIter.__init__`` / ``__next__``: every batch a torch
   DataLoader iterator hands out (the data wait), and the loader's settings.
 - ``torch.utils.data._utils.fetch._MapDatasetFetcher.fetch`` (and the iterable one): the time in
   the Dataset (``__getitem__`` and the collate), in the main process or in forked workers.
-- ``stoker.Loader.__init__`` / ``__iter__``: every batch a stoker loader hands out, and each stage
-  through the loader's ``stage_hook`` (read, collate, transfer, h2d_wait, finalize). While
-  ``torch.profiler`` records, each stage also runs inside ``record_function("stoker.<stage>")``.
+- ``stoker.register_observer``: every stoker loader built during the run, every batch it hands
+  out and each stage (read, collate, transfer, h2d_wait, finalize), through the public
+  :class:`stoker.Observer` hook. While ``torch.profiler`` records, each stage also runs inside
+  ``record_function("stoker.<stage>")``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import torch
 
 from stoker.doctor.inspect_batch import describe
+from stoker.pipeline.observe import Handle, LoaderInfo, Observer, register_observer
 
 _KEY = "_stoker_doctor_key"
 
@@ -53,16 +56,28 @@ class _Span:
         self.emit(["stage", self.key, self.stage, get_ident(), self.t0, t1])
 
 
-class StageTimer:
-    """The ``stage_hook`` doctor sets on each stoker.Loader: ``hook(stage)`` -> a timed span."""
+class LoaderObserver(Observer):
+    """The doctor's observer of stoker loaders: loaders, timed stages, data waits, inspected batches."""
 
-    __slots__ = ("emit", "key")
+    def __init__(self, instrumentation: Instrumentation) -> None:
+        self._instr = instrumentation
 
-    def __init__(self, emit: Callable[[Any], None], key: int) -> None:
-        self.emit, self.key = emit, key
+    def loader(self, info: LoaderInfo) -> None:
+        self._instr._register(info.loader_id, {
+            "kind": "stoker", "name": info.name, "dataset": info.source, "dataset_id": info.source_id,
+            "num_workers": info.num_workers, "pin_memory": info.pin_memory, "batch_size": info.batch_size,
+            "prefetch_factor": info.prefetch_factor, "device": info.device, "store": info.store, "engine": info.engine,
+        })  # fmt: skip
 
-    def __call__(self, stage: str) -> _Span:
-        return _Span(self.emit, self.key, stage)
+    def span(self, info: LoaderInfo, stage: str) -> _Span:
+        return _Span(self._instr.emit, info.loader_id, stage)
+
+    def batch(self, info: LoaderInfo, requested: float, ready: float, batch: Any) -> None:
+        instr = self._instr
+        key = info.loader_id
+        instr.emit(["step", key, requested, ready])
+        if instr._inspected.get(key, 0) < instr.inspect_batches:
+            instr._inspect(key, batch)
 
 
 class Instrumentation:
@@ -74,6 +89,7 @@ class Instrumentation:
         self._undo: list[tuple[Any, str, Any]] = []
         self._seen: set[int] = set()
         self._inspected: dict[int, int] = {}
+        self._handle: Handle | None = None
 
     def emit(self, event: Any) -> None:
         self._rec.emit(event)
@@ -84,13 +100,11 @@ class Instrumentation:
         setattr(owner, name, new)
 
     def install(self) -> None:
-        """Patch torch's DataLoader and stoker's Loader (both imported here)."""
+        """Patch torch's DataLoader and observe every stoker loader built from now on."""
         import torch.utils.data.dataloader
 
-        import stoker.loader
-
         self.install_torch(torch.utils.data.dataloader)
-        self.install_stoker(stoker.loader)
+        self.install_stoker()
 
     def install_torch(self, dataloader: Any) -> None:
         """Patch the DataLoader iterators of the module ``torch.utils.data.dataloader``."""
@@ -105,15 +119,15 @@ class Instrumentation:
         for fetcher in (fetch._MapDatasetFetcher, fetch._IterableDatasetFetcher):
             self._patch(fetcher, "fetch", self._fetch(fetcher.fetch))
 
-    def install_stoker(self, module: Any) -> None:
-        """Patch ``stoker.Loader`` of the module ``stoker.loader``."""
-        Loader = module.Loader
-        if any(owner is Loader for owner, _, _ in self._undo):
-            return
-        self._patch(Loader, "__init__", self._stoker_init(Loader.__init__))
-        self._patch(Loader, "__iter__", self._stoker_iter(Loader.__iter__))
+    def install_stoker(self) -> None:
+        """Observe every stoker.Loader built from now on, through ``stoker.register_observer``."""
+        if self._handle is None:
+            self._handle = register_observer(LoaderObserver(self))
 
     def uninstall(self) -> None:
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
         while self._undo:
             owner, name, old = self._undo.pop()
             setattr(owner, name, old)
@@ -175,44 +189,6 @@ class Instrumentation:
 
         timed._stoker_doctor = True  # type: ignore[attr-defined]
         return timed
-
-    # -- stoker.Loader ----------------------------------------------------------------------------
-    def _stoker_init(self, orig: Callable[..., None]) -> Callable[..., None]:
-        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
-            orig(loader, *args, **kwargs)
-            key = id(loader)
-            loader.stage_hook = StageTimer(self.emit, key)
-            cfg = loader.config
-            self._register(key, {
-                "kind": "stoker", "name": f"stoker.Loader({_name(loader.source)})", "dataset": _name(loader.source),
-                "dataset_id": id(loader.source), "num_workers": loader.num_workers, "pin_memory": loader.transfer.pin_memory,
-                "batch_size": cfg.batch_size, "prefetch_factor": cfg.prefetch_factor, "device": str(loader.transfer.device),
-                "store": type(loader.source).__name__ == "StoreSource",
-            })  # fmt: skip
-
-        return __init__
-
-    def _stoker_iter(self, orig: Callable[[Any], Iterator[Any]]) -> Callable[[Any], Iterator[Any]]:
-        def __iter__(loader: Any) -> Iterator[Any]:
-            return self._timed(loader, orig(loader))
-
-        return __iter__
-
-    def _timed(self, loader: Any, gen: Iterator[Any]) -> Iterator[Any]:
-        key = id(loader)
-        try:
-            while True:
-                t0 = perf_counter()
-                try:
-                    out = next(gen)
-                except StopIteration:
-                    return
-                self.emit(["step", key, t0, perf_counter()])
-                if self._inspected.get(key, 0) < self.inspect_batches:
-                    self._inspect(key, out)
-                yield out
-        finally:
-            gen.close()
 
     def _inspect(self, key: int, batch: Any) -> None:
         self._inspected[key] = self._inspected.get(key, 0) + 1

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from stoker.pipeline.source import BatchSource
 
 
 def gather_plan(chunk: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -36,7 +37,7 @@ def check_rows(unique: np.ndarray, n: int, where: str) -> None:
         raise IndexError(f"row {bad} is out of range for {where} of {n} rows")
 
 
-class ArrayColumns:
+class ArrayColumns(BatchSource):
     """A BatchSource over equal-length numeric arrays.
 
     Args:

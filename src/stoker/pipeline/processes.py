@@ -1,10 +1,11 @@
 """Process workers for user Python that must run in parallel (a Dataset's ``__getitem__``).
 
-Each worker fetches the samples of a batch, collates them, and writes every array of the
-batch into one shared-memory segment; only a small description (names, dtypes, shapes,
-offsets) travels through the result queue. The consumer copies the arrays out, unlinks the
-segment, and rebuilds the batch. Segments are named ``stoker_<token>_<generation>_<batch>``, so closing
-the pool can sweep ``/dev/shm`` for anything a killed worker left behind.
+A :class:`ProcessPool` runs one function over tasks in worker processes. Each worker calls it
+on a task and writes every array of the result into one shared-memory segment; only a small
+description (names, dtypes, shapes, offsets) travels through the result queue. The consumer
+copies the arrays out, unlinks the segment, and rebuilds the result. Segments are named
+``stoker_<token>_<generation>_<task>``, so closing the pool can sweep ``/dev/shm`` for anything
+a killed worker left behind.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from stoker.pipeline.collate import BF16, default_collate, fetch, flatten, unfla
 from stoker.pipeline.threads import tag_error
 
 _POLL = 0.5  # seconds between liveness checks while waiting for a result
+_END = object()
 
 
 # -- the worker ---------------------------------------------------------------------------------
@@ -104,19 +106,28 @@ def sweep_stale_segments(directory: str = "/dev/shm") -> int:
     return removed
 
 
-def _worker(dataset: Any, collate: Callable | None, token: str, tasks: Any, results: Any, current: Any) -> None:
+class FetchCollate:
+    """``dataset[i]`` for the indices of one batch, then the collate: a task of :func:`process_map`."""
+
+    def __init__(self, dataset: Any, collate_fn: Callable | None = None) -> None:
+        self.dataset = dataset
+        self.collate_fn = collate_fn or default_collate
+
+    def __call__(self, indices: Any) -> Any:
+        return self.collate_fn(fetch(self.dataset, [int(i) for i in indices]))
+
+
+def _worker(fn: Callable[[Any], Any], token: str, tasks: Any, results: Any, current: Any) -> None:
     _die_with_parent()
     while True:
         task = tasks.get()
         if task is None:
             return
-        gen, n, indices = task
+        gen, n, payload = task
         if gen != current.value:  # the consumer abandoned that iteration
             continue
         try:
-            samples = fetch(dataset, indices)
-            batch = collate(samples) if collate is not None else default_collate(samples)
-            leaves, spec = flatten(batch)
+            leaves, spec = flatten(fn(payload))
             name = f"stoker_{token}_{gen}_{n}"
             layout, has_segment = _write_segment(name, leaves)
             results.put((gen, n, "ok", (name if has_segment else None, layout, spec)))
@@ -148,17 +159,18 @@ def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
 
 # -- the consumer -------------------------------------------------------------------------------
 class ProcessPool:
-    """Worker processes that fetch and collate batches of ``dataset`` rows.
+    """Worker processes that run ``fn(task)`` and send the results back through shared memory.
 
-    Processes start on the first :meth:`map` and stay until :meth:`close`, so one pool can serve
-    many epochs (``persistent_workers``). Every :meth:`map` call is a new *generation*: results
-    of an abandoned one (the user broke out of the loop) are dropped and their segments unlinked.
+    ``fn`` reaches the workers by fork (or by pickling where fork is missing); its result may be
+    any nest of dicts, lists and tuples of numpy arrays and small objects. Processes start on the
+    first :meth:`map` and stay until :meth:`close`, so one pool can serve many epochs
+    (``persistent_workers``). Every :meth:`map` call is a new *generation*: results of an
+    abandoned one (the user broke out of the loop) are dropped and their segments unlinked.
     """
 
-    def __init__(self, dataset: Any, workers: int, collate_fn: Callable | None = None, stage: str = "dataset") -> None:
-        self.dataset = dataset
+    def __init__(self, fn: Callable[[Any], Any], workers: int, stage: str = "dataset") -> None:
+        self.fn = fn
         self.workers = workers
-        self.collate_fn = collate_fn
         self.stage = stage
         self.token = f"{os.getpid()}_{secrets.token_hex(4)}"
         self._procs: list[Any] = []
@@ -177,7 +189,7 @@ class ProcessPool:
         self._current = ctx.Value("q", 0, lock=False)
         self._procs = [
             ctx.Process(
-                target=_worker, args=(self.dataset, self.collate_fn, self.token, self._tasks[w], self._results, self._current),
+                target=_worker, args=(self.fn, self.token, self._tasks[w], self._results, self._current),
                 daemon=True, name=f"stoker-{self.stage}-{w}",
             )  # fmt: skip
             for w in range(self.workers)
@@ -185,8 +197,8 @@ class ProcessPool:
         for p in self._procs:
             p.start()
 
-    def map(self, batches: Iterable[np.ndarray], *, depth: int, timeout: float | None = None) -> Iterator[Any]:
-        """Yield the collated batches for ``batches`` (index arrays), in order."""
+    def map(self, tasks: Iterable[Any], *, depth: int, timeout: float | None = None) -> Iterator[Any]:
+        """Yield ``fn(task)`` for each of ``tasks``, in order, at most ``depth`` in flight."""
         if self._busy:
             raise RuntimeError("this worker pool is already serving an iteration; finish or close it first")
         if not self._procs:
@@ -194,16 +206,16 @@ class ProcessPool:
         self._busy = True
         self._generation += 1
         gen = self._current.value = self._generation
-        it = iter(batches)
+        it = iter(tasks)
         sent = received = 0
         ready: dict[int, Any] = {}
 
         def send_next() -> bool:
             nonlocal sent
-            indices = next(it, None)
-            if indices is None:
+            task = next(it, _END)
+            if task is _END:
                 return False
-            self._tasks[sent % self.workers].put((gen, sent, [int(i) for i in indices]))
+            self._tasks[sent % self.workers].put((gen, sent, task))
             sent += 1
             return True
 
@@ -253,9 +265,9 @@ def process_map(
     stage: str = "dataset",
 ) -> Iterator[Any]:
     """Yield collated batches of ``dataset`` rows, in order, from a pool that lives for this call."""
-    pool = ProcessPool(dataset, workers, collate_fn, stage)
+    pool = ProcessPool(FetchCollate(dataset, collate_fn), workers, stage)
     try:
-        yield from pool.map(batches, depth=depth, timeout=timeout)
+        yield from pool.map(([int(i) for i in idx] for idx in batches), depth=depth, timeout=timeout)
     finally:
         pool.close()
 

@@ -142,15 +142,38 @@ def _block_order(n: int, block_size: int, window: int, rng: np.random.Generator)
     return rows[np.lexsort((keys, window_of_row))]
 
 
-@dataclass(frozen=True)
-class FixedBatches:
-    """Batches of ``batch_size`` rows in the order of ``sampler``: the default batch sampler.
+class BatchSampler:
+    """Base class of every batch sampler: which rows form each batch of an epoch, on this rank.
 
-    A batch sampler is anything with ``__len__`` (batches per epoch on this rank, the same on
-    every rank), ``batches(epoch, start)`` (index arrays from batch ``start`` on, a pure function
-    of the epoch) and ``fingerprint()`` (what a saved position must agree with). Length-bucketing
-    samplers implement the same three.
+    Subclasses define ``__len__`` (batches per epoch on this rank, the same on every rank),
+    ``batches(epoch, start)`` (index arrays from batch ``start`` on, a pure function of the
+    epoch, so a resumed run recomputes them) and ``fingerprint()`` (a JSON-able dict of what a
+    saved position must agree with). ``check_fingerprint`` is shared.
     """
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} must define __len__")
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
+        raise NotImplementedError(f"{type(self).__name__} must define batches(epoch, start)")
+
+    def fingerprint(self) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} must define fingerprint()")
+
+    def check_fingerprint(self, saved: dict[str, Any]) -> None:
+        """Raise StateError naming every field where ``saved`` differs from this sampler's."""
+        mine = self.fingerprint()
+        if not isinstance(saved, dict):
+            raise StateError(f"cannot resume: the saved order is not a dict ({saved!r:.100})")
+        diff = {k: (saved.get(k), v) for k, v in mine.items() if saved.get(k) != v}
+        if diff:
+            detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
+            raise StateError(f"cannot resume: the saved position was taken with a different order ({detail})")
+
+
+@dataclass(frozen=True)
+class FixedBatches(BatchSampler):
+    """Batches of ``batch_size`` rows in the order of ``sampler``: the default batch sampler."""
 
     sampler: Sampler
     batch_size: int
@@ -168,14 +191,3 @@ class FixedBatches:
 
     def fingerprint(self) -> dict[str, Any]:
         return {**self.sampler.fingerprint(), "batch_size": self.batch_size, "drop_last": self.drop_last}
-
-    def check_fingerprint(self, saved: dict[str, Any]) -> None:
-        check_fingerprint(self.fingerprint(), saved)
-
-
-def check_fingerprint(mine: dict[str, Any], saved: dict[str, Any]) -> None:
-    """Raise StateError naming every field where ``saved`` differs from ``mine``."""
-    diff = {k: (saved.get(k), v) for k, v in mine.items() if saved.get(k) != v}
-    if diff:
-        detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
-        raise StateError(f"cannot resume: the saved position was taken with a different order ({detail})")

@@ -34,6 +34,7 @@ from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.columns import check_rows, gather_plan
 from stoker.sources._common import PerThread, check_lengths, check_numeric
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_groups, chunk_layout, chunked_reader
+from stoker.pipeline.source import BatchSource
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
 
@@ -120,7 +121,7 @@ def describe(f: Any, path: Path, keys: tuple[str, ...] | None) -> tuple[tuple[Ke
     return tuple(infos), rows
 
 
-class HDF5:
+class HDF5(BatchSource):
     """Batches straight from datasets of an HDF5 file, without converting it.
 
     Args:

@@ -24,6 +24,7 @@ from stoker.store.reader import Store
 from stoker.text.report import TALLY_KEY, BatchTally, Tally
 from stoker.text.sources import TextTable
 from stoker.text.tokenizer import Encoded, TextTokenizer
+from stoker.pipeline.source import BatchSource
 
 METADATA_KEY = "stoker.text"
 
@@ -155,7 +156,7 @@ class PadGrid:
 
 
 @dataclass(frozen=True)
-class PaddedText:
+class PaddedText(BatchSource):
     """A BatchSource of dynamically padded text batches.
 
     Attributes:

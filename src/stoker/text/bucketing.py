@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError
-from stoker.pipeline.sampler import check_fingerprint
+from stoker.pipeline.sampler import BatchSampler
 
 
 def _positive(name: str, value: Any, minimum: int = 1) -> None:
@@ -36,7 +36,7 @@ def _positive(name: str, value: Any, minimum: int = 1) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class LengthBuckets:
+class LengthBuckets(BatchSampler):
     """Batches of rows of similar length, reshuffled every epoch.
 
     Attributes:
@@ -165,8 +165,6 @@ class LengthBuckets:
             "round_to": self.round_to,
         }
 
-    def check_fingerprint(self, saved: dict[str, Any]) -> None:
-        check_fingerprint(self.fingerprint(), saved)
 
 
 def _sort_windows(order: np.ndarray, keys: np.ndarray, size: int) -> np.ndarray:

@@ -18,7 +18,7 @@ from stoker.config import LoaderConfig
 from stoker.device.transfer import resolve_device
 from stoker.errors import ConfigError
 from stoker.loader import Loader as CoreLoader
-from stoker.loader import _distributed
+from stoker.loader import distributed_rank as _distributed_rank
 from stoker.pipeline.sampler import FixedBatches, Sampler, order_name
 from stoker.store.reader import Store
 from stoker.text.batches import METADATA_KEY, PaddedText, StoredRows, TokenizedRows
@@ -137,9 +137,7 @@ class Loader(CoreLoader):
         self._tally = Tally()
         core_opts = {k: v for k, v in options.items() if k != "collate_fn"}
         base = LoaderConfig.from_options(batch_size=batch_size or 1, shuffle=shuffle, **core_opts)  # validates early
-        rank, world = _distributed()
-        rank = rank if base.rank is None else base.rank
-        world = world if base.world_size is None else base.world_size
+        rank, world = _distributed_rank(base.rank, base.world_size)
         if _is_store(source):
             store = source if isinstance(source, Store) else Store(source)
             rows: Any = StoredRows(store)

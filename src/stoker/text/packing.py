@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.sampler import check_fingerprint
+from stoker.pipeline.sampler import BatchSampler
 from stoker.store.columns import Ragged
 from stoker.text.report import TALLY_KEY, BatchTally, Tally
+from stoker.pipeline.source import BatchSource
 
 
 def ragged_docs(rag: Ragged) -> Any:
@@ -49,7 +50,7 @@ def _layout(lengths: np.ndarray, shuffle: bool, seed: int, epoch: int) -> tuple[
 
 
 @dataclass(frozen=True, eq=False)
-class PackedBatches:
+class PackedBatches(BatchSampler):
     """Batches of block numbers for packed language-model training (a batch sampler)."""
 
     lengths: np.ndarray
@@ -102,12 +103,10 @@ class PackedBatches:
             "rank": self.rank, "world_size": self.world_size, "drop_last": self.drop_last,
         }  # fmt: skip
 
-    def check_fingerprint(self, saved: dict[str, Any]) -> None:
-        check_fingerprint(self.fingerprint(), saved)
 
 
 @dataclass(frozen=True, eq=False)
-class PackedText:
+class PackedText(BatchSource):
     """BatchSource of packed blocks: ``input_ids`` and ``position_ids``, both ``(batch, block_length)``.
 
     ``docs(indices) -> (values, starts)`` returns flat ids holding the given documents (sorted

@@ -1,0 +1,104 @@
+"""``Executor``: one ordered map over worker threads or worker processes, chosen by a switch.
+
+The loader runs every source through one executor. ``method="threads"`` runs the work in
+threads of this process (:func:`~stoker.pipeline.threads.ordered_map`): right for work that
+releases the GIL in long calls (gathers, the Rust tokenizer, libjpeg-turbo). ``"processes"``
+runs it in worker processes (:class:`~stoker.pipeline.processes.ProcessPool`), the results
+coming back through shared memory: right for user Python (a Dataset's ``__getitem__``).
+``workers=0`` runs the work in the calling thread with either method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError
+from stoker.pipeline.processes import ProcessPool
+from stoker.pipeline.source import ENGINES
+from stoker.pipeline.threads import ordered_map
+
+
+class Executor:
+    """Yield ``fn(item)`` for each item, in order, computed by ``workers`` threads or processes.
+
+    Args:
+        fn: the work; for processes it reaches the workers by fork when the pool starts.
+        method: ``"threads"`` or ``"processes"``.
+        workers: parallel workers; 0 runs ``fn`` in the calling thread.
+        depth: items in flight at most.
+        timeout: seconds to wait for one result (None: forever).
+        stage: the name errors and timeouts are tagged with.
+        persistent: keep worker processes between :meth:`map` calls until :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[Any], Any],
+        method: str,
+        workers: int,
+        depth: int,
+        timeout: float | None = None,
+        stage: str = "read",
+        persistent: bool = False,
+    ) -> None:
+        if method not in ENGINES:
+            raise ConfigError(f"engine must be one of {ENGINES}, not {method!r}", option="engine")
+        self.fn = fn
+        self.method = method
+        self.workers = workers
+        self.depth = max(1, depth)
+        self.timeout = timeout
+        self.stage = stage
+        self.persistent = persistent
+        self._pool: ProcessPool | None = None
+
+    @property
+    def in_processes(self) -> bool:
+        """Whether ``fn`` runs in other processes (its results then crossed shared memory)."""
+        return self.method == "processes" and self.workers > 0
+
+    def map(self, items: Iterable[Any]) -> Iterator[Any]:
+        if not self.in_processes:
+            return ordered_map(self.fn, items, workers=self.workers, depth=self.depth, stage=self.stage, timeout=self.timeout)
+        if self._pool is None:
+            self._pool = ProcessPool(self.fn, self.workers, self.stage)
+        return self._pooled(self._pool, items)
+
+    def _pooled(self, pool: ProcessPool, items: Iterable[Any]) -> Iterator[Any]:
+        try:
+            yield from pool.map(items, depth=self.depth, timeout=self.timeout)
+        finally:
+            if not self.persistent:
+                self.close()
+
+    def close(self) -> None:
+        """Stop worker processes kept between calls. Idempotent."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+
+def chunk_size(batch_bytes: float | None, target_bytes: int = 2**20, limit: int = 64) -> int:
+    """How many consecutive batches one worker task reads: about ``target_bytes`` of data
+    (one batch per task when the size of a batch is unknown)."""
+    if batch_bytes is None:
+        return 1
+    return int(max(1, min(limit, target_bytes // max(batch_bytes, 1))))
+
+
+def chunked(batches: Iterable[np.ndarray], size: int) -> Iterator[list[np.ndarray]]:
+    """Group consecutive index arrays into lists of ``size`` (the last may be shorter)."""
+    chunk: list[np.ndarray] = []
+    for b in batches:
+        chunk.append(b)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+__all__ = ["Executor", "chunk_size", "chunked"]

@@ -1,0 +1,177 @@
+"""Observers: the public hook through which the doctor, tuning or a user's code watch loaders.
+
+An :class:`Observer` is told about every loader when it is built (a :class:`LoaderInfo`),
+times every stage of every batch (:meth:`Observer.span`), and hears of every batch handed out
+with the consumer's wait for it (:meth:`Observer.batch`). Every method is a no-op in the base
+class; subclass and override what you need.
+
+Attach one to a loader with ``loader.register_observer(obs)``, or to every loader built after
+the call, in this process and in the worker processes it forks, with
+:func:`register_observer` (as ``torch.nn.modules.module.register_module_forward_hook`` does for
+modules): that is how ``stoker doctor`` watches a training script it does not change. Both
+return a handle whose ``remove()`` detaches the observer.
+
+Stages, in the order a batch meets them: ``read`` and ``collate`` (in a worker), ``transfer``
+(tensors made, host-to-device copy started: in a worker thread, or in the consumer when the
+workers are processes), ``h2d_wait`` and ``finalize`` (in the consumer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+STAGES = ("read", "collate", "transfer", "h2d_wait", "finalize")
+
+
+@dataclass(frozen=True)
+class LoaderInfo:
+    """What an observer is told about a loader when it is built.
+
+    Attributes:
+        loader_id: ``id()`` of the loader; every event of this loader carries it.
+        name: a label for reports, e.g. ``"stoker.Loader(StoreSource)"``.
+        source: the qualified type name of the batch source.
+        source_id: ``id()`` of the source (two loaders over one dataset share it).
+        engine: ``"threads"`` or ``"processes"``: where ``read`` runs.
+        num_workers: workers running ``read`` (0: the consumer's thread).
+        batch_size: rows per batch, or None when a batch sampler decides.
+        prefetch_factor: chunks in flight per worker.
+        pin_memory: whether host batches are staged in pinned memory.
+        device: where batches land (``"cpu"``, ``"cuda:0"``).
+        store: whether the source reads a memory-mapped stoker store.
+    """
+
+    loader_id: int
+    name: str
+    source: str
+    source_id: int
+    engine: str
+    num_workers: int
+    batch_size: int | None
+    prefetch_factor: int
+    pin_memory: bool
+    device: str
+    store: bool
+
+
+class _NoSpan:
+    """A context manager that does nothing: the span of a loader nobody observes."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+NO_SPAN = _NoSpan()
+
+
+class Observer:
+    """Watches loaders; every method is a no-op here. Override what you need.
+
+    Methods run on the loader's threads and in its worker processes: keep them short and
+    thread-safe. An exception raised by an observer propagates into the loader.
+    """
+
+    def loader(self, info: LoaderInfo) -> None:
+        """A loader was built (or this observer was registered on it)."""
+
+    def span(self, info: LoaderInfo, stage: str) -> Any:
+        """A context manager around one stage of one batch (or chunk of batches)."""
+        return NO_SPAN
+
+    def batch(self, info: LoaderInfo, requested: float, ready: float, batch: Any) -> None:
+        """A batch was handed out. ``requested``: when the consumer asked for it;
+        ``ready``: when it was ready (``time.perf_counter()``); ``ready - requested`` is the
+        consumer's wait for data."""
+
+
+class Handle:
+    """Returned by ``register_observer``: ``remove()`` detaches the observer. Idempotent."""
+
+    def __init__(self, remove: Callable[[], None]) -> None:
+        self._remove: Callable[[], None] | None = remove
+
+    def remove(self) -> None:
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
+
+
+class Observers:
+    """The observers of one loader, as one: a fan-out over the list, cheap when it is empty."""
+
+    __slots__ = ("info", "items")
+
+    def __init__(self, info: LoaderInfo, items: list[Observer]) -> None:
+        self.info = info
+        self.items = list(items)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def add(self, observer: Observer) -> Handle:
+        if not isinstance(observer, Observer):
+            raise TypeError(f"an observer must subclass stoker.Observer, got {type(observer).__name__}")
+        self.items.append(observer)
+        observer.loader(self.info)
+        return Handle(lambda: self.items.remove(observer) if observer in self.items else None)
+
+    def span(self, stage: str) -> Any:
+        items = self.items
+        if not items:
+            return NO_SPAN
+        if len(items) == 1:
+            return items[0].span(self.info, stage)
+        return _Spans([o.span(self.info, stage) for o in items])
+
+    def batch(self, requested: float, ready: float, batch: Any) -> None:
+        for o in self.items:
+            o.batch(self.info, requested, ready, batch)
+
+
+class _Spans:
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: list[Any]) -> None:
+        self.spans = spans
+
+    def __enter__(self) -> None:
+        for s in self.spans:
+            s.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        for s in reversed(self.spans):
+            s.__exit__(*exc)
+
+
+class Registry:
+    """Observers attached to every loader built while they are registered."""
+
+    def __init__(self) -> None:
+        self._items: list[Observer] = []
+
+    def register(self, observer: Observer) -> Handle:
+        if not isinstance(observer, Observer):
+            raise TypeError(f"an observer must subclass stoker.Observer, got {type(observer).__name__}")
+        self._items.append(observer)
+        return Handle(lambda: self._items.remove(observer) if observer in self._items else None)
+
+    def current(self) -> list[Observer]:
+        return list(self._items)
+
+
+REGISTRY = Registry()
+
+
+def register_observer(observer: Observer) -> Handle:
+    """Attach ``observer`` to every :class:`stoker.Loader` built from now on, until ``remove()``."""
+    return REGISTRY.register(observer)
+
+
+__all__ = ["NO_SPAN", "STAGES", "Handle", "LoaderInfo", "Observer", "Observers", "register_observer"]

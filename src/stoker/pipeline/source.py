@@ -1,0 +1,91 @@
+"""``BatchSource``: the one contract of everything a :class:`stoker.Loader` reads.
+
+A source turns chunks of row-index arrays into batches. The loader calls, per epoch::
+
+    source.set_epoch(epoch)                      main thread, before the first read
+    source.read(chunk)        -> raw batches     a worker (thread or process), many at once
+    collate_fn or source.collate(raw) -> batch   the same worker
+    source.finalize(batch)    -> batch           the consumer, after the copy to the device
+
+Only ``__len__`` and ``read`` must be written; every other hook has a default here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from stoker.device.buffers import BufferPool
+
+Batch = dict[str, Any]
+
+ENGINES = ("threads", "processes")
+
+
+class BatchSource:
+    """Base class of every batch source: stores, text, images, HDF5, arrays, torch Datasets.
+
+    Subclass it and write ``__len__`` and ``read``; override the other hooks where the default
+    does not fit. ``read`` runs in several workers at once: it must be thread-safe, and its heavy
+    work should release the GIL (numpy, Arrow, tokenizers, libjpeg-turbo) when it runs in threads.
+
+    Attributes:
+        engine: where ``read`` runs by default: ``"threads"`` (work that releases the GIL in long
+            calls) or ``"processes"`` (user Python that must run in parallel). The loader's
+            ``engine=`` option overrides it.
+    """
+
+    engine: ClassVar[str] = "threads"
+
+    def __len__(self) -> int:
+        """Rows in the source."""
+        raise NotImplementedError(f"{type(self).__name__} must define __len__")
+
+    def read(self, chunk: list[np.ndarray]) -> list[Any]:
+        """One raw batch per index array of ``chunk`` (consecutive batches of this epoch).
+
+        An error about a row should name it (the file, the row number) in its message.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define read(chunk)")
+
+    def collate(self, raw: Any) -> Any:
+        """Turn what ``read`` returned for one batch into the batch to move (identity here).
+
+        Used when the user passes no ``collate_fn``; a user's ``collate_fn`` replaces it.
+        """
+        return raw
+
+    def batch_bytes(self, batch_size: int) -> float | None:
+        """Expected host bytes of one batch, or None when unknown. Sizes the chunks of work."""
+        return None
+
+    def auto_workers(self, batch_size: int) -> int | None:
+        """Workers to use when the user does not say, or None for one per core."""
+        return None
+
+    def use_buffers(self, pool: BufferPool) -> None:
+        """Receive the loader's recycled host buffers (pinned when it feeds a GPU).
+
+        A source that fills its arrays from ``pool.get`` is copied to the device with no extra
+        staging copy. The default ignores the pool.
+        """
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the reads that follow (per-row randomness such as augmentation)."""
+
+    def finalize(self, batch: Any) -> Any:
+        """Consumer-side work after the copy to the device (e.g. normalize on the GPU)."""
+        return batch
+
+    def report(self) -> Any:
+        """What the source counted so far (skipped rows, padding, ...), or None."""
+        return None
+
+
+def overrides(source: BatchSource, hook: str) -> bool:
+    """Whether ``source`` defines ``hook`` itself rather than inheriting the default."""
+    return getattr(type(source), hook) is not getattr(BatchSource, hook)
+
+
+__all__ = ["Batch", "BatchSource", "ENGINES", "overrides"]

@@ -1,0 +1,99 @@
+"""``StoreSource``: a stoker store read in chunks of batches, one gather per column per chunk."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from stoker.device.buffers import BufferPool
+from stoker.errors import ConfigError
+from stoker.pipeline.source import Batch, BatchSource
+from stoker.pipeline.threads import default_workers
+from stoker.store.columns import Ragged
+from stoker.store.reader import Store
+
+INLINE_BYTES = 2**20  # store batches smaller than this are read without worker threads by default
+
+
+class StoreSource(BatchSource):
+    """Gather a chunk of batches from a store; pad sequence columns.
+
+    Called with a list of index arrays (consecutive batches) and returns the list of
+    batches. One batch is gathered into recycled buffers; several small batches are gathered
+    together, with one gather and one padding pass for the whole chunk, then cut into views.
+
+    Rows inside a batch are read in storage order (the indices are sorted): which rows form
+    a batch follows the sampler, and reading them in order turns the gather of each shard's
+    rows into one contiguous write. A sequence column ``x`` becomes ``x`` (padded to the
+    longest row of its batch, rounded up to ``pad_to_multiple_of``) and ``x_lengths``.
+
+    Args:
+        store: the store to read.
+        columns: the columns to read (default: all).
+        pad_value: padding of sequence columns.
+        pad_to_multiple_of: sequence columns are padded to a multiple of this length.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        columns: Sequence[str] | None = None,
+        pad_value: int | float = 0,
+        pad_to_multiple_of: int = 1,
+    ) -> None:
+        self.store = store
+        self.columns = tuple(columns) if columns else tuple(store.schema)
+        missing = [c for c in self.columns if c not in store.schema]
+        if missing:
+            raise ConfigError(f"{store.path} has no column(s) {missing}; its columns are {list(store.schema)}", option="columns")
+        self.pad_value = pad_value
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.pool = BufferPool()
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __repr__(self) -> str:
+        return f"StoreSource({str(self.store.path)!r}, columns={list(self.columns)})"
+
+    def use_buffers(self, pool: BufferPool) -> None:
+        self.pool = pool
+
+    def batch_bytes(self, batch_size: int) -> float:
+        return batch_size * self.store.nbytes / max(len(self.store), 1)
+
+    def auto_workers(self, batch_size: int) -> int:
+        """A batch under ``INLINE_BYTES`` is read in the calling thread (the gather costs
+        microseconds; a hand-off to a worker costs more); larger ones get one thread per core."""
+        return 0 if self.batch_bytes(batch_size) < INLINE_BYTES else default_workers()
+
+    def read(self, chunk: list[np.ndarray]) -> list[Batch]:
+        # Tensor columns are gathered straight into recycled buffers (pinned ones on CUDA), one
+        # per chunk: each batch is a view of it, and the buffer is free again once no batch of
+        # the chunk is referenced any more.
+        idx = np.sort(chunk[0]) if len(chunk) == 1 else np.concatenate([np.sort(c) for c in chunk])
+        out = {}
+        for name in self.columns:
+            col = self.store.schema[name]
+            if col.kind == "tensor":
+                out[name] = self.pool.get(name, (len(idx), *col.shape), col.numpy_dtype)
+        raw = self.store.gather(idx, self.columns, out)
+        bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
+        np.cumsum([len(c) for c in chunk], out=bounds[1:])
+        batches: list[Batch] = [{} for _ in chunk]
+        for name in self.columns:
+            value = raw[name]
+            if isinstance(value, Ragged):
+                padded = value.pad_groups(bounds, self.pad_value, self.pad_to_multiple_of)
+                lengths = value.lengths
+                for k, batch in enumerate(batches):
+                    batch[name] = padded[k]
+                    batch[f"{name}_lengths"] = lengths[bounds[k] : bounds[k + 1]]
+            else:
+                for k, batch in enumerate(batches):
+                    batch[name] = value[bounds[k] : bounds[k + 1]]
+        return batches
+
+
+__all__ = ["INLINE_BYTES", "StoreSource"]
