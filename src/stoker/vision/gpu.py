@@ -1,24 +1,28 @@
-"""The optional GPU path: JPEG decoded by nvJPEG (``torchvision.io.decode_jpeg`` on CUDA) and
+"""The optional GPU reader: JPEG decoded by nvJPEG (``torchvision.io.decode_jpeg`` on CUDA) and
 cropped/resampled on the GPU.
 
-Worker threads only read the JPEG headers and plan each crop; the consumer's ``finalize``
-decodes the whole batch on the device in one call, cuts each planned box, resamples it and
-stacks the batch. Needs CUDA and a torchvision built for this torch; without them
-``decode_device="cuda"`` is refused with a ConfigError saying so, and nothing else changes.
+Its host half (``read_batch``, in worker threads) reads the JPEG headers and plans each crop; its
+device half (``finalize``, on the consumer) decodes the whole batch in one call, cuts each planned
+box, resamples it and stacks the batch. The host half needs no CUDA; the source that picks this
+reader checks :func:`gpu_available` first and refuses ``decode_device="cuda"`` with a ConfigError
+saying why when it returns a reason.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from stoker.errors import ConfigError
-from stoker.vision.decode import probe, read_file
+from stoker.vision.decode import probe
 from stoker.vision.errors import ImageError
+from stoker.vision.readers import Encoded, ImageReader, RowErrors, RowRandom
 from stoker.vision.render import box_in
+
+if TYPE_CHECKING:
+    from stoker.vision.source import ImageOptions
 
 
 def gpu_available() -> str | None:
@@ -32,44 +36,47 @@ def gpu_available() -> str | None:
     return None
 
 
-class GpuDecoder:
-    """Plans crops in ``read`` (host, worker threads), decodes and resamples in ``finalize`` (device)."""
+class GpuDecode(ImageReader):
+    """Encoded JPEG -> crop plans on the host (``read_batch``), nvJPEG decode and resample on the device."""
 
-    def __init__(self, source: Any) -> None:
-        reason = gpu_available()
-        if reason is not None:
-            raise ConfigError(f"decode_device='cuda' needs CUDA and torchvision: {reason}; use decode_device='cpu'", option="decode_device")
-        self.source = source
+    fills_buffer = False
 
-    def read(self, idx: np.ndarray) -> dict[str, Any]:
-        src, opts = self.source, self.source.options
-        blobs = src.store.gather(idx, [src.image_column])[src.image_column] if src.store is not None else None
-        jpegs, plans, kept = [], [], []
-        for k, row in enumerate(idx.tolist()):
-            try:
-                data = blobs[k] if blobs is not None else read_file(src.images.paths[row])
-                info = probe(data, opts.max_pixels)
-                if not info.jpeg or info.orientation != 1:
-                    raise ImageError("the GPU path decodes upright RGB JPEG only; convert the images first (stoker convert images)")
-                view = opts.transforms.plan(info.height, info.width, src.rng(row))
-            except ImageError as exc:
-                if opts.on_error == "raise":
-                    raise exc.where(src.describe(row), row) from exc
-                continue
-            jpegs.append(data)
-            plans.append((*box_in(info.height, info.width, info.height, info.width, view), view.flip))
-            kept.append(row)
-        batch: dict[str, Any] = {"jpeg": jpegs, "plan": plans}  # lists stay on the host
-        return src._with_labels(batch, np.asarray(kept, dtype=np.int64))
+    def __init__(
+        self, encoded: Encoded, options: ImageOptions, size: tuple[int, int], rng: RowRandom, errors: RowErrors
+    ) -> None:
+        self.encoded, self.options, self.size, self.rng, self.errors = encoded, options, size, rng, errors
+
+    def read_batch(self, idx: np.ndarray, out: np.ndarray | None = None) -> tuple[dict[str, Any], np.ndarray]:
+        """``{"jpeg": [bytes], "plan": [(top, bottom, left, right, flip)]}`` for the rows kept (host lists)."""
+        opts = self.options
+        blobs = self.encoded.fetch(idx)
+        jpegs: list[Any] = [None] * len(idx)
+        plans: list[Any] = [None] * len(idx)
+
+        def work(k: int, row: int) -> None:
+            data = blobs[k]
+            info = probe(data, opts.max_pixels)
+            if not info.jpeg or info.orientation != 1:
+                raise ImageError(
+                    "the GPU path decodes upright RGB JPEG only; convert the images first (stoker convert images)"
+                )
+            view = opts.transforms.plan(info.height, info.width, self.rng(row))
+            jpegs[k] = data
+            plans[k] = (*box_in(info.height, info.width, info.height, info.width, view), view.flip)
+
+        keep = self.errors.each_row(idx, work)
+        kept = np.flatnonzero(keep).tolist()
+        return {"jpeg": [jpegs[k] for k in kept], "plan": [plans[k] for k in kept]}, idx[keep]
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Decode the batch's JPEG on the device, cut and resample each planned box, stack as uint8."""
         from torchvision.io import ImageReadMode, decode_jpeg
 
-        src, opts = self.source, self.source.options
+        opts = self.options
         device = batch["label"].device if "label" in batch else torch.device("cuda")
         datas = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in batch.pop("jpeg")]
         decoded = decode_jpeg(datas, mode=ImageReadMode.RGB, device=device) if datas else []
-        h, w = src.size
+        h, w = self.size
         out = torch.empty((len(decoded), 3, h, w), dtype=torch.uint8, device=device)
         mode = opts.transforms.interpolation
         for k, (img, (top, bottom, left, right, flip)) in enumerate(zip(decoded, batch.pop("plan"))):
@@ -80,4 +87,4 @@ class GpuDecoder:
         return batch
 
 
-__all__ = ["GpuDecoder", "gpu_available"]
+__all__ = ["GpuDecode", "gpu_available"]

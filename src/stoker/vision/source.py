@@ -17,7 +17,6 @@ Normalize as one batch operation on the device.
 from __future__ import annotations
 
 import os
-import random
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +28,21 @@ import torch
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
-from stoker.vision.decode import DEFAULT_MAX_PIXELS, probe, read_file
-from stoker.vision.errors import ImageError
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
-from stoker.vision.render import render_array, render_bytes
+from stoker.vision.decode import DEFAULT_MAX_PIXELS
 from stoker.vision.finder import ImageList, find_images
+from stoker.vision.gpu import GpuDecode, gpu_available
+from stoker.vision.readers import (
+    CpuDecode,
+    FileBytes,
+    GatherArrays,
+    ImageReader,
+    RenderArrays,
+    RowErrors,
+    RowRandom,
+    Skipped,
+    StoreBytes,
+)
 from stoker.vision.transforms import Compose, as_compose
 
 _DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
@@ -93,17 +102,25 @@ class ImageOptions:
             raise ConfigError(f"decode_device must be 'cpu' or 'cuda', not {self.decode_device!r}", option="decode_device")
 
 
-@dataclass(frozen=True)
-class Skipped:
-    """One row left out by ``on_error="skip"``: where it came from and why."""
-
-    row: int
-    file: str
-    reason: str
-
-
 def _is_store(data: Any) -> bool:
     return isinstance(data, Store) or (isinstance(data, (str, os.PathLike)) and (Path(data) / "manifest.json").is_file())
+
+
+def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | None:
+    """For a column of decoded uint8 images: (stored CHW?, (height, width)); None for encoded bytes."""
+    col = store.schema.get(column)
+    if col is None:
+        raise ConfigError(
+            f"{store.path} has no column {column!r}; its columns are {list(store.schema)}", option="image_column"
+        )
+    if col.kind == "binary":
+        return None
+    if col.kind == "tensor" and col.dtype == "uint8" and len(col.shape) == 3 and 3 in (col.shape[0], col.shape[2]):
+        chw = store.metadata.get("layout", "CHW" if col.shape[0] == 3 else "HWC") == "CHW"
+        return chw, (tuple(col.shape[1:]) if chw else tuple(col.shape[:2]))
+    raise ConfigError(
+        f"column {column!r} of {store.path} is {col}; expected JPEG bytes or uint8 images", option="image_column"
+    )
 
 
 MAX_AUTO_WORKERS = 8  # see ImageSource.auto_workers
@@ -111,6 +128,10 @@ MAX_AUTO_WORKERS = 8  # see ImageSource.auto_workers
 
 class ImageSource:
     """Batches of images (and labels) from a store or from image files; see the module docstring.
+
+    The way a batch is made is chosen once, here, as a reader (``vision/readers.py``): CPU decode of
+    encoded bytes, rendering of a resized store's rows, a plain gather of rows already at the batch's
+    size, or nvJPEG decode on the GPU. ``source.reader`` is the one chosen.
 
     Args:
         data: a store (or its path) written by ``stoker.convert.images``; or a folder, a list of
@@ -121,39 +142,33 @@ class ImageSource:
         **options: the other fields of :class:`ImageOptions`.
     """
 
-    def __init__(self, data: Any, transforms: Any = None, *, labels: Any = None, image_column: str = "image",
-                 label_column: str = "label", **options: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        data: Any,
+        transforms: Any = None,
+        *,
+        labels: Any = None,
+        image_column: str = "image",
+        label_column: str = "label",
+        **options: Any,
+    ) -> None:
         self.options = opts = ImageOptions(transforms=as_compose(transforms), **options)
         self._pool = BufferPool()
-        self._lock = threading.Lock()
         self._threads = threading.local()  # per worker thread: torch limited to one thread there
-        self._skipped: dict[int, Skipped] = {}
-        self._epoch = 0
         self._norm_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         self.store: Store | None = None
         self.images: ImageList | None = None
-        in_size = None
+        self.image_column, self.label_column = image_column, label_column
+        arrays = None
         if _is_store(data):
             self.store = data if isinstance(data, Store) else Store(data)
-            col = self.store.schema.get(image_column)
-            if col is None:
-                raise ConfigError(f"{self.store.path} has no column {image_column!r}; its columns are {list(self.store.schema)}", option="image_column")
-            if col.kind == "binary":
-                self.kind = "encoded"
-            elif col.kind == "tensor" and col.dtype == "uint8" and len(col.shape) == 3 and 3 in (col.shape[0], col.shape[2]):
-                self.kind = "array"
-                self._chw = self.store.metadata.get("layout", "CHW" if col.shape[0] == 3 else "HWC") == "CHW"
-                in_size = tuple(col.shape[1:]) if self._chw else tuple(col.shape[:2])
-            else:
-                raise ConfigError(f"column {image_column!r} of {self.store.path} is {col}; expected JPEG bytes or uint8 images", option="image_column")
+            arrays = _array_layout(self.store, image_column)
             self.has_labels = label_column in self.store.schema
         else:
-            self.kind = "files"
             self.images = find_images(data, labels)
             self.has_labels = self.images.labels is not None
             self._labels = np.asarray(self.images.labels, dtype=np.int64) if self.has_labels else None
-        self.image_column, self.label_column = image_column, label_column
-        size = opts.transforms.out_size(in_size)
+        size = opts.transforms.out_size(arrays[1] if arrays is not None else None)
         if size is None:
             raise ConfigError(
                 "the transforms do not end at a fixed size, so images cannot be batched: end them with "
@@ -161,14 +176,33 @@ class ImageSource:
                 option="transforms",
             )
         self.size = size
-        self._identity = self.kind == "array" and not opts.transforms.geometric and self._chw == (opts.layout == "NCHW")
-        self._gpu = None
-        if opts.decode_device == "cuda":
-            from stoker.vision.gpu import GpuDecoder
+        self.rng = RowRandom(opts.seed, opts.transforms.random)  # rng(row): the row's generator this epoch
+        self.errors = RowErrors(opts.on_error, self.describe)
+        self.reader = self._choose_reader(arrays)
 
-            if self.kind == "array":
-                raise ConfigError("decode_device='cuda' decodes JPEG; this store holds decoded arrays", option="decode_device")
-            self._gpu = GpuDecoder(self)
+    def _choose_reader(self, arrays: tuple[bool, tuple[int, int]] | None) -> ImageReader:
+        opts, column = self.options, self.image_column
+        if arrays is not None:
+            if opts.decode_device == "cuda":
+                raise ConfigError(
+                    "decode_device='cuda' decodes JPEG; this store holds decoded arrays", option="decode_device"
+                )
+            chw = arrays[0]
+            shape = (3, *self.size) if opts.layout == "NCHW" else (*self.size, 3)
+            same_layout = chw == (opts.layout == "NCHW")
+            if not opts.transforms.geometric and same_layout and self.store.schema[column].shape == shape:
+                return GatherArrays(self.store, column)
+            return RenderArrays(self.store, column, chw, opts, self.rng, self.errors)
+        encoded = StoreBytes(self.store, column) if self.store is not None else FileBytes(self.images)
+        if opts.decode_device == "cuda":
+            reason = gpu_available()
+            if reason is not None:
+                raise ConfigError(
+                    f"decode_device='cuda' needs CUDA and torchvision: {reason}; use decode_device='cpu'",
+                    option="decode_device",
+                )
+            return GpuDecode(encoded, opts, self.size, self.rng, self.errors)
+        return CpuDecode(encoded, opts, self.rng, self.errors)
 
     # -- the BatchSource protocol ---------------------------------------------------------
     def __len__(self) -> int:
@@ -183,10 +217,8 @@ class ImageSource:
     def auto_workers(self, batch_size: int) -> int:
         """Threads when the user does not say: one per core, at most ``MAX_AUTO_WORKERS``.
 
-        Decode releases the GIL and scales with threads, but the per-image work as a whole
-        (decode, crop, resample) stopped scaling past 8 threads on a 16-core H100 host (cause
-        not established; benchmarks/bench_jpeg_threads.py there, encoded store, batches of 128:
-        472 img/s with 1 thread, 2,102 with 4, 2,426 with 8, 1,909 with 16).
+        The per-image work (decode, crop, resample) stops scaling with threads well before 16
+        cores; ``docs/design-notes.md`` (vision) has the measurement behind the cap.
         """
         return default_workers(MAX_AUTO_WORKERS)
 
@@ -199,68 +231,33 @@ class ImageSource:
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose randomness the next reads use (the Loader calls this)."""
-        self._epoch = int(epoch)
+        self.rng.epoch = int(epoch)
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
         return [self.read_batch(np.sort(np.asarray(idx, dtype=np.int64))) for idx in chunk]
 
     def read_batch(self, idx: np.ndarray) -> dict[str, Any]:
-        if not getattr(self._threads, "limited", False) and threading.current_thread() is not threading.main_thread():
+        """One batch of the sorted rows ``idx``: the reader's images (in a recycled buffer) and the labels."""
+        worker = threading.current_thread() is not threading.main_thread()
+        if worker and not getattr(self._threads, "limited", False):
             one_torch_thread_here()  # worker threads resample in parallel already
             self._threads.limited = True
-        if self._gpu is not None:
-            return self._gpu.read(idx)
-        opts = self.options
-        h, w = self.size
-        shape = (len(idx), 3, h, w) if opts.layout == "NCHW" else (len(idx), h, w, 3)
-        if self._identity and self.store.schema[self.image_column].shape == shape[1:]:
-            buf = self._pool.get("image", shape, np.uint8)
-            self.store.gather(idx, [self.image_column], {self.image_column: buf})
-            return self._with_labels({"image": buf}, idx)
-        buf = self._pool.get("image", shape, np.uint8)
-        out = torch.from_numpy(buf)
-        keep = np.ones(len(idx), dtype=bool)
-        blobs = self.store.gather(idx, [self.image_column])[self.image_column] if self.store is not None else None
-        channels_first = opts.layout == "NCHW"
-        for k, row in enumerate(idx.tolist()):
-            try:
-                view_rng = self.rng(row)
-                if self.kind == "array":
-                    chw = blobs[k] if self._chw else blobs[k].transpose(2, 0, 1)
-                    view = opts.transforms.plan(chw.shape[1], chw.shape[2], view_rng)
-                    render_array(chw, view, opts.transforms.interpolation, out[k], channels_first)
-                    continue
-                data = blobs[k] if blobs is not None else read_file(self.images.paths[row])
-                info = probe(data, opts.max_pixels)
-                view = opts.transforms.plan(info.height, info.width, view_rng)
-                render_bytes(data, info, view, opts.transforms.interpolation, out[k], channels_first, opts.reduced_decode)
-            except ImageError as exc:
-                err = exc.where(self.describe(row), row)
-                if opts.on_error == "raise":
-                    raise err from exc
-                with self._lock:
-                    self._skipped[row] = Skipped(row, self.describe(row), exc.reason)
-                keep[k] = False
-        batch = {"image": buf if keep.all() else buf[keep]}
-        return self._with_labels(batch, idx if keep.all() else idx[keep])
+        out = None
+        if self.reader.fills_buffer:
+            h, w = self.size
+            shape = (len(idx), 3, h, w) if self.options.layout == "NCHW" else (len(idx), h, w, 3)
+            out = self._pool.get("image", shape, np.uint8)
+        batch, kept = self.reader.read_batch(idx, out)
+        return self._with_labels(batch, kept)
 
     def _with_labels(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
         if self.has_labels:
             if self.store is not None:
-                batch["label"] = self.store.gather(idx, [self.label_column])[self.label_column].astype(np.int64, copy=False)
+                labels = self.store.gather(idx, [self.label_column])[self.label_column]
+                batch["label"] = labels.astype(np.int64, copy=False)
             else:
                 batch["label"] = self._labels[idx]
         return batch
-
-    def rng(self, row: int) -> random.Random | None:
-        """The generator of ``row``'s randomness in the current epoch (None without random transforms).
-
-        Seeded with ``(seed, epoch, row)`` packed into one integer (Python's seeding of an int is
-        the same on every platform and version).
-        """
-        if not self.options.transforms.random:
-            return None
-        return random.Random((self.options.seed << 96) | (self._epoch << 48) | row)
 
     def describe(self, row: int) -> str:
         """Which file (or store row) ``row`` is, for messages."""
@@ -269,9 +266,8 @@ class ImageSource:
         return f"{self.store.path} row {row}"
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """On the device: GPU decode if asked, then uint8 -> dtype and Normalize, one batch op."""
-        if self._gpu is not None:
-            batch = self._gpu.finalize(batch)
+        """On the device: the reader's device work (GPU decode), then uint8 -> dtype and Normalize, one batch op."""
+        batch = self.reader.finalize(batch)
         opts = self.options
         img = batch["image"]
         if opts.dtype == torch.uint8:
@@ -282,7 +278,8 @@ class ImageSource:
             mean = torch.tensor(norm.mean if norm else (0.0, 0.0, 0.0), dtype=torch.float32) * 255
             std = torch.tensor(norm.std if norm else (1.0, 1.0, 1.0), dtype=torch.float32) * 255
             shape = (1, 3, 1, 1) if opts.layout == "NCHW" else (1, 1, 1, 3)
-            self._norm_cache[key] = (mean.view(shape).to(img.device, opts.dtype), (1 / std).view(shape).to(img.device, opts.dtype))
+            inv_std = (1 / std).view(shape).to(img.device, opts.dtype)
+            self._norm_cache[key] = (mean.view(shape).to(img.device, opts.dtype), inv_std)
         mean, inv_std = self._norm_cache[key]
         batch["image"] = img.to(opts.dtype).sub_(mean).mul_(inv_std)
         return batch
@@ -290,12 +287,14 @@ class ImageSource:
     # -- reporting ------------------------------------------------------------------------
     def report(self) -> list[Skipped]:
         """The rows left out so far by ``on_error="skip"``, in row order."""
-        with self._lock:
-            return [self._skipped[r] for r in sorted(self._skipped)]
+        return self.errors.report()
 
     def __repr__(self) -> str:
         where = self.store.path if self.store is not None else (self.images.root or f"{len(self.images)} files")
-        return f"ImageSource({str(where)!r}, kind={self.kind}, rows={len(self)}, size={self.size}, layout={self.options.layout})"
+        return (
+            f"ImageSource({str(where)!r}, reader={self.reader!r}, rows={len(self)}, size={self.size}, "
+            f"layout={self.options.layout})"
+        )
 
 
 __all__ = ["ImageOptions", "ImageSource", "Skipped"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from vision_images import corrupt_files, photo, save
+from vision_images import bad_store, corrupt_files, photo, save
 
 import stoker
 from stoker.errors import ConfigError
@@ -19,6 +19,7 @@ from stoker.vision import (
     eval_transforms,
     train_transforms,
 )
+from stoker.vision.readers import GatherArrays
 
 
 @pytest.fixture
@@ -93,7 +94,7 @@ def test_resized_store_loads_without_decoding(folder, tmp_path):
     store = convert_images(folder, tmp_path / "r", "resized", size=20).path
     plain = next(iter(stoker.Loader(store, batch_size=12)))
     src = ImageSource(store)
-    assert src.size == (20, 20) and src.kind == "array"
+    assert src.size == (20, 20) and isinstance(src.reader, GatherArrays)
     batch = next(iter(stoker.Loader(src, batch_size=12)))
     assert torch.equal(batch["image"], plain["image"]) and torch.equal(batch["label"], plain["label"])
     crop = next(iter(stoker.Loader(ImageSource(store, [CenterCrop(10), Normalize()]), batch_size=12)))["image"]
@@ -116,22 +117,14 @@ def test_images_smaller_than_the_crop_are_upscaled_by_random_resized_crop(tmp_pa
         next(iter(stoker.Loader(ImageSource(tmp_path / "tiny", [CenterCrop(32)]), batch_size=1)))
 
 
-def _bad_store(tmp_path):
-    """An encoded store whose rows hold the issue's bad bytes (written around the converter)."""
-    files = corrupt_files(tmp_path)
-    good = (tmp_path / "bad" / "good.jpg").read_bytes()
-    blobs = [good, files["truncated"].read_bytes(), good, files["corrupt"].read_bytes(), files["text"].read_bytes(), b"", good]
-    return stoker.write(tmp_path / "s", {"image": blobs, "label": np.arange(7)}, schema={"image": stoker.Binary(), "label": stoker.Scalar("int64")})
-
-
 def test_bad_rows_in_a_store_raise_naming_the_row(tmp_path):
-    src = ImageSource(_bad_store(tmp_path), train_transforms(16))
+    src = ImageSource(bad_store(tmp_path), train_transforms(16))
     with pytest.raises(ImageError, match="row 1"):
         list(stoker.Loader(src, batch_size=7, num_workers=2, timeout=60))
 
 
 def test_bad_rows_are_skipped_and_reported_without_hanging(tmp_path):
-    src = ImageSource(_bad_store(tmp_path), train_transforms(16), on_error="skip")
+    src = ImageSource(bad_store(tmp_path), train_transforms(16), on_error="skip")
     batches = list(stoker.Loader(src, batch_size=3, num_workers=2, timeout=60))
     assert torch.cat([b["label"] for b in batches]).tolist() == [0, 2, 6]
     assert [s.row for s in src.report()] == [1, 3, 4, 5]
@@ -158,47 +151,6 @@ def test_configuration_errors(encoded, tmp_path):
         ImageSource(encoded, train_transforms(8), image_column="pixels")
     with pytest.raises(ConfigError):
         ImageSource(encoded, train_transforms(8), on_error="ignore")
-
-
-def test_gpu_decoding_is_refused_cleanly_without_cuda(encoded):
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
-    with pytest.raises(ConfigError, match="decode_device"):
-        ImageSource(encoded, train_transforms(8), decode_device="cuda")
-
-
-@pytest.mark.gpu
-def test_gpu_decoding_matches_the_cpu_path(encoded):
-    cpu = ImageSource(encoded, eval_transforms(16))
-    gpu = ImageSource(encoded, eval_transforms(16), decode_device="cuda")
-    a = next(iter(stoker.Loader(cpu, batch_size=12, device="cuda")))
-    b = next(iter(stoker.Loader(gpu, batch_size=12, device="cuda")))
-    assert b["image"].is_cuda and b["image"].shape == a["image"].shape
-    assert (a["image"] - b["image"]).abs().mean() < 0.1
-
-
-def test_gpu_path_plans_on_the_host(encoded, tmp_path):
-    """The host half of decode_device='cuda' (headers, plans, refusals) runs anywhere."""
-    from stoker.vision.gpu import GpuDecoder
-
-    src = ImageSource(encoded, train_transforms(16))
-    gpu = object.__new__(GpuDecoder)  # skip the CUDA check: only read() is exercised here
-    gpu.source = src
-    batch = gpu.read(np.arange(12))
-    assert len(batch["jpeg"]) == len(batch["plan"]) == 12 and batch["label"].tolist() == [0] * 4 + [1] * 4 + [2] * 4
-    for blob, (top, bottom, left, right, flip) in zip(batch["jpeg"], batch["plan"]):
-        info = vision_probe(blob)
-        assert 0 <= top < bottom <= info.height and 0 <= left < right <= info.width and isinstance(flip, bool)
-    save(tmp_path / "png" / "a.png", photo(20, 20))
-    gpu.source = ImageSource(tmp_path / "png", train_transforms(16))
-    with pytest.raises(ImageError, match="a.png.*JPEG only"):
-        gpu.read(np.arange(1))
-
-
-def vision_probe(blob):
-    from stoker.vision.decode import probe
-
-    return probe(blob)
 
 
 @pytest.mark.parametrize("orientation", [3, 6, 8])

@@ -49,3 +49,15 @@ def corrupt_files(root: Path) -> dict[str, Path]:
     files["text"].write_text("this is not an image\n")
     files["empty"].write_bytes(b"")
     return files
+
+
+def bad_store(tmp_path: Path) -> Path:
+    """An encoded store of 7 rows; rows 1, 3, 4 and 5 hold bad bytes (written around the converter)."""
+    import stoker
+
+    files = corrupt_files(tmp_path)
+    good = (tmp_path / "bad" / "good.jpg").read_bytes()
+    bad = [files[name].read_bytes() for name in ("truncated", "corrupt", "text")]
+    blobs = [good, bad[0], good, bad[1], bad[2], b"", good]
+    schema = {"image": stoker.Binary(), "label": stoker.Scalar("int64")}
+    return stoker.write(tmp_path / "s", {"image": blobs, "label": np.arange(7)}, schema=schema)

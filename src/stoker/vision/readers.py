@@ -1,0 +1,244 @@
+"""The ways an :class:`~stoker.vision.source.ImageSource` makes a batch of images, one object each.
+
+The source picks one reader when it is built and hands every batch to it::
+
+    CpuDecode     encoded bytes (store rows or files) -> probe, plan, decode, crop, resample into uint8 rows
+    RenderArrays  uint8 rows of a resized store -> crop, resample, flip into uint8 rows
+    GatherArrays  uint8 rows already at the batch's size and layout -> one gather, no per-row work
+    GpuDecode     (``vision/gpu.py``) encoded bytes -> headers and crop plans on the host, nvJPEG on the device
+
+A reader's entry point is ``read_batch(idx, out) -> (batch, kept)``: ``idx`` are sorted row
+numbers, ``out`` the uint8 buffer to fill (``None`` for a reader whose ``fills_buffer`` is
+False), ``batch`` the image part of the batch and ``kept`` the rows it holds. Per-row work goes
+through one loop, :meth:`RowErrors.each_row`, which names the file of a bad row or leaves the row
+out and records it, whatever the reader.
+
+Where the rows come from is a separate small object: :class:`StoreBytes` (a store column) or
+:class:`FileBytes` (image files); both give the bytes of row ``k`` of a batch by indexing.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from stoker.store.reader import Store
+from stoker.vision.decode import probe, read_file
+from stoker.vision.errors import ImageError
+from stoker.vision.finder import ImageList
+from stoker.vision.render import render_array, render_bytes
+
+if TYPE_CHECKING:
+    from stoker.vision.source import ImageOptions
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """One row left out by ``on_error="skip"``: where it came from and why."""
+
+    row: int
+    file: str
+    reason: str
+
+
+class RowErrors:
+    """What a bad row does: an ImageError naming its file and row, or a :class:`Skipped` record.
+
+    Thread-safe: several workers run :meth:`each_row` at once and share one report.
+    """
+
+    def __init__(self, on_error: str, describe: Callable[[int], str]) -> None:
+        self.on_error = on_error
+        self.describe = describe
+        self._lock = threading.Lock()
+        self._skipped: dict[int, Skipped] = {}
+
+    def each_row(self, idx: np.ndarray, work: Callable[[int, int], None]) -> np.ndarray:
+        """Run ``work(k, row)`` for each row of ``idx``; the mask of the rows that succeeded.
+
+        An :class:`ImageError` from ``work`` is raised again naming the row's file (``on_error="raise"``)
+        or recorded and the row left out (``on_error="skip"``). Any other exception is a bug and passes.
+        """
+        keep = np.ones(len(idx), dtype=bool)
+        for k, row in enumerate(idx.tolist()):
+            try:
+                work(k, row)
+            except ImageError as exc:
+                place = self.describe(row)
+                if self.on_error == "raise":
+                    raise exc.where(place, row) from exc
+                with self._lock:
+                    self._skipped[row] = Skipped(row, place, exc.reason)
+                keep[k] = False
+        return keep
+
+    def report(self) -> list[Skipped]:
+        """The rows left out so far, in row order."""
+        with self._lock:
+            return [self._skipped[r] for r in sorted(self._skipped)]
+
+
+class RowRandom:
+    """The per-row generator of augmentation: row ``i`` of epoch ``e`` draws from ``(seed, e, i)``.
+
+    Python's seeding of an int is the same on every platform and version, so the three numbers are
+    packed into one. ``epoch`` is set by the source before each epoch's reads.
+    """
+
+    def __init__(self, seed: int, random_transforms: bool) -> None:
+        self.seed = seed
+        self.active = random_transforms
+        self.epoch = 0
+
+    def __call__(self, row: int) -> random.Random | None:
+        """The generator of ``row`` in the current epoch; None when no transform is random."""
+        if not self.active:
+            return None
+        return random.Random((self.seed << 96) | (self.epoch << 48) | row)
+
+
+class StoreBytes:
+    """The encoded images of a store column: one gather per batch."""
+
+    def __init__(self, store: Store, column: str) -> None:
+        self.store, self.column = store, column
+
+    def fetch(self, idx: np.ndarray) -> Sequence[Any]:
+        """The bytes of the rows ``idx``, indexed by position in the batch."""
+        return self.store.gather(idx, [self.column])[self.column]
+
+    def describe(self, row: int) -> str:
+        return f"{self.store.path} row {row}"
+
+
+class _LazyFiles:
+    """Position ``k`` reads file ``paths[idx[k]]`` when asked, inside the per-row loop."""
+
+    def __init__(self, paths: Sequence[str], idx: np.ndarray) -> None:
+        self.paths, self.idx = paths, idx
+
+    def __getitem__(self, k: int) -> bytes:
+        return read_file(self.paths[int(self.idx[k])])
+
+    def __len__(self) -> int:
+        return len(self.idx)
+
+
+class FileBytes:
+    """The encoded images of a list of files: each read in its row's turn, so a bad file is that row's error."""
+
+    def __init__(self, images: ImageList) -> None:
+        self.images = images
+
+    def fetch(self, idx: np.ndarray) -> Sequence[Any]:
+        return _LazyFiles(self.images.paths, idx)
+
+    def describe(self, row: int) -> str:
+        return self.images.name(row)
+
+
+Encoded = StoreBytes | FileBytes
+
+
+class ImageReader:
+    """One way of making the images of a batch; see the module docstring.
+
+    Attributes:
+        fills_buffer: whether ``read_batch`` writes into the uint8 buffer it is given.
+    """
+
+    fills_buffer: ClassVar[bool] = True
+
+    def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
+        """The images of rows ``idx`` (sorted) and the rows kept; ``out`` is the batch's uint8 buffer."""
+        raise NotImplementedError(f"{type(self).__name__} must define read_batch")
+
+    def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """Device-side work after the copy (none here)."""
+        return batch
+
+    def __repr__(self) -> str:
+        return type(self).__name__
+
+
+def _kept(out: np.ndarray, idx: np.ndarray, keep: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+    if keep.all():
+        return {"image": out}, idx
+    return {"image": out[keep]}, idx[keep]
+
+
+class CpuDecode(ImageReader):
+    """Encoded bytes -> header probe, crop plan, decode at the smallest scale covering the box, resample."""
+
+    def __init__(self, encoded: Encoded, options: ImageOptions, rng: RowRandom, errors: RowErrors) -> None:
+        self.encoded, self.options, self.rng, self.errors = encoded, options, rng, errors
+
+    def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
+        opts = self.options
+        rows = torch.from_numpy(out)
+        blobs = self.encoded.fetch(idx)
+        channels_first = opts.layout == "NCHW"
+
+        def work(k: int, row: int) -> None:
+            view_rng = self.rng(row)
+            data = blobs[k]
+            info = probe(data, opts.max_pixels)
+            view = opts.transforms.plan(info.height, info.width, view_rng)
+            interpolation = opts.transforms.interpolation
+            render_bytes(data, info, view, interpolation, rows[k], channels_first, opts.reduced_decode)
+
+        return _kept(out, idx, self.errors.each_row(idx, work))
+
+
+class RenderArrays(ImageReader):
+    """uint8 rows of a resized store (CHW or HWC) -> the planned crop, resampled and flipped."""
+
+    def __init__(
+        self, store: Store, column: str, chw: bool, options: ImageOptions, rng: RowRandom, errors: RowErrors
+    ) -> None:
+        self.store, self.column, self.chw = store, column, chw
+        self.options, self.rng, self.errors = options, rng, errors
+
+    def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
+        opts = self.options
+        rows = torch.from_numpy(out)
+        arrays = self.store.gather(idx, [self.column])[self.column]
+        channels_first = opts.layout == "NCHW"
+
+        def work(k: int, row: int) -> None:
+            view_rng = self.rng(row)
+            chw = arrays[k] if self.chw else arrays[k].transpose(2, 0, 1)
+            view = opts.transforms.plan(chw.shape[1], chw.shape[2], view_rng)
+            render_array(chw, view, opts.transforms.interpolation, rows[k], channels_first)
+
+        return _kept(out, idx, self.errors.each_row(idx, work))
+
+
+class GatherArrays(ImageReader):
+    """uint8 rows stored at the batch's size and layout -> one gather into the buffer."""
+
+    def __init__(self, store: Store, column: str) -> None:
+        self.store, self.column = store, column
+
+    def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
+        self.store.gather(idx, [self.column], {self.column: out})
+        return {"image": out}, idx
+
+
+__all__ = [
+    "CpuDecode",
+    "FileBytes",
+    "GatherArrays",
+    "ImageReader",
+    "RenderArrays",
+    "RowErrors",
+    "RowRandom",
+    "Skipped",
+    "StoreBytes",
+]
