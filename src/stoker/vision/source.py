@@ -2,7 +2,7 @@
 
 It reads from an *encoded* store (JPEG bytes), a *resized* store (uint8 arrays), or straight
 from image files (a folder, a list of paths, an ImageFolder object), and plugs into
-``stoker.Loader`` as a :class:`~stoker.pipeline.stages.BatchSource`::
+``stoker.Loader`` as a :class:`~stoker.pipeline.source.BatchSource`::
 
     source = ImageSource("stores/photos", train_transforms(224))
     for batch in stoker.Loader(source, batch_size=256, shuffle=True, device="cuda"):
@@ -28,6 +28,7 @@ import torch
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
+from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
 from stoker.vision.decode import DEFAULT_MAX_PIXELS
 from stoker.vision.finder import ImageList, find_images
@@ -126,7 +127,7 @@ def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | N
 MAX_AUTO_WORKERS = 8  # see ImageSource.auto_workers
 
 
-class ImageSource:
+class ImageSource(BatchSource):
     """Batches of images (and labels) from a store or from image files; see the module docstring.
 
     The way a batch is made is chosen once, here, as a reader (``vision/readers.py``): CPU decode of
