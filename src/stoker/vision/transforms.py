@@ -10,9 +10,8 @@ the copy, as one batch operation.
 
 Randomness comes from a generator the caller derives from ``(seed, epoch, row)``, so the
 same row in the same epoch gets the same crop whatever the worker count or a resume. Ops
-only call its ``random()`` (``random.Random`` or a numpy Generator both work): seeding a
-``random.Random`` costs a few microseconds, a numpy Generator tens, and this runs per image
-with the GIL held.
+only call its ``random()`` (``random.Random`` or a numpy Generator both work); the image source
+passes a ``random.Random``, the cheaper of the two to seed per image.
 torchvision itself is never imported; its ``InterpolationMode`` values are accepted.
 """
 
