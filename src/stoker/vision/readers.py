@@ -113,9 +113,6 @@ class StoreBytes:
         """The bytes of the rows ``idx``, indexed by position in the batch."""
         return self.store.gather(idx, [self.column])[self.column]
 
-    def describe(self, row: int) -> str:
-        return f"{self.store.path} row {row}"
-
 
 class _LazyFiles:
     """Position ``k`` reads file ``paths[idx[k]]`` when asked, inside the per-row loop."""
@@ -138,9 +135,6 @@ class FileBytes:
 
     def fetch(self, idx: np.ndarray) -> Sequence[Any]:
         return _LazyFiles(self.images.paths, idx)
-
-    def describe(self, row: int) -> str:
-        return self.images.name(row)
 
 
 Encoded = StoreBytes | FileBytes
