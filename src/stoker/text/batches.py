@@ -22,7 +22,7 @@ from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.threads import default_workers
 from stoker.store.reader import Store
 from stoker.text.report import TALLY_KEY, BatchTally, Tally
-from stoker.text.sources import TextTable
+from stoker.text.inputs import TextTable
 from stoker.text.tokenizer import Encoded, TextTokenizer
 from stoker.pipeline.source import BatchSource
 

@@ -25,7 +25,7 @@ from stoker.text.batches import METADATA_KEY, PaddedText, StoredRows, TokenizedR
 from stoker.text.bucketing import LengthBuckets
 from stoker.text.packing import PackedBatches, PackedText, ragged_docs, store_docs
 from stoker.text.report import Tally, TextReport
-from stoker.text.sources import AUTO, TextColumns, read_table
+from stoker.text.inputs import AUTO, TextColumns, read_table
 from stoker.text.tokenizer import TextTokenizer, resolve
 
 DEFAULT_MAX_LENGTH = 512

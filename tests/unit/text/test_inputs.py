@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from stoker.errors import EmptyDatasetError, InputError
-from stoker.text.sources import TextColumns, iter_blocks, read_table
+from stoker.text.inputs import TextColumns, iter_blocks, read_table
 
 
 def test_txt_skips_and_counts_empty_lines(tmp_path):
