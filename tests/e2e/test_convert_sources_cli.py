@@ -35,13 +35,13 @@ def test_hdf5_ok(h5, tmp_path, capsys):
     assert stoker.open(tmp_path / "s")[:]["labels"].tolist() == list(range(100))
 
 
-def test_hdf5_writers_option(h5, tmp_path, capsys):
-    args = ["convert", "hdf5", str(h5), str(tmp_path / "s"), "--keys", "data,labels", "--shard-size", "400", "--writers", "3"]
+def test_hdf5_workers_option(h5, tmp_path, capsys):
+    args = ["convert", "hdf5", str(h5), str(tmp_path / "s"), "--keys", "data,labels", "--shard-size", "400", "--workers", "3"]
     assert main(args) == 0
     ds = stoker.open(tmp_path / "s", verify=True)
     assert ds.num_shards > 3 and ds[:]["labels"].tolist() == list(range(100))
     assert main([*args[:-1], "0", "--overwrite"]) == 1
-    assert "writers must be at least 1" in capsys.readouterr().err
+    assert "workers must be at least 1" in capsys.readouterr().err
 
 
 def test_hdf5_bad_keys_exit_1_with_the_keys_present(h5, tmp_path, capsys):
@@ -120,7 +120,7 @@ def test_dataset_error_and_skip(module_dir, capsys):
     err = capsys.readouterr().err
     assert "dataset[42] raised ValueError: bad sample 42" in err and "--on-error skip" in err
     assert main(["convert", "dataset", "mydata:broken", "s", "--workers", "2", "--on-error", "skip"]) == 0
-    assert "skipped 2 failing samples" in capsys.readouterr().out
+    assert "2 skipped (failing samples, indices [42, 250])" in capsys.readouterr().out
     assert len(stoker.open(module_dir / "s")) == 298
 
 

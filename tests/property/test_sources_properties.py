@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stoker
-from stoker.sources.dataset import resume_index
+from stoker.convert.from_dataset import resume_index
 
 h5py = pytest.importorskip("h5py")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_sources import common_options, summary, timed, writers_option
+from stoker.cli.convert_common import shared, shared_options, summary
 from stoker.errors import ConfigError
 
 
@@ -16,13 +16,12 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("arrays", help=".npy / .npz arrays (memory-mapped)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="SRC", help="an .npz file, or NAME=FILE.npy pairs")
     p.add_argument("store", help="the store directory to create")
-    common_options(p)
-    writers_option(p)
+    shared_options(p, workers="shards written at once (default: one per core, at most 4)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from stoker.sources.to_store import arrays_to_store
+    import stoker.convert
 
     if len(args.sources) == 1 and args.sources[0].endswith(".npz"):
         data: object = args.sources[0]
@@ -34,8 +33,5 @@ def main(args: argparse.Namespace) -> int:
                 raise ConfigError(f"{src!r}: give one .npz file, or NAME=FILE.npy pairs", option="sources")
             pairs[name] = path
         data = pairs
-    store, seconds = timed(
-        arrays_to_store, data, args.store, shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress, writers=args.writers
-    )
-    summary(store, seconds)
+    summary(stoker.convert.arrays(data, args.store, **shared(args)))
     return 0

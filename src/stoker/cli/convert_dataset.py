@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from stoker.cli.convert_sources import common_options, split_list, summary, timed, warn
+from stoker.cli.convert_common import shared, shared_options, split_list, summary, warn
 from stoker.errors import ConfigError
 
 
@@ -23,11 +23,10 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p = kinds.add_parser("dataset", help="any map-style torch Dataset (module:attribute)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", metavar="MODULE:ATTRIBUTE", help="where the Dataset (or a no-argument factory) lives")
     p.add_argument("store", help="the store directory to create")
-    p.add_argument("--workers", type=int, default=None, help="processes running __getitem__ (default: the usable cores; 0: in this process)")
     p.add_argument("--names", help="column names for tuple samples, e.g. image,label (default 0,1,...)")
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise", help="a sample that raises: stop (default) or skip and count it")
     p.add_argument("--chunk-size", type=int, default=64, help="samples per worker task (default 64)")
-    common_options(p)
+    shared_options(p, workers="processes running __getitem__ (default: the usable cores; 0: in this process)")
     p.set_defaults(func=main)
 
 
@@ -53,18 +52,20 @@ def load_target(target: str) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from stoker.sources.dataset import dataset_to_store, staging_dir
+    import stoker.convert
+    from stoker.convert.from_dataset import staging_dir
 
     dataset = load_target(args.target)
     try:
-        store, seconds = timed(
-            dataset_to_store, dataset, args.store, workers=args.workers, names=split_list(args.names), on_error=args.on_error,
-            shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress, chunk_size=args.chunk_size,
-        )  # fmt: skip
+        result = stoker.convert.dataset(
+            dataset, args.store, names=split_list(args.names), on_error=args.on_error, chunk_size=args.chunk_size,
+            **shared(args),
+        )
     except KeyboardInterrupt:
         from pathlib import Path
 
         warn(f"interrupted; finished shards are kept in {staging_dir(Path(args.store))}: run the same command again to resume")
         return 130
-    summary(store, seconds)
+    indices = result.report.get("skipped_indices", [])
+    summary(result, skipped=f"failing samples, indices {indices[:10]}{' ...' if len(indices) > 10 else ''}")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_sources import common_options, split_list, summary, timed, writers_option
+from stoker.cli.convert_common import shared, shared_options, split_list, summary
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
@@ -12,19 +12,15 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="the .h5 / .hdf5 file")
     p.add_argument("store", help="the store directory to create")
     p.add_argument("--keys", help="comma-separated dataset names, e.g. data,labels (default: every dataset)")
-    common_options(p)
-    writers_option(p)
+    shared_options(p, workers="shards written at once (default: one per core, at most 4)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     import os
 
-    from stoker.sources.hdf5_convert import hdf5_to_store
+    import stoker.convert
 
-    store, seconds = timed(
-        hdf5_to_store, args.file, args.store, split_list(args.keys),
-        shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress, writers=args.writers,
-    )  # fmt: skip
-    summary(store, seconds, os.path.getsize(args.file))
+    result = stoker.convert.hdf5(args.file, args.store, split_list(args.keys), **shared(args))
+    summary(result, source_bytes=os.path.getsize(args.file))
     return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stoker.cli.output import progress
+from stoker.cli.convert_common import shared, shared_options, summary
 
 
 def _size(text: str) -> int | tuple[int, int]:
@@ -36,28 +36,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quality", type=int, default=90, help="JPEG quality of re-encoded images (default 90)")
     p.add_argument("--labels", default=None, help="a CSV (file,label) or JSON labels file for a flat folder")
     p.add_argument("--on-error", choices=("raise", "skip"), default="raise", help="a bad image stops the conversion (raise) or is skipped and reported")
-    p.add_argument("--workers", type=int, default=None, help="threads (default: the usable cores)")
-    p.add_argument("--shard-size", default="256MB", help="bytes per shard (default 256MB)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    shared_options(p, workers="decoding threads (default: the usable cores; 0: in this thread)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from stoker.vision.convert import convert_images
-    from stoker.vision.finder import find_images
+    import stoker.convert
 
-    images = find_images(args.src, args.labels)
-    with progress(total=len(images), desc="converting", unit=" img") as bar:
-        report = convert_images(
-            images, args.store, args.mode, size=args.size, max_side=args.max_side, quality=args.quality,
-            on_error=args.on_error, workers=args.workers, shard_size=args.shard_size, overwrite=args.overwrite,
-            progress=bar.update,
-        )  # fmt: skip
-    print(report)
-    if images.classes:
-        print(f"classes  {len(images.classes)}: {', '.join(images.classes[:10])}{' ...' if len(images.classes) > 10 else ''}")
-    for s in report.skipped[:20]:
+    result = stoker.convert.images(
+        args.src, args.store, args.mode, size=args.size, max_side=args.max_side, quality=args.quality,
+        labels=args.labels, on_error=args.on_error, **shared(args),
+    )
+    summary(result, noun="images", skipped="bad image files")
+    classes = result.report["classes"]
+    if classes:
+        print(f"classes  {len(classes)}: {', '.join(classes[:10])}{' ...' if len(classes) > 10 else ''}")
+    skipped = result.report["skipped"]
+    for s in skipped[:20]:
         print(f"skipped  {s.file}: {s.reason}", file=sys.stderr)
-    if len(report.skipped) > 20:
-        print(f"skipped  ... and {len(report.skipped) - 20} more (all listed in the manifest's metadata)", file=sys.stderr)
+    if len(skipped) > 20:
+        print(f"skipped  ... and {len(skipped) - 20} more (all listed in the manifest's metadata)", file=sys.stderr)
+    ignored = result.report["ignored"]
+    if ignored:
+        print(f"ignored  {len(ignored)} non-image files")
     return 0

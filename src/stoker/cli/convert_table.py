@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_sources import common_options, split_list, summary, timed
+from stoker.cli.convert_common import shared, shared_options, split_list, summary
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
@@ -13,16 +13,12 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p.add_argument("store", help="the store directory to create")
     p.add_argument("--columns", help="comma-separated column names (default: all)")
     p.add_argument("--format", choices=("parquet", "csv", "json"), help="the file's format (default: from its suffix)")
-    common_options(p)
+    shared_options(p, workers=None)  # read and written on one thread
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
-    from stoker.sources.tables import table_to_store
+    import stoker.convert
 
-    store, seconds = timed(
-        table_to_store, args.file, args.store, split_list(args.columns), format=args.format,
-        shard_size=args.shard_size, overwrite=args.overwrite, progress=args.progress,
-    )  # fmt: skip
-    summary(store, seconds)
+    summary(stoker.convert.table(args.file, args.store, split_list(args.columns), format=args.format, **shared(args)))
     return 0

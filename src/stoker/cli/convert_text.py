@@ -9,7 +9,7 @@ import argparse
 
 import numpy as np
 
-from stoker.cli.output import progress
+from stoker.cli.convert_common import shared, shared_options, summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,9 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label-column", default="auto", help="column holding the label ('auto': 'label' when present; 'none': no label)")
     p.add_argument("--keep-empty", action="store_true", help="keep empty lines (default: skip and count them)")
     p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict", help="invalid UTF-8: fail (strict) or replace")
-    p.add_argument("--workers", type=int, default=None, help="tokenizing threads (default: the usable cores)")
-    p.add_argument("--shard-size", default="256MB", help="bytes per shard (default 256MB)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    shared_options(p, workers="tokenizing threads (default: the usable cores; 0: in this thread)")
     p.set_defaults(func=run)
 
 
@@ -34,16 +32,17 @@ def run(args: argparse.Namespace) -> int:
     from stoker.store.reader import Store
 
     label = None if args.label_column.lower() == "none" else args.label_column
-    with progress(desc="tokenizing", unit=" rows") as bar:
-        path = stoker.convert.text(
-            args.src, args.store, args.tokenizer, max_length=args.max_length, text_column=args.text_column,
-            pair_column=args.pair_column, label_column=label, keep_empty=args.keep_empty,
-            encoding_errors=args.encoding_errors, num_workers=args.workers, shard_size=args.shard_size,
-            overwrite=args.overwrite, on_progress=bar.update,
-        )  # fmt: skip
-    ds = Store(path)
-    info = ds.metadata.get("stoker.text", {})
+    result = stoker.convert.text(
+        args.src, args.store, args.tokenizer, max_length=args.max_length, text_column=args.text_column,
+        pair_column=args.pair_column, label_column=label, keep_empty=args.keep_empty,
+        encoding_errors=args.encoding_errors, **shared(args),
+    )
+    summary(result, noun="examples", skipped="empty lines")
+    ds = Store(result.path)
     truncated = int(ds.gather(np.arange(len(ds)), ["truncated"])["truncated"].sum())
-    print(f"wrote {path}: {len(ds):,} examples, {ds.num_shards} shard(s); tokenizer {info.get('name')}, ids {info.get('id_dtype')}, "
-          f"{truncated:,} truncated to {args.max_length}, {info.get('skipped_empty', 0):,} empty lines skipped")
+    info = result.report
+    print(
+        f"  tokenizer {info.get('name')}, ids {info.get('id_dtype')}, {truncated:,} truncated to {args.max_length}, "
+        f"{info.get('skipped_empty', 0):,} empty lines skipped"
+    )
     return 0

@@ -1,9 +1,8 @@
-"""Helpers shared by the sources: per-thread handles, dtype checks, progress bars, row steps."""
+"""Helpers shared by the sources: per-thread handles, dtype and length checks."""
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -77,16 +76,3 @@ def check_lengths(lengths: dict[str, int], where: str) -> int:
         detail = ", ".join(f"{k}: {v}" for k, v in lengths.items())
         raise SchemaError(f"{where}: the columns have different numbers of rows ({detail}); every column needs one value per row")
     return next(iter(lengths.values()))
-
-
-def progress_bar(total: int, desc: str, enabled: bool | None, initial: int = 0, unit: str = "rows") -> Any:
-    """A tqdm bar on stderr; ``enabled=None`` shows it only when stderr is a terminal."""
-    from tqdm.auto import tqdm
-
-    disable = (not sys.stderr.isatty()) if enabled is None else not enabled
-    return tqdm(total=total, initial=initial, desc=desc, unit=unit, unit_scale=True, disable=disable, file=sys.stderr, dynamic_ncols=True)
-
-
-def rows_per_step(row_bytes: int, target_bytes: int) -> int:
-    """Rows in a step of about ``target_bytes`` (at least one)."""
-    return max(1, int(target_bytes // max(row_bytes, 1)))

@@ -1,6 +1,6 @@
 """One read-only memory map of an input file, paged in ahead of the threads that read it.
 
-Used by the conversions (``to_store.py``): slabs of the file are asked for in order; a thread of
+Used by the HDF5 conversion (``stoker.convert.from_hdf5``): slabs of the file are asked for in order; a thread of
 this object's own brings each into the page cache and the page tables (``posix_fadvise(WILLNEED)``,
 then ``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the readers take the page
 faults). When the file was mostly not in the page cache as it was opened (``mincore`` over its

@@ -1,7 +1,8 @@
 """``stoker.vision``: image folders to normalized batches on the device.
 
+    import stoker
     from stoker import vision
-    vision.convert_images("photos/", "stores/photos")            # JPEG bytes + labels, in threads
+    stoker.convert.images("photos/", "stores/photos")            # JPEG bytes + labels, in threads
     source = vision.ImageSource("stores/photos", vision.train_transforms(224))
     for batch in stoker.Loader(source, batch_size=256, shuffle=True, device="cuda"):
         ...  # batch["image"]: float32 (256, 3, 224, 224), normalized on the device
@@ -9,7 +10,6 @@
 See README.md in this folder for the file map and the life of a batch.
 """
 
-from stoker.vision.convert import ConvertOptions, ConvertReport, convert_dataset, convert_images
 from stoker.vision.decode import decode, probe
 from stoker.vision.errors import ImageError
 from stoker.vision.gpu import gpu_available
@@ -35,8 +35,6 @@ __all__ = [
     "IMG_EXTENSIONS",
     "CenterCrop",
     "Compose",
-    "ConvertOptions",
-    "ConvertReport",
     "ImageError",
     "ImageList",
     "ImageOptions",
@@ -47,8 +45,6 @@ __all__ = [
     "RandomResizedCrop",
     "Resize",
     "Skipped",
-    "convert_dataset",
-    "convert_images",
     "decode",
     "eval_transforms",
     "find_images",

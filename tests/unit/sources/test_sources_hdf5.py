@@ -279,7 +279,7 @@ def test_convert_with_parallel_writers_keeps_row_order(h5, tmp_path, monkeypatch
         return real(self, columns, first_row)
 
     monkeypatch.setattr(ShardTask, "write", slow)
-    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,group/chunked", shard_size=1000, progress=False, writers=writers)
+    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,group/chunked", shard_size=1000, progress=False, workers=writers)
     ds = stoker.open(out, verify=True)
     assert ds.num_shards > 10
     with h5py.File(h5) as f:
@@ -299,14 +299,14 @@ def test_convert_failing_midway_leaves_nothing_and_no_threads(h5, tmp_path, monk
 
     monkeypatch.setattr(ShardTask, "write", fail_third)
     with pytest.raises(OSError, match="disk full"):
-        stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels", shard_size=2000, progress=False, writers=2)
+        stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels", shard_size=2000, progress=False, workers=2)
     assert sorted(os.listdir(tmp_path)) == ["data.h5"]
     assert not [t for t in threading.enumerate() if t.name.startswith("stoker-convert")]
 
 
 def test_convert_refuses_zero_writers(h5, tmp_path):
-    with pytest.raises(stoker.errors.ConfigError, match="writers"):
-        stoker.convert.hdf5(h5, tmp_path / "store", keys="data", writers=0, progress=False)
+    with pytest.raises(stoker.errors.ConfigError, match="workers must be at least 1"):
+        stoker.convert.hdf5(h5, tmp_path / "store", keys="data", workers=0, progress=False)
 
 
 def test_converting_a_cold_file_leaves_it_out_of_the_page_cache(tmp_path):

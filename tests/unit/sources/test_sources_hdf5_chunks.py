@@ -157,7 +157,7 @@ def test_conversion_decodes_chunks_on_the_writer_threads(tmp_path, layout, monke
     threads = set()
     real = hdf5_chunks.ChunkedReader.rows
     monkeypatch.setattr(hdf5_chunks.ChunkedReader, "rows", lambda self, *a: (threads.add(threading.current_thread().name), real(self, *a))[1])
-    out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=1200, progress=False, writers=2)
+    out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=1200, progress=False, workers=2)
     ds = stoker.open(out, verify=True)
     assert ds.num_shards > 3
     np.testing.assert_array_equal(ds[:]["x"], data)
@@ -193,7 +193,7 @@ def test_conversion_inflates_whole_chunks_straight_into_the_slab(tmp_path, monke
     direct = []
     real = hdf5_chunks.ChunkedReader._decode_into
     monkeypatch.setattr(hdf5_chunks.ChunkedReader, "_decode_into", lambda self, c, out: (direct.append((c, real(self, c, out))), direct[-1][1])[1])
-    out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", progress=False, writers=1)
+    out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", progress=False, workers=1)
     np.testing.assert_array_equal(stoker.open(out, verify=True)[:]["x"], rows)
     assert sorted(direct) == [(0, False), (1, False), (2, True), (3, libz)]  # shuffle needs a pass of its own
 

@@ -9,7 +9,7 @@ from vision_images import bad_store, photo, save
 
 import stoker
 from stoker.errors import ConfigError
-from stoker.vision import ImageError, ImageSource, convert_images, eval_transforms, train_transforms
+from stoker.vision import ImageError, ImageSource, eval_transforms, train_transforms
 from stoker.vision.decode import probe
 from stoker.vision.gpu import GpuDecode
 from stoker.vision.readers import FileBytes, StoreBytes
@@ -17,7 +17,7 @@ from stoker.vision.readers import FileBytes, StoreBytes
 
 @pytest.fixture
 def encoded(folder, tmp_path):
-    return convert_images(folder, tmp_path / "enc").path
+    return stoker.convert.images(folder, tmp_path / "enc").path
 
 
 def host_half(src: ImageSource) -> GpuDecode:

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 from vision_images import bad_store
 
-from stoker.vision import CenterCrop, ImageError, ImageSource, RandomHorizontalFlip, convert_images, train_transforms
+import stoker
+from stoker.vision import CenterCrop, ImageError, ImageSource, RandomHorizontalFlip, train_transforms
 from stoker.vision.readers import CpuDecode, FileBytes, GatherArrays, RenderArrays, RowErrors, StoreBytes
 
 
 def test_each_input_gets_its_reader(folder, tmp_path):
-    encoded = convert_images(folder, tmp_path / "enc").path
-    resized = convert_images(folder, tmp_path / "res", "resized", size=20).path
+    encoded = stoker.convert.images(folder, tmp_path / "enc").path
+    resized = stoker.convert.images(folder, tmp_path / "res", "resized", size=20).path
     from_store = ImageSource(encoded, train_transforms(16)).reader
     from_files = ImageSource(folder, train_transforms(16)).reader
     assert isinstance(from_store, CpuDecode) and isinstance(from_store.encoded, StoreBytes)

@@ -6,10 +6,10 @@ import stoker
 from stoker import vision
 
 EXPECTED = {
-    "IMAGENET_MEAN", "IMAGENET_STD", "IMG_EXTENSIONS", "CenterCrop", "Compose", "ConvertOptions", "ConvertReport",
-    "ImageError", "ImageList", "ImageOptions", "ImageSource", "Normalize", "RandomCrop", "RandomHorizontalFlip",
-    "RandomResizedCrop", "Resize", "Skipped", "convert_dataset", "convert_images", "decode", "eval_transforms",
-    "find_images", "flat_folder", "from_dataset", "from_paths", "gpu_available", "image_folder", "probe", "train_transforms",
+    "IMAGENET_MEAN", "IMAGENET_STD", "IMG_EXTENSIONS", "CenterCrop", "Compose", "ImageError", "ImageList",
+    "ImageOptions", "ImageSource", "Normalize", "RandomCrop", "RandomHorizontalFlip", "RandomResizedCrop", "Resize",
+    "Skipped", "decode", "eval_transforms", "find_images", "flat_folder", "from_dataset", "from_paths",
+    "gpu_available", "image_folder", "probe", "train_transforms",
 }  # fmt: skip
 
 

@@ -15,7 +15,6 @@ from stoker.vision import (
     RandomHorizontalFlip,
     RandomResizedCrop,
     Resize,
-    convert_images,
     eval_transforms,
     train_transforms,
 )
@@ -24,7 +23,7 @@ from stoker.vision.readers import GatherArrays
 
 @pytest.fixture
 def encoded(folder, tmp_path):
-    return convert_images(folder, tmp_path / "enc").path
+    return stoker.convert.images(folder, tmp_path / "enc").path
 
 
 def images(loader) -> list[torch.Tensor]:
@@ -91,7 +90,7 @@ def test_each_epoch_draws_new_crops(encoded):
 
 
 def test_resized_store_loads_without_decoding(folder, tmp_path):
-    store = convert_images(folder, tmp_path / "r", "resized", size=20).path
+    store = stoker.convert.images(folder, tmp_path / "r", "resized", size=20).path
     plain = next(iter(stoker.Loader(store, batch_size=12)))
     src = ImageSource(store)
     assert src.size == (20, 20) and isinstance(src.reader, GatherArrays)

@@ -1,4 +1,4 @@
-"""Offline conversion: a text source tokenized once into a store (``stoker convert text``).
+"""A text source tokenized once into a store (``stoker.convert.text``, ``stoker convert text``).
 
 The source is read as a stream of blocks; worker threads tokenize blocks in parallel (the
 Rust tokenizer releases the GIL) while the main thread writes them in order. The store holds:
@@ -14,41 +14,39 @@ counts of empty lines skipped and lines with replaced UTF-8.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import EmptyDatasetError
 from stoker.pipeline.threads import default_workers, ordered_map
 from stoker.store.format import Scalar, Sequence
-from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
+from stoker.store.writer import StoreWriter
 from stoker.text.batches import METADATA_KEY
-from stoker.text.sources import LabelCoder, TextBlock, TextColumns, describe_source, iter_blocks
+from stoker.text.inputs import LabelCoder, TextBlock, TextColumns, describe_source, iter_blocks
 from stoker.text.tokenizer import Encoded, resolve, smallest_uint
 
 
-def convert_text(
+def convert(
     source: Any,
     store: str | os.PathLike[str],
-    tokenizer: Any = "bert-base-uncased",
-    *,
-    max_length: int | None = 512,
-    columns: TextColumns = TextColumns(),
-    num_workers: int | None = None,
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    overwrite: bool = False,
-    on_progress: Callable[[int], None] | None = None,
-) -> Path:
-    """Tokenize ``source`` into a new store at ``store`` and return its path.
+    tokenizer: Any,
+    max_length: int | None,
+    columns: TextColumns,
+    options: ConvertOptions,
+) -> ConvertResult:
+    """Tokenize ``source`` into a new store at ``store``.
 
     ``columns`` says which fields hold text, pairs and labels and what to do with empty lines
-    and invalid UTF-8 (see :class:`~stoker.text.sources.TextColumns`). ``on_progress(rows)`` is
-    called after each block is written.
+    and invalid UTF-8 (see :class:`~stoker.text.inputs.TextColumns`). ``options.workers``:
+    tokenizing threads (default: the usable cores; 0: this thread); ``options.progress`` counts
+    examples written. The result's ``skipped`` counts empty lines left out; its ``report`` is
+    what the manifest's metadata holds under ``"stoker.text"``.
     """
     tok = resolve(tokenizer, max_length=max_length)
-    workers = default_workers() if num_workers is None else num_workers
+    workers = default_workers() if options.workers is None else options.workers
     coder = LabelCoder()
     skipped = replaced = 0
     id_dtype = tok.id_dtype
@@ -58,8 +56,10 @@ def convert_text(
         return block, tok.encode(block.texts, block.pairs)
 
     schema = {"input_ids": Sequence(id_dtype), "length": Scalar(len_dtype), "truncated": Scalar(np.uint8)}
-    writer = StoreWriter(store, None, shard_size=shard_size, overwrite=overwrite)
-    with writer:
+    writer = StoreWriter(
+        store, None, shard_size=options.shard_size, overwrite=options.overwrite, metadata=options.with_metadata({})
+    )
+    with writer, options.bar(None, "tokenizing") as bar:
         blocks = ordered_map(encode, iter_blocks(source, columns), workers=workers, depth=2 * max(workers, 1), stage="tokenize")
         try:
             for block, enc in blocks:
@@ -83,13 +83,12 @@ def convert_text(
                 if writer.schema is None:
                     writer.schema = full
                 writer.add_batch(data)
-                if on_progress is not None:
-                    on_progress(len(block.texts))
+                bar.update(len(block.texts))
         finally:
             blocks.close()
         if writer.rows_written == 0:
             raise EmptyDatasetError(f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
-        writer.metadata[METADATA_KEY] = {
+        report = {
             **tok.describe(),
             "source": describe_source(source),
             "id_dtype": str(id_dtype),
@@ -97,7 +96,6 @@ def convert_text(
             "skipped_empty": skipped,
             "replaced_lines": replaced,
         }
-    return Path(store)
-
-
-__all__ = ["convert_text"]
+        writer.metadata[METADATA_KEY] = report
+        rows = writer.rows_written
+    return ConvertResult(Path(store), rows, skipped, report=report)

@@ -1,4 +1,4 @@
-"""Image files (or an ImageFolder object) to a store, in worker threads, streamed to disk.
+"""Image files (or an ImageFolder object) to a store (``stoker.convert.images``), in worker threads, streamed to disk.
 
 Two modes:
 
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.threads import default_workers, ordered_map
+from stoker.pipeline.threads import default_workers, one_torch_thread_here, ordered_map
 from stoker.store.format import Binary, Scalar, Tensor
-from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
+from stoker.store.writer import StoreWriter
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, decode, encode_jpeg, probe, read_file
 from stoker.vision.errors import ImageError
-from stoker.pipeline.threads import one_torch_thread_here
-from stoker.vision.render import render_bytes, resample
-from stoker.vision.source import Skipped
 from stoker.vision.finder import ImageList, find_images
+from stoker.vision.readers import Skipped
+from stoker.vision.render import render_bytes, resample
 from stoker.vision.transforms import CenterCrop, Compose, Resize, View
 
 MODES = ("encoded", "resized")
@@ -43,8 +42,8 @@ _MAX_REPORTED = 1000  # skipped files listed in the manifest (all are counted)
 
 
 @dataclass(frozen=True)
-class ConvertOptions:
-    """Options of :func:`convert_images`.
+class ImageStoreOptions:
+    """How each image is written (the options of ``stoker.convert.images`` that only images have).
 
     Attributes:
         mode: ``"encoded"`` (JPEG bytes) or ``"resized"`` (uint8 arrays).
@@ -52,10 +51,7 @@ class ConvertOptions:
         max_side: encoded: re-encode images whose longer side exceeds this (None keeps all sizes).
         quality: JPEG quality of re-encoded images (1-100).
         on_error: ``"raise"`` (stop at the first bad file, naming it) or ``"skip"`` (leave it out, report it).
-        workers: threads (None: the usable cores).
-        max_pixels: images larger than this are refused as enormous.
-        shard_size: bytes per shard (int or ``"256MB"``).
-        overwrite: replace an existing store.
+        max_pixels: images larger than this are refused as enormous (None: ``DEFAULT_MAX_PIXELS``).
     """
 
     mode: str = "encoded"
@@ -63,10 +59,7 @@ class ConvertOptions:
     max_side: int | None = None
     quality: int = 90
     on_error: str = "raise"
-    workers: int | None = None
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    shard_size: int | str = DEFAULT_SHARD_SIZE
-    overwrite: bool = False
+    max_pixels: int | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -77,31 +70,14 @@ class ConvertOptions:
             raise ConfigError(f"quality must be an integer in 1..100, not {self.quality!r}", option="quality")
         if self.max_side is not None and (not isinstance(self.max_side, int) or self.max_side < 8):
             raise ConfigError(f"max_side must be an integer >= 8 or None, not {self.max_side!r}", option="max_side")
-        if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 0):
-            raise ConfigError(f"workers must be an integer >= 0 or None, not {self.workers!r}", option="workers")
+        if self.max_pixels is None:
+            object.__setattr__(self, "max_pixels", DEFAULT_MAX_PIXELS)
+        elif isinstance(self.max_pixels, bool) or not isinstance(self.max_pixels, int) or self.max_pixels < 1:
+            raise ConfigError(f"max_pixels must be a positive integer or None, not {self.max_pixels!r}", option="max_pixels")
         Resize(self.size if isinstance(self.size, int) else tuple(self.size))  # validates the size
 
 
-@dataclass(frozen=True)
-class ConvertReport:
-    """What a conversion wrote and what it left out."""
-
-    path: Path
-    rows: int
-    skipped: tuple[Skipped, ...]
-    ignored: tuple[str, ...]
-    seconds: float
-
-    def __str__(self) -> str:
-        text = f"{self.rows:,} images -> {self.path} in {self.seconds:.1f} s"
-        if self.skipped:
-            text += f"; {len(self.skipped)} skipped"
-        if self.ignored:
-            text += f"; {len(self.ignored)} non-image files ignored"
-        return text
-
-
-def _encoded_row(data: bytes, opts: ConvertOptions) -> bytes:
+def _encoded_row(data: bytes, opts: ImageStoreOptions) -> bytes:
     info = probe(data, opts.max_pixels)
     longest = max(info.height, info.width)
     if info.jpeg and info.orientation == 1 and (opts.max_side is None or longest <= opts.max_side):
@@ -122,7 +98,7 @@ def _encoded_row(data: bytes, opts: ConvertOptions) -> bytes:
 class _Converter:
     """Turns a chunk of rows into a column batch; runs in worker threads."""
 
-    def __init__(self, images: ImageList, opts: ConvertOptions) -> None:
+    def __init__(self, images: ImageList, opts: ImageStoreOptions) -> None:
         self.images, self.opts = images, opts
         size = opts.size if isinstance(opts.size, int) else tuple(opts.size)
         self.resize = Compose((Resize(size), CenterCrop(size)))
@@ -157,76 +133,59 @@ class _Converter:
         return batch, skipped
 
 
-def convert_images(
-    src: Any,
-    store: str | os.PathLike[str],
-    mode: str = "encoded",
-    *,
-    labels: Any = None,
-    progress: Callable[[int], None] | None = None,
-    **options: Any,
-) -> ConvertReport:
+def convert(
+    src: Any, store: str | os.PathLike[str], labels: Any, opts: ImageStoreOptions, options: ConvertOptions
+) -> ConvertResult:
     """Write the images of ``src`` as a store at ``store``; see the module docstring.
 
     Args:
         src: a folder (ImageFolder layout, or flat with a labels file), a list of paths, an
-            :class:`~stoker.vision.finder.ImageList` or a torchvision-style ImageFolder object.
+            :class:`~stoker.vision.finder.ImageList` or a torchvision-style ImageFolder object
+            (its ``samples`` are read directly; its ``transform`` is not run).
         store: the destination directory.
-        mode: ``"encoded"`` or ``"resized"``.
         labels: for a flat folder or a list of paths: a CSV/JSON file, a mapping or a list.
-        progress: called with the number of files done after each chunk (a progress bar's update).
-        **options: the other fields of :class:`ConvertOptions` (size, max_side, quality,
-            on_error, workers, max_pixels, shard_size, overwrite).
+        opts: how each image is written.
+        options: the shared options; ``workers``: threads (None: the usable cores; 0: this
+            thread); ``progress`` counts files done (written or skipped).
     """
-    opts = ConvertOptions(mode=mode, **options)
     images = find_images(src, labels)
     if len(images) == 0:
         raise EmptyDatasetError(f"no image files found in {src!r}")
-    t0 = time.perf_counter()
-    convert = _Converter(images, opts)
-    schema = {"image": Binary() if opts.mode == "encoded" else Tensor("uint8", convert.shape)}
+    convert_chunk = _Converter(images, opts)
+    schema = {"image": Binary() if opts.mode == "encoded" else Tensor("uint8", convert_chunk.shape)}
     if images.labels is not None:
         schema["label"] = Scalar("int64")
-    workers = default_workers() if opts.workers is None else opts.workers
+    workers = default_workers() if options.workers is None else options.workers
     skipped: list[Skipped] = []
     metadata = {"kind": "images", "mode": opts.mode, **images.metadata()}
     if opts.mode == "resized":
-        metadata.update(layout="CHW", size=list(convert.shape[1:]))
+        metadata.update(layout="CHW", size=list(convert_chunk.shape[1:]))
     chunks: Iterator[np.ndarray] = iter(np.array_split(np.arange(len(images)), max(1, -(-len(images) // 32))))
-    writer = StoreWriter(store, schema, shard_size=opts.shard_size, overwrite=opts.overwrite, metadata=metadata)
-    with writer:
-        for (batch, bad), rows in _zip_sizes(ordered_map(convert, chunks, workers=workers, depth=2 * max(workers, 1), stage="convert")):
-            skipped.extend(bad)
-            if len(batch["image"]):
-                writer.add_batch(batch)
-            if progress is not None:
-                progress(rows)
+    meta = options.with_metadata(metadata)
+    writer = StoreWriter(store, schema, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta)
+    with writer, options.bar(len(images), "images", unit="img") as bar:
+        results = ordered_map(convert_chunk, chunks, workers=workers, depth=2 * max(workers, 1), stage="convert")
+        try:
+            for (batch, bad), done in _zip_sizes(results):
+                skipped.extend(bad)
+                if len(batch["image"]):
+                    writer.add_batch(batch)
+                bar.update(done)
+        finally:
+            results.close()
         if writer.rows_written == 0:
-            raise EmptyDatasetError(f"every one of the {len(images)} images was skipped; nothing to write (first: {skipped[0].file}: {skipped[0].reason})")
+            first = skipped[0]
+            raise EmptyDatasetError(
+                f"every one of the {len(images)} images was skipped; nothing to write (first: {first.file}: {first.reason})"
+            )
         writer.metadata["skipped"] = [{"file": s.file, "reason": s.reason} for s in skipped[:_MAX_REPORTED]]
         writer.metadata["skipped_count"] = len(skipped)
         writer.metadata["ignored_count"] = len(images.ignored)
-        rows_written = writer.rows_written
-    return ConvertReport(Path(store), rows_written, tuple(skipped), images.ignored, time.perf_counter() - t0)
+        rows = writer.rows_written
+    report = {"skipped": tuple(skipped), "ignored": tuple(images.ignored), "classes": tuple(images.classes or ())}
+    return ConvertResult(Path(store), rows, len(skipped), report=report)
 
 
 def _zip_sizes(results: Iterator[tuple[dict[str, Any], list[Skipped]]]) -> Iterator[tuple[tuple[dict[str, Any], list[Skipped]], int]]:
     for batch, bad in results:
         yield (batch, bad), len(batch["image"]) + len(bad)
-
-
-def convert_dataset(dataset: Any, store: str | os.PathLike[str], mode: str = "encoded", **options: Any) -> ConvertReport:
-    """A user's torchvision-style ImageFolder (anything with ``.samples``) to a store, in one call.
-
-    The files are read directly; the dataset's own ``transform`` is not run (stoker's
-    transforms run at load time). Class names and ``class_to_idx`` go to the metadata.
-    """
-    if not (hasattr(dataset, "samples") or hasattr(dataset, "imgs")):
-        raise ConfigError(
-            f"{type(dataset).__name__} has no .samples list of (path, label); convert its folder or its list of files instead",
-            option="src",
-        )
-    return convert_images(dataset, store, mode, **options)
-
-
-__all__ = ["ConvertOptions", "ConvertReport", "MODES", "convert_dataset", "convert_images"]

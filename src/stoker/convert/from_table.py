@@ -1,4 +1,4 @@
-"""Tables (Parquet, CSV/TSV, JSON Lines) into a store through pyarrow, record batch by record batch.
+"""Tables (Parquet, CSV/TSV, JSON Lines) into a store (``stoker.convert.table``) through pyarrow, record batch by record batch.
 
 Arrow types map to store columns: integers, floats and booleans -> scalars; strings
 (and dictionary-encoded strings) -> str; binary -> bytes; ``list<number>`` -> a
@@ -9,7 +9,7 @@ Nulls, dates, structs and other types raise SchemaError naming the column (and t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError
-from stoker.sources._common import progress_bar
 from stoker.store.columns import Ragged
 from stoker.store.format import Binary, Column, Scalar, Sequence as SequenceColumn, String, Tensor
-from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
+from stoker.store.writer import StoreWriter
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".ndjson": "json", ".json": "json"}
 BATCH_ROWS = 65536
@@ -136,40 +136,47 @@ def to_values(name: str, col: Column, arr: pa.Array, first_row: int, path: Path)
     return arr.to_numpy(zero_copy_only=False).astype(col.numpy_dtype, copy=False)
 
 
-def table_to_store(
+def convert(
     path: str | os.PathLike[str],
     store: str | os.PathLike[str],
-    columns: Sequence[str] | str | None = None,
-    *,
-    format: str | None = None,  # noqa: A002 - the user's word for it
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-    metadata: Mapping[str, Any] | None = None,
-) -> Path:
-    """Convert columns ``columns`` (default: all) of a Parquet, CSV/TSV or JSON Lines file into a store."""
+    columns: Sequence[str] | str | None,
+    fmt: str | None,
+    options: ConvertOptions,
+) -> ConvertResult:
+    """Convert columns ``columns`` (default: all) of a Parquet, CSV/TSV or JSON Lines file into a store.
+
+    ``fmt``: ``"parquet"``, ``"csv"`` or ``"json"`` (``None``: from the file's suffix).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no table file at {path}")
-    fmt = table_format(path, format)
+    fmt = table_format(path, fmt)
     if isinstance(columns, str):
         columns = [c.strip() for c in columns.split(",") if c.strip()]
     selected = list(columns) if columns is not None else None
     if selected is not None and (not selected or len(set(selected)) != len(selected)):
         raise ConfigError(f"columns must name distinct columns, got {columns!r}", option="columns")
+    source = {"kind": "table", "format": fmt, "file": path.name}
     try:
         schema_arrow, batches, rows = _open(path, fmt, selected)
         schema = {f.name: column_for(f.name, f.type, path) for f in schema_arrow}
-        meta = {"source": {"kind": "table", "format": fmt, "file": path.name}, **dict(metadata or {})}
-        with StoreWriter(store, schema, shard_size=shard_size, overwrite=overwrite, metadata=meta) as writer, progress_bar(rows or 0, f"{fmt} {path.name}", progress) as bar:
+        meta = options.with_metadata({"source": source})
+        writer = StoreWriter(store, schema, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta)
+        with writer, options.bar(rows or 0, f"{fmt} {path.name}") as bar:
             for batch in batches:
                 first = writer.rows_written
-                values = {f.name: to_values(f.name, schema[f.name], batch.column(i), first, path) for i, f in enumerate(schema_arrow)}
+                values = {
+                    f.name: to_values(f.name, schema[f.name], batch.column(i), first, path)
+                    for i, f in enumerate(schema_arrow)
+                }
                 if batch.num_rows:
                     writer.add_batch(values)
                 bar.update(batch.num_rows)
             if not writer.rows_written:
                 raise EmptyDatasetError(f"{path} has no rows; there is nothing to convert")
+            written = writer.rows_written
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise SchemaError(f"{path} could not be read as {fmt} ({exc}); check the file, or choose columns with columns=...") from exc
-    return Path(store)
+        raise SchemaError(
+            f"{path} could not be read as {fmt} ({exc}); check the file, or choose columns with columns=..."
+        ) from exc
+    return ConvertResult(Path(store), written, report={"source": source})

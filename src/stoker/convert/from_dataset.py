@@ -1,4 +1,4 @@
-"""Any map-style torch Dataset into a store: ``__getitem__`` in parallel processes, resumable.
+"""Any map-style torch Dataset into a store (``stoker.convert.dataset``): ``__getitem__`` in processes, resumable.
 
 The life of a conversion::
 
@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from stoker.convert.options import ConvertOptions, ConvertResult
+from stoker.convert.samples import Columnize, Failure, Guarded, compatible, conflict
 from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaError, StoreExistsError
 from stoker.pipeline.processes import process_map
 from stoker.pipeline.threads import default_workers
-from stoker.sources._common import progress_bar
-from stoker.sources.samples import Columnize, Failure, Guarded, compatible, conflict
 from stoker.store.format import Column
-from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
+from stoker.store.writer import StoreWriter
 
 ON_ERROR = ("raise", "skip")
 SKIPPED_NAME = "skipped.txt"
@@ -69,61 +69,58 @@ def resume_index(rows_done: int, skipped: Sequence[int]) -> int:
     return start
 
 
-def _check_options(workers: int | None, on_error: str, chunk_size: int, names: Sequence[str] | None) -> int:
+def _check_options(on_error: str, chunk_size: int, names: Sequence[str] | None) -> None:
     if on_error not in ON_ERROR:
         raise ConfigError(f"on_error must be one of {ON_ERROR}, not {on_error!r}", option="on_error")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
-        raise ConfigError(f"workers must be an integer >= 0 (0 runs __getitem__ in this process), got {workers!r}", option="workers")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
         raise ConfigError(f"chunk_size must be an integer >= 1, got {chunk_size!r}", option="chunk_size")
     if names is not None and (len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names)):
         raise ConfigError(f"names must be distinct non-empty strings, got {names!r}", option="names")
-    return default_workers() if workers is None else workers
 
 
-def dataset_to_store(
+def convert(
     dataset: Any,
     store: str | os.PathLike[str],
+    options: ConvertOptions,
     *,
-    workers: int | None = None,
     names: Sequence[str] | None = None,
     schema: Mapping[str, Column] | None = None,
     on_error: str = "raise",
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-    metadata: Mapping[str, Any] | None = None,
     chunk_size: int = 64,
-) -> Path:
-    """Run ``dataset[i]`` for every index in ``workers`` processes and write the samples as a store.
+) -> ConvertResult:
+    """Run ``dataset[i]`` for every index in ``options.workers`` processes and write the samples as a store.
 
     Args:
         dataset: any object with ``__len__`` and ``__getitem__`` (a torch map-style Dataset).
         store: the store directory to create.
-        workers: processes running ``__getitem__`` (``None``: the usable cores; ``0``: here).
+        options: the shared options; ``workers``: processes running ``__getitem__`` (``None``:
+            the usable cores; ``0``: this process); ``progress`` counts samples.
         names: column names for the positions of tuple samples (default ``"0"``, ``"1"``, ...).
         schema: column types to use instead of inferring them, for some or all fields
             (e.g. ``{"tokens": stoker.Sequence("int32")}`` for a length that varies).
         on_error: ``"raise"`` stops at the first failing index with a SampleError naming it;
             ``"skip"`` leaves failing samples out and counts them (manifest metadata ``skipped``).
-        shard_size, overwrite, metadata: as for :class:`stoker.StoreWriter`.
-        progress: a progress bar on stderr (``None``: when stderr is a terminal).
         chunk_size: samples per worker task.
 
     An interrupted or failed conversion keeps its finished shards; calling again with the same
-    dataset resumes after them (see the module docstring). Returns the store's path.
+    dataset resumes after them (see the module docstring). The result's ``report`` holds
+    ``skipped_indices`` (the first 1000 indices left out, sorted).
     """
-    workers = _check_options(workers, on_error, chunk_size, names)
+    _check_options(on_error, chunk_size, names)
+    workers = default_workers() if options.workers is None else options.workers
     n = len(dataset)
     if n == 0:
         raise EmptyDatasetError(f"the {type(dataset).__name__} has no samples; there is nothing to convert")
     store = Path(store)
-    if store.exists() and not overwrite:
+    if store.exists() and not options.overwrite:
         raise StoreExistsError(f"{store} exists; pass overwrite=True (--overwrite) to replace it", path=store)
     staging = staging_dir(store)
     kind = type(dataset)
     source = {"kind": "dataset", "type": f"{kind.__module__}.{kind.__qualname__}", "rows": n, "names": list(names) if names else None}
-    writer = StoreWriter(store, None, shard_size=shard_size, overwrite=overwrite, metadata={"source": source, **dict(metadata or {})}, staging=staging)
+    meta = options.with_metadata({"source": source})
+    writer = StoreWriter(
+        store, None, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta, staging=staging
+    )
     skipped = _read_skipped(staging) if writer.rows_written else []
     start = resume_index(writer.rows_written, skipped)
     skipped = [k for k in skipped if k < start]
@@ -135,7 +132,7 @@ def dataset_to_store(
         produced: Iterator[dict[str, Any]] = (collate([guarded[int(i)] for i in idx]) for idx in index_batches)
     else:
         produced = process_map(guarded, index_batches, workers=workers, depth=2 * workers, collate_fn=collate, stage="convert")
-    bar = progress_bar(n, f"dataset {kind.__name__}", progress, initial=start, unit="samples")
+    bar = options.bar(n, f"dataset {kind.__name__}", unit="samples", initial=start)
     try:
         with bar:
             for out in produced:
@@ -151,9 +148,11 @@ def dataset_to_store(
                 bar.update(len(out["index"]) + len(failed))
         if not writer.rows_written:
             raise EmptyDatasetError(f"every one of the {n} samples failed and was skipped; nothing to write")
+        kept = sorted(skipped)[:KEEP_SKIPPED]
         writer.metadata["skipped"] = len(skipped)
-        writer.metadata["skipped_indices"] = sorted(skipped)[:KEEP_SKIPPED]
+        writer.metadata["skipped_indices"] = kept
         (staging / SKIPPED_NAME).unlink(missing_ok=True)
+        rows = writer.rows_written
         writer.close()
     except BaseException:
         writer.abort()  # a staging writer keeps its finished shards for the next run
@@ -162,7 +161,7 @@ def dataset_to_store(
         close = getattr(produced, "close", None)
         if close is not None:
             close()
-    return store
+    return ConvertResult(store, rows, len(skipped), report={"skipped_indices": kept})
 
 
 def _add(writer: StoreWriter, out: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ import torch
 
 import stoker
 from stoker.errors import SampleError, SchemaError, StoreExistsError
-from stoker.sources.dataset import resume_index, staging_dir
+from stoker.convert.from_dataset import resume_index, staging_dir
 
 
 class Samples(torch.utils.data.Dataset):

@@ -1,37 +1,27 @@
-"""HDF5 datasets into a store (``stoker convert hdf5``), slab by slab through ``to_store.write_slabs``.
+"""HDF5 datasets into a store (``stoker.convert.hdf5``), slab by slab through ``slabs.write_slabs``.
 
 How a dataset's slabs are read depends on its layout:
 
 - **contiguous, no filters, native byte order** (h5py's default layout): not read at all. Its
   slabs are views of one read-only memory map of the file, which the shard writer copies
-  straight from the page cache into the shard (one copy instead of two);
+  straight from the page cache into the shard;
 - **chunked, filters gzip / shuffle / none**: the stored chunks are taken from the same map
-  and decoded on the writer threads (``hdf5_chunks.py``), into reused slab buffers;
+  and decoded on the writer threads (``sources/hdf5_chunks.py``), into reused slab buffers;
 - **others** (byte-swapped, lzf, szip, ...): h5py ``read_direct`` into reused slab buffers.
 
 Reused buffers come in ``writers + 1`` sets, used in turn (``write_slabs``' ``slot``).
 
-Whether the file is in the page cache when the conversion opens it (``mapped_file.py``
+Whether the file is in the page cache when the conversion opens it (``sources/mapped_file.py``
 decides: warm or cold) sets how the map is read:
 
 - **cold**: a page-in thread reads each slab ``writers + 1`` slabs ahead of the writers
-  (``posix_fadvise(WILLNEED)``, then ``madvise(MADV_POPULATE_READ)``), and a writer starts on
-  a slab once it is in: faults on a cold map would read the file in small pieces. Each slab
-  is dropped from the page cache once written, and the store's pages reuse its memory;
+  (``posix_fadvise(WILLNEED)``, then ``madvise(MADV_POPULATE_READ)`` through ctypes, without
+  the GIL), and a writer starts on a slab once it is in. Each slab is dropped from the page
+  cache once written, and the store's pages reuse its memory;
 - **warm**: the same page-in thread maps slabs ahead, but no writer waits for it on a slab
-  whose pages are cached: a writer that catches up takes its own page faults (the hash, which
-  reads each piece before it is written, maps whole folios at a time; the ``write()`` then
-  finds them mapped). While ``mmap.madvise`` still held the GIL (below), not waiting was
-  clearly faster in ad-hoc probes on a 2-core VM; since the GIL is released they measure alike.
+  whose pages are cached: a writer that catches up takes its own page faults.
 
-All ``madvise`` calls go through ctypes (``MappedFile.madvise``): Python's ``mmap.madvise``
-holds the GIL while the kernel reads a cold file in, which stopped every writer thread
-during each page-in (``bench_sources.py``: a cold conversion's median went from 1,687 to over
-2,000 MB/s, near h5py's read of the same file, once the GIL was released).
-
-Tried and dropped: reading a cold file with ``O_DIRECT`` into reused buffers (no page cache
-for the input). It was slower on the same VM in ad-hoc probes: the store then needs fresh
-pages, where the page-in path recycles the input's.
+Why it is built so (measurements, what was tried and dropped): ``docs/design-notes.md``.
 """
 
 from __future__ import annotations
@@ -39,18 +29,17 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from stoker.convert.options import ConvertOptions, ConvertResult
+from stoker.convert.slabs import Slab, write_slabs
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_layout, chunked_reader
 from stoker.sources.mapped_file import MappedFile
-from stoker.sources.to_store import Slab, write_slabs
 from stoker.store.format import Tensor
-from stoker.store.writer import DEFAULT_SHARD_SIZE
 
 _CACHED = 0.95  # a slab of a warm file with this share of its pages cached is not paged in
 
@@ -138,25 +127,17 @@ class _Slabs:
         self.source.close()
 
 
-def hdf5_to_store(
+def convert(
     file: str | os.PathLike[str],
     store: str | os.PathLike[str],
-    keys: str | list[str] | tuple[str, ...] | None = None,
-    *,
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    writers: int | None = None,
-) -> Path:
+    keys: str | Sequence[str] | None,
+    options: ConvertOptions,
+) -> ConvertResult:
     """Convert datasets ``keys`` of an HDF5 file into a store, one shard-sized slab at a time.
 
     Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
     different lengths, and object / variable-length / string datasets raise SchemaError.
-    ``writers``: shards written at once (default: one per core, at most 4). ``shard_size`` is
-    an upper bound: a small input is cut into about ``2 * (writers + 1)`` shards, or ``8 * (writers + 1)``
-    when the file is not in the page cache (none under 32 MB; the count rounded up to a multiple
-    of ``writers``), so that reading and writing overlap and the writers finish together.
+    ``options.workers``: shards written at once (default: one per core, at most 4).
     """
     source = HDF5(file, parse_keys(keys))
     try:
@@ -166,12 +147,13 @@ def hdf5_to_store(
         raise
     schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
-    meta = {"source": {"kind": "hdf5", "file": os.path.basename(str(file)), "keys": list(source.keys)}, **dict(metadata or {})}
+    described = {"kind": "hdf5", "file": os.path.basename(str(file)), "keys": list(source.keys)}
+    rows = len(source)
     try:
-        return write_slabs(
-            store, slabs.read, schema, len(source), shard_size=shard_size, overwrite=overwrite, progress=progress,
-            metadata=meta, desc=f"hdf5 {Path(file).name}", align=max(chunk_rows, 1), writers=writers, ahead=slabs.ahead,
-            done=slabs.done, cold=slabs.cold,
-        )  # fmt: skip
+        write_slabs(
+            store, slabs.read, schema, rows, options, metadata={"source": described}, desc=f"hdf5 {Path(file).name}",
+            align=max(chunk_rows, 1), ahead=slabs.ahead, done=slabs.done, cold=slabs.cold,
+        )
     finally:
         slabs.close()
+    return ConvertResult(Path(store), rows, report={"source": described})

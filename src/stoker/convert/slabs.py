@@ -1,11 +1,11 @@
 """Fixed-width columns into a store, slab by slab (never the whole input in RAM).
 
-:func:`write_slabs` is the routine every row-range input shares (HDF5 files: ``hdf5_convert.py``;
-arrays: :func:`arrays_to_store` below): rows are read in slabs of exactly one shard, and each
-slab is written as one shard (no re-concatenation) by a pool of writer threads, ``writers``
-shards at a time (default: one per core, at most 4). One thread's ``write()`` into the page
-cache runs at about one core's speed, slower than a warm read, so shards written side by side
-are what lets a conversion approach the read rate. Memory in use: about ``writers + 1`` slabs.
+:func:`write_slabs` is the routine every row-range input shares (HDF5 files: ``from_hdf5.py``;
+arrays: ``from_arrays.py``): rows are read in slabs of exactly one shard, and each slab is
+written as one shard (no re-concatenation) by a pool of writer threads, ``writers`` shards at a
+time (default: one per core, at most 4). Shards written side by side let a conversion approach
+the read rate (a single thread's ``write()`` into the page cache is the bottleneck otherwise).
+Memory in use: about ``writers + 1`` slabs.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, EmptyDatasetError
+from stoker.convert.options import ConvertOptions
+from stoker.errors import EmptyDatasetError
 from stoker.pipeline.threads import default_workers
-from stoker.sources._common import progress_bar, rows_per_step
-from stoker.sources.arrays import as_columns
-from stoker.store.format import Column, Tensor
+from stoker.store.format import Column
 from stoker.store.shardfile import ShardTask
-from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
+from stoker.store.writer import StoreWriter
 
 Slab = dict[str, "np.ndarray | Callable[[], np.ndarray]"]
 ReadSlab = Callable[[int, int, int], Slab]
@@ -38,24 +37,31 @@ def default_writers() -> int:
     return default_workers(MAX_WRITERS)
 
 
+def rows_per_step(row_bytes: int, target_bytes: int) -> int:
+    """Rows in a step of about ``target_bytes`` (at least one)."""
+    return max(1, int(target_bytes // max(row_bytes, 1)))
+
+
 def write_slabs(
     store: str | os.PathLike[str],
     read: ReadSlab,
     schema: dict[str, Column],
     rows: int,
+    options: ConvertOptions,
     *,
-    shard_size: int | str,
-    overwrite: bool,
-    progress: bool | None,
-    metadata: Mapping[str, Any] | None,
+    metadata: Mapping[str, Any],
     desc: str,
     align: int = 1,
-    writers: int | None = None,
     ahead: Callable[[int, int], None] | None = None,
     done: Callable[[int, int], None] | None = None,
     cold: bool = False,
 ) -> Path:
-    """Write ``rows`` rows into ``store``, one shard per slab, ``writers`` shards at a time.
+    """Write ``rows`` rows into ``store``, one shard per slab, ``options.workers`` shards at a time.
+
+``options.shard_size`` is an upper bound: a small input is cut into about ``2 * (writers + 1)``
+shards, or ``8 * (writers + 1)`` when ``cold`` (none under 32 MB; the count rounded up to a
+multiple of the writers), so that reading and writing overlap and the writers finish together.
+``metadata`` (what the conversion records about its input) is updated with ``options.metadata``.
 
     ``read(start, stop, slot) -> {column: array}`` returns rows ``start:stop``; it runs on this
     thread, in order, while earlier slabs are written. ``slot`` (0 .. writers) names the buffer
@@ -68,15 +74,13 @@ def write_slabs(
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
-    writers = default_writers() if writers is None else int(writers)
-    if writers < 1:
-        raise ConfigError(f"writers must be at least 1, got {writers}", option="writers")
+    writers = options.min_workers(1, default_writers(), "shards written at once")
     row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
     # Shards of at most shard_size; a small input is cut finer (not under MIN_PIPELINED_SHARD) so
     # that reading overlaps writing from start to end: into 2 * (writers + 1) slabs, or 8 * (...)
     # for an input read from disk, whose pages, given back slab by slab, are then reused for the
-    # store's (measured: finer slabs help a cold file, and cost a warm one).
-    limit = parse_size(shard_size)
+    # store's (finer slabs help a cold file, and cost a warm one).
+    limit = int(options.shard_size)
     target = min(limit, max(rows * row_bytes // ((8 if cold else 2) * (writers + 1)), MIN_PIPELINED_SHARD))
     slabs = even_slabs(rows, rows_per_step(row_bytes, target), align, multiple=writers)
     step = max(stop - start for start, stop in slabs)
@@ -84,8 +88,9 @@ def write_slabs(
     if ahead is not None:
         for start, stop in slabs[:depth]:
             ahead(start, stop)
-    with StoreWriter(store, schema, shard_size=step * row_bytes, overwrite=overwrite, metadata=metadata) as writer:
-        bar = progress_bar(rows, desc, progress)
+    meta = options.with_metadata(metadata)
+    with StoreWriter(store, schema, shard_size=step * row_bytes, overwrite=options.overwrite, metadata=meta) as writer:
+        bar = options.bar(rows, desc)
         inflight: deque[cf.Future[ShardTask]] = deque()
         written = deque(slabs)  # the slab of each shard in flight, oldest first
 
@@ -134,43 +139,3 @@ def even_slabs(rows: int, step: int, align: int = 1, multiple: int = 1) -> list[
 
 def _write_shard(task: ShardTask, slab: Slab, start: int) -> ShardTask:
     return task.write({k: v() if callable(v) else v for k, v in slab.items()}, start)
-
-
-def arrays_to_store(
-    arrays: Any,
-    store: str | os.PathLike[str],
-    *,
-    names: list[str] | tuple[str, ...] | None = None,
-    shard_size: int | str = DEFAULT_SHARD_SIZE,
-    overwrite: bool = False,
-    progress: bool | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    writers: int | None = None,
-) -> Path:
-    """Write arrays into a store, one shard-sized slab at a time.
-
-    ``arrays``: a dict name -> array/tensor/``.npy`` path, a sequence of them (named by
-    ``names``, else ``"0"``, ``"1"``, ...), a TensorDataset, or an ``.npz`` path.
-    Memory-mapped inputs are read slab by slab, so they may be larger than RAM.
-    ``writers`` and ``shard_size``: as for :func:`hdf5_to_store`.
-    """
-    if isinstance(arrays, (list, tuple)):
-        columns, _ = as_columns(tuple(arrays), {})
-    else:
-        columns, _ = as_columns((arrays,), {})
-    if names is not None:
-        names = [str(n) for n in names]
-        if len(names) != len(columns) or len(set(names)) != len(names):
-            raise ConfigError(f"names {names} must give {len(columns)} distinct column names, one per array", option="names")
-        columns = dict(zip(names, columns.values()))
-    schema = {k: Tensor(v.dtype, v.shape[1:]) for k, v in columns.items()}
-
-    def read(start: int, stop: int, slot: int) -> dict[str, np.ndarray]:
-        return {k: np.ascontiguousarray(v[start:stop]) for k, v in columns.items()}
-
-    meta = {"source": {"kind": "arrays", "columns": list(columns)}, **dict(metadata or {})}
-    rows = len(next(iter(columns.values())))
-    return write_slabs(
-        store, read, schema, rows, shard_size=shard_size, overwrite=overwrite, progress=progress, metadata=meta, desc="arrays", writers=writers,
-    )  # fmt: skip
-
