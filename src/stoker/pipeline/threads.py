@@ -47,10 +47,9 @@ def one_torch_thread_here() -> bool:
     """Make torch ops called from *this* thread run single-threaded; other threads are untouched.
 
     Several loader threads each running torch ops with torch's own OpenMP team oversubscribe the
-    cores, and a team waiting for a descheduled member stalls for milliseconds (measured on 2
-    cores: 0.3 ms uint8 resizes taking 16 ms). ``torch.set_num_threads`` would change the whole
-    process, the user's training too; OpenMP's setting is per thread. Worker threads call this
-    when they start. Returns whether it could be applied (torch built with OpenMP, libgomp found).
+    cores. ``torch.set_num_threads`` would change the whole process, the user's training too;
+    OpenMP's setting is per thread. Worker threads call this when they start. Returns whether it
+    could be applied (torch built with OpenMP, libgomp found).
     """
     if "torch" not in sys.modules:  # nothing to tame if this process never loaded torch
         return False
