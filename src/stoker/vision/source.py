@@ -28,6 +28,7 @@ import torch
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
+from stoker.pipeline.columns import check_rows
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
 from stoker.vision.decode import DEFAULT_MAX_PIXELS
@@ -239,6 +240,7 @@ class ImageSource(BatchSource):
 
     def read_batch(self, idx: np.ndarray) -> dict[str, Any]:
         """One batch of the sorted rows ``idx``: the reader's images (in a recycled buffer) and the labels."""
+        check_rows(idx, len(self), repr(self))
         worker = threading.current_thread() is not threading.main_thread()
         if worker and not getattr(self._threads, "limited", False):
             one_torch_thread_here()  # worker threads resample in parallel already

@@ -122,6 +122,12 @@ def test_bad_rows_in_a_store_raise_naming_the_row(tmp_path):
         list(stoker.Loader(src, batch_size=7, num_workers=2, timeout=60))
 
 
+def test_a_row_out_of_range_is_named(folder, encoded):
+    for data in (folder, encoded):
+        with pytest.raises(IndexError, match="row 19 is out of range"):
+            ImageSource(data, train_transforms(16)).read([np.array([0, 19])])
+
+
 def test_bad_rows_are_skipped_and_reported_without_hanging(tmp_path):
     src = ImageSource(bad_store(tmp_path), train_transforms(16), on_error="skip")
     batches = list(stoker.Loader(src, batch_size=3, num_workers=2, timeout=60))
