@@ -492,3 +492,39 @@ def test_tensordatasets_that_need_their_own_getitem_keep_the_process_path():
         assert loader.source.dataset is data and loader.engine == "processes"
     xb, yb = next(iter(stoker.Loader(Doubled(x, y), batch_size=5, num_workers=0)))
     assert torch.equal(xb, x[yb] * 2)
+
+
+def test_the_engine_switch_gives_the_same_batches(mixed_store, shm_clean):
+    def run(data, **kw):
+        return [b["label"].tolist() for b in stoker.Loader(data, batch_size=32, shuffle=True, seed=5, **kw)]
+
+    on_threads = run(mixed_store, num_workers=2, columns=["label"])
+    assert run(mixed_store, num_workers=2, columns=["label"], engine="processes") == on_threads
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 300
+
+        def __getitem__(self, i):
+            return {"label": i}
+
+    # a store batch comes in storage order; a Dataset batch in the sampler's: the same rows
+    assert run(Rows(), num_workers=2, engine="threads") == run(Rows(), num_workers=2)
+    assert [sorted(b) for b in run(Rows(), num_workers=2)] == on_threads
+
+
+def test_an_unknown_engine_is_refused(mixed_store):
+    with pytest.raises(stoker.errors.ConfigError, match="engine"):
+        stoker.Loader(mixed_store, batch_size=8, engine="gpu")
+
+
+@pytest.mark.parametrize("option", [{"columns": ["x"]}, {"pad_value": -1}, {"pad_to_multiple_of": 8}])
+def test_store_options_for_a_source_that_is_not_a_store_are_refused(option):
+    data = stoker.sources.Arrays(np.arange(10))
+    with pytest.raises(stoker.errors.ConfigError, match=next(iter(option))):
+        stoker.Loader(data, batch_size=2, **option)
+
+
+def test_a_batch_sampler_must_subclass_batchsampler(mixed_store):
+    with pytest.raises(stoker.errors.ConfigError, match="BatchSampler"):
+        stoker.Loader(mixed_store, batch_sampler=[np.arange(3)])
