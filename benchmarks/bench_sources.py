@@ -173,7 +173,7 @@ def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: 
     leaves what the host lets the VM keep backed. Medians of ``runs``.
     """
     import stoker
-    from stoker.sources.to_store import default_writers
+    from stoker.convert.slabs import default_writers
 
     nbytes = h5_rows(h5) * 3080
     writers = default_writers()
