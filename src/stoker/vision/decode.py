@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -181,7 +182,8 @@ def jpeg_orientation(data: bytes) -> int:
 
 
 def _tiff_orientation(tiff: bytes) -> int:
-    order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
+    byte_orders: dict[bytes, Literal["little", "big"]] = {b"II": "little", b"MM": "big"}
+    order = byte_orders.get(tiff[:2])
     if order is None or len(tiff) < 8:
         return 1
     ifd = int.from_bytes(tiff[4:8], order)

@@ -157,9 +157,9 @@ def _encode_labels(values: list[Any]) -> tuple[tuple[int, ...], tuple[str, ...] 
             return int(v)
         return None
 
-    ints = [as_int(v) for v in values]
-    if all(i is not None for i in ints):
-        return tuple(ints), None  # type: ignore[arg-type]
+    ints = [i for i in (as_int(v) for v in values) if i is not None]
+    if len(ints) == len(values):
+        return tuple(ints), None
     classes = tuple(sorted({str(v) for v in values}))
     index = {c: i for i, c in enumerate(classes)}
     return tuple(index[str(v)] for v in values), classes
@@ -188,14 +188,14 @@ def flat_folder(root: str | os.PathLike[str], labels: str | os.PathLike[str] | M
 
 def from_paths(paths: Iterable[str | os.PathLike[str]], labels: Sequence[Any] | None = None, classes: Sequence[str] | None = None) -> ImageList:
     """A list of image files, optionally with labels (integers, or names turned into classes)."""
-    paths = tuple(str(p) for p in paths)
+    files = tuple(str(p) for p in paths)
     if labels is None:
-        return ImageList(paths)
+        return ImageList(files)
     labels = list(labels)
     if classes is None:
         ints, found = _encode_labels(labels)
-        return ImageList(paths, ints, found)
-    return ImageList(paths, tuple(int(x) for x in labels), tuple(classes))
+        return ImageList(files, ints, found)
+    return ImageList(files, tuple(int(x) for x in labels), tuple(classes))
 
 
 def from_dataset(dataset: Any) -> ImageList:

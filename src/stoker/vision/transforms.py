@@ -81,6 +81,11 @@ def _size_pair(name: str, size: Any) -> tuple[int, int]:
     return int(size[0]), int(size[1])
 
 
+def _hw(size: int | tuple[int, int]) -> tuple[int, int]:
+    """A crop's ``size`` as (height, width); ``__post_init__`` already made it a pair, this tells the type checker."""
+    return size if isinstance(size, tuple) else (size, size)
+
+
 def _interpolation(name: str, mode: Any) -> str:
     value = getattr(mode, "value", mode)  # torchvision.transforms.InterpolationMode -> "bilinear"
     if isinstance(value, str):
@@ -132,10 +137,10 @@ class CenterCrop:
         object.__setattr__(self, "size", _size_pair("CenterCrop", self.size))
 
     def out_size(self, size: tuple[int, int] | None) -> tuple[int, int]:
-        return self.size
+        return _hw(self.size)
 
     def apply(self, view: View, rng: Any) -> View:
-        ch, cw = self.size
+        ch, cw = _hw(self.size)
         _check_fits(view, ch, cw)
         return view.crop(int(round((view.height - ch) / 2.0)), int(round((view.width - cw) / 2.0)), ch, cw)
 
@@ -151,10 +156,10 @@ class RandomCrop:
         object.__setattr__(self, "size", _size_pair("RandomCrop", self.size))
 
     def out_size(self, size: tuple[int, int] | None) -> tuple[int, int]:
-        return self.size
+        return _hw(self.size)
 
     def apply(self, view: View, rng: Any) -> View:
-        ch, cw = self.size
+        ch, cw = _hw(self.size)
         _check_fits(view, ch, cw)
         return view.crop(_below(rng, view.height - ch + 1), _below(rng, view.width - cw + 1), ch, cw)
 
@@ -189,7 +194,7 @@ class RandomResizedCrop:
             raise ConfigError(f"RandomResizedCrop: scale is a fraction of the area, at most 1, not {self.scale}", option="scale")
 
     def out_size(self, size: tuple[int, int] | None) -> tuple[int, int]:
-        return self.size
+        return _hw(self.size)
 
     def apply(self, view: View, rng: Any) -> View:
         h, w = view.height, view.width
@@ -202,7 +207,7 @@ class RandomResizedCrop:
             ch = int(round(math.sqrt(target / aspect)))
             if 0 < cw <= w and 0 < ch <= h:
                 top, left = _below(rng, h - ch + 1), _below(rng, w - cw + 1)
-                return view.crop(top, left, ch, cw).resize(*self.size)
+                return view.crop(top, left, ch, cw).resize(*_hw(self.size))
         in_ratio = w / h  # fallback: the central crop of the allowed ratio
         if in_ratio < min(self.ratio):
             cw, ch = w, int(round(w / min(self.ratio)))
@@ -211,7 +216,7 @@ class RandomResizedCrop:
         else:
             cw, ch = w, h
         ch, cw = max(ch, 1), max(cw, 1)
-        return view.crop((h - ch) // 2, (w - cw) // 2, ch, cw).resize(*self.size)
+        return view.crop((h - ch) // 2, (w - cw) // 2, ch, cw).resize(*_hw(self.size))
 
 
 @dataclass(frozen=True)
