@@ -67,6 +67,20 @@ for batch in stoker.Loader(sys.argv[1], batch_size=50, num_workers=1, collate_fn
     batch["x"].sum()
 """
 
+STOKER_PROCESSES = """
+import time, torch
+import stoker
+
+class MyDataset(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        return {"x": torch.full((4,), float(i))}
+
+for batch in stoker.Loader(MyDataset(), batch_size=8, num_workers=2):
+    time.sleep(0.001)
+"""
+
 
 def _work():  # fixed CPU work (not wall time: the cores are shared)
     return sum(i * i for i in range(300_000))
@@ -159,6 +173,21 @@ def test_stoker_loader_script_gets_its_stages_timed(tmp_path):
     assert ld["info"]["kind"] == "stoker" and ld["steps"] == 6
     assert {"read", "collate", "transfer", "h2d_wait"} <= {r.get("key") for r in ld["stages"]}
     assert report["verdict"] == "input-bound" and report["bottleneck_stage"] == "collate"
+
+
+def test_stoker_loader_worker_processes_report_their_stages(tmp_path):
+    proc, report, out = doctor(tmp_path, STOKER_PROCESSES, "--no-html")
+    assert proc.returncode == 0, proc.stderr
+    (ld,) = report["loaders"]
+    assert ld["name"] == "stoker.Loader(MyDataset)" and ld["steps"] == 8
+    assert ld["info"]["engine"] == "processes" and ld["info"]["num_workers"] == 2
+    stages = {r["key"]: r for r in ld["stages"]}
+    assert stages["read"]["where"] == "worker processes" and stages["read"]["calls"] >= 1
+    assert stages["collate"]["calls"] == stages["read"]["calls"]
+    assert "stages of stoker.Loader(MyDataset)" in proc.stdout and "read (MyDataset)" in proc.stdout
+    trace = json.loads((out / "trace.json").read_text())["traceEvents"]
+    main = {e["pid"] for e in trace if e.get("name") == "data wait"}
+    assert {e["pid"] for e in trace if e.get("name") == "stoker.read"} - main  # spans on the workers' tracks
 
 
 def test_crashing_script_gets_its_report_and_exit_code(tmp_path):

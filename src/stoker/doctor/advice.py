@@ -31,9 +31,13 @@ def _pct(x: float) -> str:
 
 def _call(st: LoaderStats, **opts: Any) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in opts.items())
-    if st.info.get("kind") == "stoker":
+    if st.info.kind == "stoker":
         return f"stoker.Loader(..., {args})"
-    return f"torch.utils.data.DataLoader({st.info.get('dataset', 'dataset')}(...), ..., {args})"
+    return f"torch.utils.data.DataLoader({st.info.source or 'dataset'}(...), ..., {args})"
+
+
+def _batch_size(st: LoaderStats, default: int) -> int:
+    return st.info.batch_size if st.info.batch_size is not None else default
 
 
 def verdict(stall: float, threshold: float, loaders: dict[str, LoaderStats]) -> str:
@@ -46,8 +50,9 @@ def bottleneck_stage(st: LoaderStats) -> dict[str, Any] | None:
     rows = st.stage_table()
     if rows:
         return rows[0]
-    if st.info.get("kind") == "torch":
-        return {"stage": f"{st.info.get('dataset', 'Dataset')}.__getitem__ (not timed: workers were not forked from the script)", "total_s": None}
+    if st.info.kind == "torch":
+        untimed = "(not timed: workers were not forked from the script)"
+        return {"stage": f"{st.info.source or 'Dataset'}.__getitem__ {untimed}", "total_s": None}
     return None
 
 
@@ -93,7 +98,7 @@ def _rules(st: LoaderStats, res: dict[str, Any], bound: str, cores: int, has_gpu
 
 
 def _more_workers(st: LoaderStats, res: dict[str, Any], bound: str, cores: int) -> Recommendation | None:
-    workers = st.info.get("num_workers") or 0
+    workers = st.info.num_workers or 0
     busy = res.get("cpu_tree_cores")
     if bound != "input-bound" or busy is None or workers >= cores:
         return None
@@ -113,7 +118,7 @@ def _more_workers(st: LoaderStats, res: dict[str, Any], bound: str, cores: int) 
 
 
 def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
-    if bound != "input-bound" or st.info.get("store"):
+    if bound != "input-bound" or st.info.store:
         return None
     rows = st.stage_table()
     heavy = next((r for r in rows if "__getitem__" in r["stage"] or r.get("key") == "read"), None)
@@ -125,7 +130,7 @@ def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
         f"{heavy['stage']} takes {per:.1f} ms per batch and the loop waits on data {st.wait_s:.2f} s; "
         "a store is read with one gather per batch",
         'once: stoker.write("stores/train", {"x": xs, "y": ys})  (or: stoker convert text|images ...); '
-        'then: stoker.Loader("stores/train", batch_size=%s, shuffle=True)' % st.info.get("batch_size", 64),
+        'then: stoker.Loader("stores/train", batch_size=%s, shuffle=True)' % _batch_size(st, 64),
         0.8 * st.wait_s,
         st.name,
     )
@@ -135,7 +140,7 @@ def _store_for_reads(st: LoaderStats, res: dict[str, Any], bound: str) -> Recomm
     rows = {r.get("key"): r for r in st.stage_table()}
     iowait = res.get("iowait_pct", 0.0)
     reads_dominate = rows and "read" in rows and rows["read"] is max(rows.values(), key=lambda r: r["total_s"])
-    if bound != "input-bound" or not (iowait >= 20 or (reads_dominate and st.info.get("store"))):
+    if bound != "input-bound" or not (iowait >= 20 or (reads_dominate and st.info.store)):
         return None
     return Recommendation(
         "Reads dominate: a store on a faster disk",
@@ -149,21 +154,24 @@ def _store_for_reads(st: LoaderStats, res: dict[str, Any], bound: str) -> Recomm
 
 
 def _pin(st: LoaderStats, has_gpu: bool) -> Recommendation | None:
-    if not has_gpu or st.info.get("pin_memory"):
+    if not has_gpu or st.info.pin_memory:
         return None
     h2d = sum(st.stages.get("h2d_wait", [])) + sum(st.stages.get("transfer", []))
-    call = 'stoker.Loader(..., device="cuda")  (pins by default)' if st.info.get("kind") == "stoker" else _call(st, pin_memory=True)
+    if st.info.kind == "stoker":
+        call = 'stoker.Loader(..., device="cuda")  (pins by default)'
+    else:
+        call = _call(st, pin_memory=True)
     return Recommendation("Pinned memory for host-to-device copies", f"pin_memory is off for {st.name}; transfers took {h2d:.2f} s",
                           call, 0.5 * h2d + 0.05 * st.wait_s, st.name)  # fmt: skip
 
 
 def _normalize_on_device(st: LoaderStats, has_gpu: bool) -> Recommendation | None:
     for b in st.batches[:1]:
-        for t in b["tensors"]:
-            if t["dtype"] in ("float32", "float64") and len(t["shape"]) == 4 and t["device"] == "cpu":
+        for t in b.tensors:
+            if t.dtype in ("float32", "float64") and len(t.shape) == 4 and t.device == "cpu":
                 return Recommendation(
                     "Move images as uint8 and normalize on the device",
-                    f"batch field {t['path']} arrives as {t['dtype']}{t['shape']} on the CPU: 4x the bytes of uint8, "
+                    f"batch field {t.path} arrives as {t.dtype}{list(t.shape)} on the CPU: 4x the bytes of uint8, "
                     "and the float conversion runs per sample",
                     'stoker.write("stores/images", {"image": uint8_images, ...}); then, on each batch: '
                     'x = batch["image"].to("cuda", non_blocking=True).float().div_(255)',
@@ -174,7 +182,7 @@ def _normalize_on_device(st: LoaderStats, has_gpu: bool) -> Recommendation | Non
 
 
 def _bucketing(st: LoaderStats) -> Recommendation | None:
-    pads = [b["padding"] for b in st.batches if b.get("padding") is not None]
+    pads = [b.padding for b in st.batches if b.padding is not None]
     if not pads or sum(pads) / len(pads) < 0.3:
         return None
     share = sum(pads) / len(pads)
@@ -182,7 +190,7 @@ def _bucketing(st: LoaderStats) -> Recommendation | None:
         "Group similar lengths (bucketing)",
         f"{_pct(share)} of the token positions in the inspected batches are padding",
         'stoker.text.Loader(texts, tokenizer=..., batch_size=%s, bucketing=True)  (or max_tokens=... for a token budget)'
-        % st.info.get("batch_size", 32),
+        % _batch_size(st, 32),
         share * st.compute_s * 0.5,
         st.name,
     )
@@ -190,7 +198,7 @@ def _bucketing(st: LoaderStats) -> Recommendation | None:
 
 def _larger_batch(st: LoaderStats, res: dict[str, Any], bound: str) -> Recommendation | None:
     util = res.get("gpu_util_pct")
-    bs = st.info.get("batch_size")
+    bs = st.info.batch_size
     if util is None or util >= 60 or bound != "compute-bound" or not isinstance(bs, int):
         return None
     return Recommendation("A larger batch: the GPU is underused", f"GPU utilization averages {util:.0f} % while the loop is compute-bound",

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
 
+from stoker.doctor.events import BatchDesc, BatchSeen, Event, LoaderDesc, LoaderSeen, Meta, StageSpan, Step
+
 MAX_SPANS = 100_000  # per loader, kept for the trace
 
-# Stages of a stoker.Loader that run in worker threads (summed over threads, they can exceed wall time).
-WORKER_STAGES = ("read", "collate", "transfer")
 STAGE_LABELS = {
     "read": "read (source.read: gather, decode or tokenize)",
     "collate": "collate",
@@ -26,100 +26,144 @@ STAGE_LABELS = {
 }
 
 
+@dataclass(frozen=True)
+class StepTime:
+    """One batch fetch of a loader, and the compute since the fetch before it (0 for the first)."""
+
+    requested: float
+    ready: float
+    compute_before: float
+
+    @property
+    def wait(self) -> float:
+        return self.ready - self.requested
+
+
 @dataclass
 class LoaderStats:
+    """Everything recorded about one loader: ``key`` is ``"<pid>:<loader id>"``."""
+
     key: str
-    info: dict[str, Any]
-    steps: list[tuple[float, float, float]] = field(default_factory=list)  # (t_request, t_got, compute before)
+    info: LoaderDesc
+    steps: list[StepTime] = field(default_factory=list)
     stages: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # stage -> durations
-    batches: list[dict[str, Any]] = field(default_factory=list)
-    spans: list[tuple[str, int, int, float, float]] = field(default_factory=list)  # (stage, pid, thread, t0, t1), for the trace
+    batches: list[BatchDesc] = field(default_factory=list)
+    spans: list[tuple[int, StageSpan]] = field(default_factory=list)  # (pid, span) for the trace
+
+    @property
+    def pid(self) -> int:
+        return int(self.key.split(":", 1)[0])
 
     @property
     def name(self) -> str:
-        return self.info.get("name", "unknown loader")
+        return self.info.name
 
     @property
     def wait_s(self) -> float:
-        return sum(t1 - t0 for t0, t1, _ in self.steps)
+        return sum(s.wait for s in self.steps)
 
     @property
     def compute_s(self) -> float:
-        return sum(c for _, _, c in self.steps)
+        return sum(s.compute_before for s in self.steps)
+
+    def _where(self, stage: str) -> str:
+        """Where a stage of a stoker loader runs."""
+        info = self.info
+        if not info.num_workers:
+            return "consumer"
+        workers = "worker processes" if info.engine == "processes" else "worker threads"
+        if stage in ("read", "collate"):
+            return workers
+        return "worker threads" if stage == "transfer" and info.engine != "processes" else "consumer"
 
     def stage_table(self) -> list[dict[str, Any]]:
         """Per stage: total seconds, ms per call, calls, where it runs; largest first."""
         rows = []
         stages = dict(self.stages)
-        if self.info.get("kind") == "torch" and "fetch" in stages:
+        info = self.info
+        if info.kind == "torch" and "fetch" in stages:
             fetch, collate = stages.pop("fetch"), stages.pop("collate", [])
-            ds = self.info.get("dataset", "Dataset")
+            ds = info.source or "Dataset"
             getitem = max(0.0, sum(fetch) - sum(collate))
-            where = f"{self.info.get('num_workers', 0)} worker processes" if self.info.get("num_workers") else "main process"
+            where = f"{info.num_workers} worker processes" if info.num_workers else "main process"
             rows.append({"stage": f"{ds}.__getitem__", "total_s": getitem, "calls": len(fetch), "where": where})
             if collate:
                 rows.append({"stage": "collate_fn", "total_s": sum(collate), "calls": len(collate), "where": where})
         for name, durations in stages.items():
-            where = "worker threads" if name in WORKER_STAGES and self.info.get("num_workers") else "consumer"
             label = STAGE_LABELS.get(name, name)
-            if name == "read" and self.info.get("dataset") and not self.info.get("store"):
-                label = f"read ({self.info['dataset']})"
+            if name == "read" and info.source and not info.store:
+                label = f"read ({info.source})"
+            where = self._where(name)
             rows.append({"stage": label, "key": name, "total_s": sum(durations), "calls": len(durations), "where": where})
         for r in rows:
             r["ms_per_call"] = 1000.0 * r["total_s"] / r["calls"] if r["calls"] else 0.0
         return sorted(rows, key=lambda r: -r["total_s"])
 
 
-def build_loaders(events: list[tuple[int, list[Any]]]) -> tuple[dict[str, LoaderStats], dict[int, dict[str, Any]]]:
-    """Group events by loader (``pid:id``); stage events of torch fetchers go to the loader of their dataset."""
+def _lineage(pid: int, procs: dict[int, Meta]) -> list[int]:
+    """``pid``, its parent, its parent's parent... as far as the recorded processes go."""
+    out = [pid]
+    while len(out) < 16:
+        meta = procs.get(out[-1])
+        if meta is None or meta.ppid is None or meta.ppid in out:
+            break
+        out.append(meta.ppid)
+    return out
+
+
+def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStats], dict[int, Meta]]:
+    """Group events by loader (``pid:id``).
+
+    A stage or batch event of a worker process goes to the loader of the same id in the process
+    that forked it; a stage of a torch dataset fetcher (keyed by the Dataset's id) goes to the
+    loader over that Dataset.
+    """
     loaders: dict[str, LoaderStats] = {}
-    procs: dict[int, dict[str, Any]] = defaultdict(dict)
-    by_dataset: dict[int, str] = {}
-    pending_stages: list[tuple[int, list[Any]]] = []
-    last_got: dict[str, float] = {}
+    procs: dict[int, Meta] = {}
+    by_source: dict[int, str] = {}
+    pending: list[tuple[int, StageSpan | BatchSeen]] = []
+    last_ready: dict[str, float] = {}
     for pid, ev in events:
-        kind = ev[0]
-        if kind == "meta":
-            procs[pid].update(ev[1])
-        elif kind == "loader":
-            key = f"{pid}:{ev[1]}"
+        if isinstance(ev, Meta):
+            procs[pid] = procs[pid].merged(ev) if pid in procs else ev
+        elif isinstance(ev, LoaderSeen):
+            key = f"{pid}:{ev.loader}"
             if key not in loaders:
-                loaders[key] = LoaderStats(key, ev[2])
-                by_dataset.setdefault(ev[2].get("dataset_id", -1), key)
-        elif kind == "step":
-            key = f"{pid}:{ev[1]}"
-            st = loaders.setdefault(key, LoaderStats(key, {"kind": "unknown", "name": "a loader created before doctor started"}))
-            t0, t1 = ev[2], ev[3]
-            prev = last_got.get(key)
-            st.steps.append((t0, t1, max(0.0, t0 - prev) if prev is not None else 0.0))
-            last_got[key] = t1
-        elif kind in ("stage", "batch"):
-            pending_stages.append((pid, ev))
-    for pid, ev in pending_stages:
-        key = f"{pid}:{ev[1]}"
-        st = loaders.get(key) or loaders.get(by_dataset.get(ev[1], ""))  # forked workers: the parent's dataset id
+                loaders[key] = LoaderStats(key, ev.info)
+                by_source.setdefault(ev.info.source_id, key)
+        elif isinstance(ev, Step):
+            key = f"{pid}:{ev.loader}"
+            st = loaders.setdefault(key, LoaderStats(key, LoaderDesc.unknown()))
+            prev = last_ready.get(key)
+            compute = max(0.0, ev.requested - prev) if prev is not None else 0.0
+            st.steps.append(StepTime(ev.requested, ev.ready, compute))
+            last_ready[key] = ev.ready
+        elif isinstance(ev, (StageSpan, BatchSeen)):
+            pending.append((pid, ev))
+    for pid, ev in pending:
+        owner = next((f"{p}:{ev.loader}" for p in _lineage(pid, procs) if f"{p}:{ev.loader}" in loaders), None)
+        st = loaders.get(owner or by_source.get(ev.loader, ""))
         if st is None:
             continue
-        if ev[0] == "batch":
-            st.batches.append(ev[2])
+        if isinstance(ev, BatchSeen):
+            st.batches.append(ev.batch)
         else:
-            st.stages[ev[2]].append(ev[5] - ev[4])
+            st.stages[ev.stage].append(ev.duration)
             if len(st.spans) < MAX_SPANS:
-                st.spans.append((ev[2], pid, ev[3], ev[4], ev[5]))
+                st.spans.append((pid, ev))
     for st in loaders.values():
-        st.steps.sort()
-    return loaders, dict(procs)
+        st.steps.sort(key=lambda s: s.requested)
+    return loaders, procs
 
 
 def loop_window(loaders: dict[str, LoaderStats]) -> float:
     """Seconds from first fetch to last fetch, summed over processes."""
-    spans: dict[str, list[float]] = {}
-    for key, st in loaders.items():
+    spans: dict[int, list[float]] = {}
+    for st in loaders.values():
         if not st.steps:
             continue
-        pid = key.split(":")[0]
-        lo, hi = spans.get(pid, [float("inf"), float("-inf")])
-        spans[pid] = [min(lo, st.steps[0][0]), max(hi, st.steps[-1][1])]
+        lo, hi = spans.get(st.pid, [float("inf"), float("-inf")])
+        spans[st.pid] = [min(lo, st.steps[0].requested), max(hi, st.steps[-1].ready)]
     return sum(hi - lo for lo, hi in spans.values())
 
 
@@ -166,8 +210,8 @@ def cpu_seconds(samples: list[dict[str, Any]], interval_of: Any = None) -> tuple
 
 
 def step_stats(st: LoaderStats) -> dict[str, float]:
-    waits = [t1 - t0 for t0, t1, _ in st.steps]
-    comps = [c for _, _, c in st.steps[1:]]
+    waits = [s.wait for s in st.steps]
+    comps = [s.compute_before for s in st.steps[1:]]
     return {
         "steps": len(st.steps),
         "wait_s": sum(waits),

@@ -3,9 +3,10 @@
 ``stoker doctor`` sets ``STOKER_DOCTOR_EVENTS`` (the events directory),
 ``STOKER_DOCTOR_INTERVAL`` and ``STOKER_DOCTOR_INSPECT`` and puts ``_boot`` first on
 PYTHONPATH, so every Python process of the script (spawned workers included) records into
-the directory. This module and ``recorder.py`` are loaded by path and use only the standard
-library: nothing is imported before the script imports it. A post-import hook patches torch
-once ``torch`` has been imported, and stoker.Loader once ``stoker`` has.
+the directory. This module, ``events.py`` and ``recorder.py`` are loaded by path and use only
+the standard library: nothing is imported before the script imports it. A post-import hook
+patches torch once ``torch`` has been imported, and registers the doctor's observer of stoker
+loaders (``stoker.register_observer``) once ``stoker`` has.
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ def install_from_env() -> Any:
         return None
     interval = float(os.environ.get("STOKER_DOCTOR_INTERVAL", "0.5"))
     inspect = int(os.environ.get("STOKER_DOCTOR_INSPECT", "4"))
+    events = _sibling("events")  # before recorder.py, which imports it by this name
     recorder = _sibling("recorder").Recorder(directory, interval)
     recorder.start()
-    recorder.emit(["meta", {"argv": sys.argv[:]}])
+    recorder.emit(events.Meta(argv=tuple(sys.argv)))
     atexit.register(recorder.close)
     made: list[Any] = []
 

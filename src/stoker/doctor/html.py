@@ -113,6 +113,17 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _loaders_table(report: Report) -> str:
+    headers = ["loader", "steps", "data wait s", "compute s", "wait ms/step", "compute ms/step", "workers"]
+    rows = []
+    for ld in report.loaders:
+        wait, compute = f"{ld['wait_s']:.3f}", f"{ld['compute_s']:.3f}"
+        wait_ms, compute_ms = f"{ld['wait_ms_median']:.2f}", f"{ld['compute_ms_median']:.2f}"
+        workers = ld["info"]["num_workers"]
+        rows.append([html.escape(ld["name"]), ld["steps"], wait, compute, wait_ms, compute_ms, workers])
+    return _table(headers, rows)
+
+
 def render_html(report: Report) -> str:
     e = html.escape
     cls = report.verdict if report.verdict in ("input-bound", "compute-bound") else "none"
@@ -131,9 +142,7 @@ def render_html(report: Report) -> str:
         parts.append(_table(["#", "change", "evidence", "how"], [[i, e(r.title), e(r.evidence), f"<code>{e(r.action)}</code>"]
                                                                  for i, r in enumerate(report.recommendations, 1)]))  # fmt: skip
         parts.append("<h2>Loaders</h2>")
-        parts.append(_table(["loader", "steps", "data wait s", "compute s", "wait ms/step", "compute ms/step", "workers"],
-                            [[e(ld["name"]), ld["steps"], f"{ld['wait_s']:.3f}", f"{ld['compute_s']:.3f}", f"{ld['wait_ms_median']:.2f}",
-                              f"{ld['compute_ms_median']:.2f}", ld["info"].get("num_workers", "?")] for ld in report.loaders]))  # fmt: skip
+        parts.append(_loaders_table(report))
     for title, plot in (("Steps", _steps_plot(report)), ("Resources", _resources_plot(report)), ("Stages", _stages_plot(report))):
         if plot is not None:
             parts.append(f"<h2>{title}</h2><figure class='plot' id='plot-{title.lower()}'>{plot}</figure>")

@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from stoker.doctor.events import BatchDesc, TensorDesc
+
 _MAX_TENSORS = 16
 
 
@@ -37,17 +39,17 @@ def padding_share(x: torch.Tensor) -> float | None:
     return float(1.0 - lengths.sum().item() / x.numel())
 
 
-def describe(batch: Any) -> dict[str, Any]:
-    """A small JSON-able description of ``batch`` (dict, tuple or list of tensors)."""
+def describe(batch: Any) -> BatchDesc:
+    """What ``batch`` (a dict, tuple or list of tensors) holds: its first tensors and its padding share."""
     tensors = _tensors(batch)
     found = []
     padding = None
     for path, t in tensors:
-        found.append({"path": path, "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "device": str(t.device)})
+        found.append(TensorDesc(path, str(t.dtype).replace("torch.", ""), tuple(t.shape), str(t.device)))
         if path.endswith("attention_mask") and t.dim() == 2:
             padding = float(1.0 - t.float().mean().item())
         elif padding is None:
             share = padding_share(t)
             if share is not None and t.shape[1] >= 8:
                 padding = share
-    return {"type": type(batch).__name__, "tensors": found, "padding": padding}
+    return BatchDesc(type(batch).__name__, tuple(found), padding)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from stoker.doctor.events import BatchSeen, LoaderDesc, LoaderSeen, StageSpan, Step
 from stoker.doctor.inspect_batch import describe
 from stoker.pipeline.observe import Handle, LoaderInfo, Observer, register_observer
 
@@ -53,7 +54,7 @@ class _Span:
         t1 = perf_counter()
         if self.rf is not None:
             self.rf.__exit__(None, None, None)
-        self.emit(["stage", self.key, self.stage, get_ident(), self.t0, t1])
+        self.emit((StageSpan, self.key, self.stage, get_ident(), self.t0, t1))
 
 
 class LoaderObserver(Observer):
@@ -63,11 +64,7 @@ class LoaderObserver(Observer):
         self._instr = instrumentation
 
     def loader(self, info: LoaderInfo) -> None:
-        self._instr._register(info.loader_id, {
-            "kind": "stoker", "name": info.name, "dataset": info.source, "dataset_id": info.source_id,
-            "num_workers": info.num_workers, "pin_memory": info.pin_memory, "batch_size": info.batch_size,
-            "prefetch_factor": info.prefetch_factor, "device": info.device, "store": info.store, "engine": info.engine,
-        })  # fmt: skip
+        self._instr._register(info.loader_id, LoaderDesc.from_info(info))
 
     def span(self, info: LoaderInfo, stage: str) -> _Span:
         return _Span(self._instr.emit, info.loader_id, stage)
@@ -75,13 +72,17 @@ class LoaderObserver(Observer):
     def batch(self, info: LoaderInfo, requested: float, ready: float, batch: Any) -> None:
         instr = self._instr
         key = info.loader_id
-        instr.emit(["step", key, requested, ready])
+        instr.emit((Step, key, requested, ready))
         if instr._inspected.get(key, 0) < instr.inspect_batches:
             instr._inspect(key, batch)
 
 
 class Instrumentation:
-    """Installs the patches for one recorder; ``uninstall()`` puts every original back."""
+    """Installs the torch patches and the stoker observer for one recorder; ``uninstall()`` removes them.
+
+    Events go to the recorder as records, or, per batch and per stage, as
+    ``(RecordClass, *field values)`` tuples (see ``events.py``).
+    """
 
     def __init__(self, recorder: Any, inspect_batches: int = 4) -> None:
         self._rec = recorder  # its ``emit`` changes in a forked child: look it up on each event
@@ -133,18 +134,25 @@ class Instrumentation:
             setattr(owner, name, old)
 
     # -- torch DataLoader -----------------------------------------------------------------------
-    def _torch_info(self, loader: Any) -> dict[str, Any]:
-        return {
-            "kind": "torch", "name": f"DataLoader({_name(loader.dataset)})", "dataset": _name(loader.dataset),
-            "dataset_id": id(loader.dataset), "num_workers": loader.num_workers, "pin_memory": bool(loader.pin_memory),
-            "batch_size": loader.batch_size, "prefetch_factor": loader.prefetch_factor,
-            "persistent_workers": bool(loader.persistent_workers),
-        }  # fmt: skip
+    def _torch_info(self, loader: Any) -> LoaderDesc:
+        dataset = _name(loader.dataset)
+        return LoaderDesc(
+            kind="torch",
+            name=f"DataLoader({dataset})",
+            source=dataset,
+            source_id=id(loader.dataset),
+            engine="processes",
+            num_workers=loader.num_workers,
+            batch_size=loader.batch_size,
+            prefetch_factor=loader.prefetch_factor,
+            pin_memory=bool(loader.pin_memory),
+            persistent_workers=bool(loader.persistent_workers),
+        )
 
-    def _register(self, key: int, info: dict[str, Any]) -> None:
+    def _register(self, key: int, info: LoaderDesc) -> None:
         if key not in self._seen:
             self._seen.add(key)
-            self.emit(["loader", key, info])
+            self.emit(LoaderSeen(key, info))
 
     def _torch_init(self, orig: Callable[..., None]) -> Callable[..., None]:
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
@@ -161,7 +169,7 @@ class Instrumentation:
             out = orig(it)
             t1 = perf_counter()
             key = it.__dict__.get(_KEY, 0)
-            self.emit(["step", key, t0, t1])
+            self.emit((Step, key, t0, t1))
             if self._inspected.get(key, 0) < self.inspect_batches:
                 self._inspect(key, out)
             return out
@@ -175,7 +183,7 @@ class Instrumentation:
                 fetcher.collate_fn = self._timed_collate(collate, id(fetcher.dataset))
             t0 = perf_counter()
             out = orig(fetcher, index)
-            self.emit(["stage", id(fetcher.dataset), "fetch", get_ident(), t0, perf_counter()])
+            self.emit((StageSpan, id(fetcher.dataset), "fetch", get_ident(), t0, perf_counter()))
             return out
 
         return fetch
@@ -184,7 +192,7 @@ class Instrumentation:
         def timed(samples: Any) -> Any:
             t0 = perf_counter()
             out = collate(samples)
-            self.emit(["stage", key, "collate", get_ident(), t0, perf_counter()])
+            self.emit((StageSpan, key, "collate", get_ident(), t0, perf_counter()))
             return out
 
         timed._stoker_doctor = True  # type: ignore[attr-defined]
@@ -192,4 +200,4 @@ class Instrumentation:
 
     def _inspect(self, key: int, batch: Any) -> None:
         self._inspected[key] = self._inspected.get(key, 0) + 1
-        self.emit(["batch", key, describe(batch)])
+        self.emit(BatchSeen(key, describe(batch)))

@@ -1,33 +1,32 @@
-"""``Recorder``: timing events from every instrumented process, as JSON lines in one directory.
+"""``Recorder``: the events of every instrumented process, as JSON lines in one directory.
 
 Each process writes ``events-<pid>.jsonl`` in the run's directory, so a crash keeps what was
-written and worker processes never share a file. Each line is a JSON list of events (one
-``json.dumps`` per flush, not per event); an event is a JSON list:
+written and worker processes never share a file. Each line holds the events of one flush; the
+records and their wire format are defined in ``events.py``.
 
-    ["step", loader, t_request, t_got]              one batch fetch (data wait = t_got - t_request)
-    ["stage", loader, stage, thread, t0, t1]        one pipeline stage of one batch or chunk
-    ["loader", loader, {info}]                      a loader seen for the first time
-    ["batch", loader, {description}]                dtypes, shapes, padding of an inspected batch
-    ["meta", {info}]                                the process: argv, start and end times
-
-Times are ``time.perf_counter()`` (CLOCK_MONOTONIC on Linux: one clock for every process).
-
-The process that installed the recorder appends events to a list (a few hundred nanoseconds)
+The process that starts the recorder appends events to a list (``emit`` is ``list.append``)
 and a daemon thread writes them every ``interval`` seconds, then at ``close()`` (and at exit).
-A process forked from it (a DataLoader worker) writes each event as it happens, because a
-forked child has no flusher thread and may leave through ``os._exit``. A hard crash
-(``os._exit``, a signal) loses at most the last interval of the main process's events.
+A process forked from it (a worker) writes each event as it happens, because a forked child has
+no flusher thread and may leave through ``os._exit``. A hard crash (``os._exit``, a signal)
+loses at most the last interval of the main process's events.
+
+``child.py`` loads this file by path (as it loads ``events.py``), so it imports nothing of the
+stoker package.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+if __package__:
+    from stoker.doctor.events import Event, Meta, decode_line, encode_line
+else:  # loaded by path from child.py, which loaded events.py the same way first
+    from _stoker_doctor_events import Event, Meta, decode_line, encode_line  # type: ignore[import-not-found,no-redef]
 
 # The recorder of this process, for the fork handler (registered once per interpreter;
 # os.register_at_fork cannot be undone). Patching needs it; nothing else reads it.
@@ -64,7 +63,7 @@ class Recorder:
         if not _FORK_HANDLER and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
             _FORK_HANDLER.append(True)
-        self.emit(["meta", {"pid": self._pid, "ppid": os.getppid(), "start": time.perf_counter(), "cpus": os.cpu_count()}])
+        self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter(), cpus=os.cpu_count()))
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="stoker-doctor-recorder", daemon=True)
         self._thread.start()
@@ -77,7 +76,7 @@ class Recorder:
             self._thread.join()
             self._thread = None
         if self._file is not None:
-            self.emit(["meta", {"pid": self._pid, "end": time.perf_counter()}])
+            self.emit(Meta(pid=self._pid, end=time.perf_counter()))
             self.flush()
             self._file.close()
             self._file = None
@@ -99,15 +98,15 @@ class Recorder:
                 return
             n = len(self._buf)
             if n:
-                line = json.dumps(self._buf[:n], separators=(",", ":"))
+                line = encode_line(self._buf[:n])
                 del self._buf[:n]  # appends made meanwhile stay at the end
-                self._file.write(line + "\n")
+                self._file.write(line)
             self._file.flush()
 
     def _write_through(self, event: Any) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.write(json.dumps([event], separators=(",", ":")) + "\n")
+                self._file.write(encode_line((event,)))
                 self._file.flush()
 
     def _become_child(self) -> None:
@@ -118,18 +117,18 @@ class Recorder:
         self._inherited = self._file  # kept, never flushed here: its buffer belongs to the parent
         self._open()
         self.emit = self._write_through
-        self.emit(["meta", {"pid": self._pid, "ppid": os.getppid(), "start": time.perf_counter(), "forked": True}])
+        self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter(), forked=True))
 
 
-def read_events(directory: str | os.PathLike) -> Iterator[tuple[int, list[Any]]]:
-    """Every event written under ``directory``, as ``(pid, event)``; a torn last line is skipped."""
+def read_events(directory: str | os.PathLike) -> Iterator[tuple[int, Event]]:
+    """Every event written under ``directory``, as ``(pid, record)``; a torn last line is skipped."""
     for path in sorted(Path(directory).glob("events-*.jsonl")):
         pid = int(path.stem.split("-", 1)[1])
         with open(path, encoding="utf-8") as f:
             for line in f:
                 try:
-                    events = json.loads(line)
-                except json.JSONDecodeError:
+                    events = decode_line(line)
+                except ValueError:
                     continue  # the last line of a process killed while writing
                 for event in events:
                     yield pid, event

@@ -11,6 +11,7 @@ from typing import Any
 from stoker.doctor.advice import Recommendation, bottleneck_resource, bottleneck_stage, recommend, verdict
 from stoker.doctor.analysis import LoaderStats, build_loaders, cpu_seconds, loop_window, step_stats, summarize_resources
 from stoker.doctor.config import DoctorConfig
+from stoker.doctor.events import as_json
 from stoker.doctor.recorder import read_events
 
 NO_LOADER = (
@@ -75,8 +76,8 @@ def build_report(
     stall = wait / loop if loop > 0 else 0.0
     stall = min(stall, 1.0)
     bound = verdict(stall, config.stall_threshold, active)
-    first = min((st.steps[0][0] for st in active.values()), default=None)
-    last = max((st.steps[-1][1] for st in active.values()), default=None)
+    first = min((st.steps[0].requested for st in active.values()), default=None)
+    last = max((st.steps[-1].ready for st in active.values()), default=None)
     res = summarize_resources(samples, (first, last) if first is not None else None)
     tree_s, root_s = cpu_seconds(samples, config.interval)
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
@@ -95,8 +96,13 @@ def build_report(
     report.bottleneck_resource = bottleneck_resource(bound, res, gpu_status)
     report.recommendations = recommend(active, res, bound, stall, gpu_status)
     for st in active.values():
-        report.loaders.append({"key": st.key, "name": st.name, "info": st.info, **step_stats(st), "stages": st.stage_table(), "batches": st.batches[:2]})
-        report.steps.extend({"loader": st.key, "t0": t0 - wall[0], "t1": t1 - wall[0], "compute_before": c} for t0, t1, c in st.steps)
+        entry = {"key": st.key, "name": st.name, "info": as_json(st.info), **step_stats(st)}
+        entry.update(stages=st.stage_table(), batches=[as_json(b) for b in st.batches[:2]])
+        report.loaders.append(entry)
+        report.steps.extend(
+            {"loader": st.key, "t0": s.requested - wall[0], "t1": s.ready - wall[0], "compute_before": s.compute_before}
+            for s in st.steps
+        )
     report.steps.sort(key=lambda s: s["t0"])
     if bound == "input-bound":
         report.message = f"input-bound: {100 * stall:.0f} % of the loop's {loop:.2f} s is spent waiting for data"

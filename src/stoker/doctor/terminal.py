@@ -29,8 +29,9 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
         for col in ("loader", "steps", "data wait", "compute", "wait/step (median)", "compute/step (median)", "workers"):
             t.add_column(col, justify="left" if col == "loader" else "right", overflow="fold")
         for ld in report.loaders:
-            t.add_row(ld["name"], str(ld["steps"]), f"{ld['wait_s']:.2f} s", f"{ld['compute_s']:.2f} s", f"{ld['wait_ms_median']:.2f} ms",
-                      f"{ld['compute_ms_median']:.2f} ms", str(ld["info"].get("num_workers", "?")))  # fmt: skip
+            wait, compute = f"{ld['wait_s']:.2f} s", f"{ld['compute_s']:.2f} s"
+            wait_ms, compute_ms = f"{ld['wait_ms_median']:.2f} ms", f"{ld['compute_ms_median']:.2f} ms"
+            t.add_row(ld["name"], str(ld["steps"]), wait, compute, wait_ms, compute_ms, str(ld["info"]["num_workers"]))
         con.print(t)
         for ld in report.loaders:
             if ld["stages"]:

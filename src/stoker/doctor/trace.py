@@ -30,20 +30,22 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
         return tracks[key]
 
     for st in report._stats.values():
-        pid = int(st.key.split(":")[0])
+        pid = st.pid
         tid = track(pid, st.key, f"steps: {st.name}")
         prev = None
-        for i, (t0, t1, _) in enumerate(st.steps):
+        for i, step in enumerate(st.steps):
+            t0, t1 = step.requested, step.ready
             if prev is not None and t0 > prev:
                 events.append({"name": "compute", "cat": "step", "ph": "X", "pid": pid, "tid": tid, "ts": (prev - origin) * _US, "dur": (t0 - prev) * _US})
             events.append({"name": "data wait", "cat": "step", "ph": "X", "pid": pid, "tid": tid, "ts": (t0 - origin) * _US,
                            "dur": (t1 - t0) * _US, "args": {"step": i}})  # fmt: skip
             prev = t1
-        for stage, spid, thread, t0, t1 in st.spans:
-            stid = track(spid, thread, f"stages: {st.name}" if spid == pid else f"worker {spid}: {st.name}")
-            events.append({"name": f"stoker.{stage}" if st.info.get("kind") == "stoker" else stage, "cat": "stage", "ph": "X",
-                           "pid": spid, "tid": stid, "ts": (t0 - origin) * _US, "dur": (t1 - t0) * _US})  # fmt: skip
-    pid0 = min((int(k.split(":")[0]) for k in report._stats), default=0)
+        for spid, span in st.spans:
+            stid = track(spid, span.thread, f"stages: {st.name}" if spid == pid else f"worker {spid}: {st.name}")
+            name = f"stoker.{span.stage}" if st.info.kind == "stoker" else span.stage
+            ts, dur = (span.start - origin) * _US, span.duration * _US
+            events.append({"name": name, "cat": "stage", "ph": "X", "pid": spid, "tid": stid, "ts": ts, "dur": dur})
+    pid0 = min((st.pid for st in report._stats.values()), default=0)
     for s in report.samples:
         ts = s["t"] * _US
         events.append({"name": "CPU cores busy", "ph": "C", "pid": pid0, "ts": ts, "args": {"script+workers": s["cpu_tree"], "main": s["cpu_root"]}})

@@ -1,10 +1,9 @@
 """Verdict and recommendations from synthetic events: each rule fires on its evidence and only then."""
 
-import json
-
 import pytest
 
 from stoker.doctor.config import DoctorConfig
+from stoker.doctor.events import BatchDesc, BatchSeen, LoaderDesc, LoaderSeen, StageSpan, Step, TensorDesc, encode_line
 from stoker.doctor.report import build_report
 
 CFG = DoctorConfig(interval=0.1)
@@ -13,13 +12,13 @@ CFG = DoctorConfig(interval=0.1)
 def write_events(directory, events, pid=100):
     with open(directory / f"events-{pid}.jsonl", "w") as f:
         for e in events:
-            f.write(json.dumps([e]) + "\n")
+            f.write(encode_line([e]))
 
 
 def loop(key, n, wait, compute, t0=1.0):
     events, t = [], t0
     for _ in range(n):
-        events.append(["step", key, t, t + wait])
+        events.append(Step(key, t, t + wait))
         t += wait + compute
     return events
 
@@ -37,8 +36,8 @@ def samples(t0, t1, cpu_tree=0.5, machine=30.0, cores=4, gpu=None, iowait=0.0):
 
 
 def info(**kw):
-    base = {"kind": "torch", "name": "DataLoader(Toy)", "dataset": "Toy", "dataset_id": 7, "num_workers": 0, "pin_memory": False, "batch_size": 32}
-    return {**base, **kw}
+    base = {"kind": "torch", "name": "DataLoader(Toy)", "source": "Toy", "source_id": 7, "batch_size": 32}
+    return LoaderDesc(**{**base, **kw})
 
 
 def report_for(tmp_path, events, smp, gpu_status="no GPU (test)"):
@@ -51,7 +50,7 @@ def titles(report):
 
 
 def test_long_waits_and_idle_cores_ask_for_workers(tmp_path):
-    ev = [["loader", 1, info()]] + loop(1, 50, 0.02, 0.005) + [["stage", 7, "fetch", 1, 1.0, 1.02]]
+    ev = [LoaderSeen(1, info())] + loop(1, 50, 0.02, 0.005) + [StageSpan(7, "fetch", 1, 1.0, 1.02)]
     r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=1.0, cores=4))
     assert r.verdict == "input-bound" and 0.75 < r.stall_share < 0.85
     more = next(x for x in r.recommendations if x.title.startswith("More loader workers"))
@@ -60,7 +59,7 @@ def test_long_waits_and_idle_cores_ask_for_workers(tmp_path):
 
 
 def test_a_machine_busy_with_other_processes_does_not_ask_for_workers(tmp_path):
-    ev = [["loader", 1, info()]] + loop(1, 50, 0.02, 0.005)
+    ev = [LoaderSeen(1, info())] + loop(1, 50, 0.02, 0.005)
     r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=0.3, machine=97, cores=4))
     assert r.verdict == "input-bound"
     assert not any(t.startswith("More loader workers") for t in titles(r))
@@ -68,7 +67,7 @@ def test_a_machine_busy_with_other_processes_does_not_ask_for_workers(tmp_path):
 
 
 def test_busy_cores_do_not_ask_for_workers(tmp_path):
-    ev = [["loader", 1, info()]] + loop(1, 50, 0.02, 0.005)
+    ev = [LoaderSeen(1, info())] + loop(1, 50, 0.02, 0.005)
     r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=3.9, machine=98, cores=4))
     assert r.verdict == "input-bound"
     assert not any(t.startswith("More loader workers") for t in titles(r))
@@ -76,14 +75,14 @@ def test_busy_cores_do_not_ask_for_workers(tmp_path):
 
 
 def test_compute_bound_without_gpu_has_no_data_advice(tmp_path):
-    ev = [["loader", 1, info()]] + loop(1, 50, 0.0005, 0.02)
+    ev = [LoaderSeen(1, info())] + loop(1, 50, 0.0005, 0.02)
     r = report_for(tmp_path, ev, samples(1.0, 3.0))
     assert r.verdict == "compute-bound" and r.recommendations == []
     assert "CPU" in r.bottleneck_resource
 
 
 def test_underused_gpu_asks_for_a_larger_batch_and_pinning(tmp_path):
-    ev = [["loader", 1, info(batch_size=16)]] + loop(1, 50, 0.0005, 0.02)
+    ev = [LoaderSeen(1, info(batch_size=16))] + loop(1, 50, 0.0005, 0.02)
     r = report_for(tmp_path, ev, samples(1.0, 3.0, gpu=25.0), gpu_status="NVIDIA Test")
     assert r.verdict == "compute-bound"
     larger = next(x for x in r.recommendations if x.title.startswith("A larger batch"))
@@ -92,22 +91,22 @@ def test_underused_gpu_asks_for_a_larger_batch_and_pinning(tmp_path):
 
 
 def test_no_pinning_advice_without_a_gpu_or_when_pinned(tmp_path):
-    ev = [["loader", 1, info(pin_memory=True)]] + loop(1, 50, 0.02, 0.005)
+    ev = [LoaderSeen(1, info(pin_memory=True))] + loop(1, 50, 0.02, 0.005)
     r = report_for(tmp_path, ev, samples(1.0, 3.0, gpu=90.0), gpu_status="NVIDIA Test")
     assert not any("pin" in x.title.lower() for x in r.recommendations)
 
 
 def test_padding_asks_for_bucketing(tmp_path):
-    batch = {"type": "dict", "tensors": [{"path": "input_ids", "dtype": "int64", "shape": [32, 128], "device": "cpu"}], "padding": 0.7}
-    ev = [["loader", 1, info()]] + loop(1, 20, 0.001, 0.02) + [["batch", 1, batch]]
+    batch = BatchDesc("dict", (TensorDesc("input_ids", "int64", (32, 128), "cpu"),), padding=0.7)
+    ev = [LoaderSeen(1, info())] + loop(1, 20, 0.001, 0.02) + [BatchSeen(1, batch)]
     r = report_for(tmp_path, ev, samples(1.0, 2.0))
     (b,) = [x for x in r.recommendations if "bucketing" in x.title]
     assert "bucketing=True" in b.action and "70 %" in b.evidence
 
 
 def test_float_images_ask_for_uint8_and_device_normalization(tmp_path):
-    batch = {"type": "list", "tensors": [{"path": "0", "dtype": "float32", "shape": [32, 3, 224, 224], "device": "cpu"}], "padding": None}
-    ev = [["loader", 1, info()]] + loop(1, 20, 0.02, 0.005) + [["batch", 1, batch]]
+    batch = BatchDesc("list", (TensorDesc("0", "float32", (32, 3, 224, 224), "cpu"),))
+    ev = [LoaderSeen(1, info())] + loop(1, 20, 0.02, 0.005) + [BatchSeen(1, batch)]
     assert not any("normalize" in x.title for x in report_for(tmp_path, ev, samples(1.0, 2.0)).recommendations)  # no GPU: no bus to save
     r = report_for(tmp_path, ev, samples(1.0, 2.0, gpu=50.0), gpu_status="NVIDIA Test")
     (n,) = [x for x in r.recommendations if "normalize" in x.title]
@@ -115,8 +114,8 @@ def test_float_images_ask_for_uint8_and_device_normalization(tmp_path):
 
 
 def test_io_wait_points_at_the_disk(tmp_path):
-    ev = [["loader", 1, info(kind="stoker", store=True, name="stoker.Loader(StoreSource)")]] + loop(1, 40, 0.02, 0.005)
-    ev += [["stage", 1, "read", 1, 1.0, 1.019]] * 40
+    ev = [LoaderSeen(1, info(kind="stoker", store=True, name="stoker.Loader(StoreSource)"))] + loop(1, 40, 0.02, 0.005)
+    ev += [StageSpan(1, "read", 1, 1.0, 1.019)] * 40
     r = report_for(tmp_path, ev, samples(1.0, 2.0, iowait=45.0))
     assert r.bottleneck_resource.startswith("disk")
     assert r.bottleneck_stage.startswith("read")
@@ -124,15 +123,15 @@ def test_io_wait_points_at_the_disk(tmp_path):
 
 
 def test_recommendations_are_ranked_by_gain(tmp_path):
-    batch = {"type": "list", "tensors": [{"path": "0", "dtype": "float32", "shape": [8, 3, 32, 32], "device": "cpu"}], "padding": None}
-    ev = [["loader", 1, info()]] + loop(1, 50, 0.02, 0.005) + [["batch", 1, batch], ["stage", 7, "fetch", 1, 1.0, 1.02]]
+    batch = BatchDesc("list", (TensorDesc("0", "float32", (8, 3, 32, 32), "cpu"),))
+    ev = [LoaderSeen(1, info())] + loop(1, 50, 0.02, 0.005) + [BatchSeen(1, batch), StageSpan(7, "fetch", 1, 1.0, 1.02)]
     r = report_for(tmp_path, ev, samples(1.0, 3.0, cpu_tree=0.5, cores=4, gpu=50.0), gpu_status="NVIDIA Test")
     gains = [x.gain_s for x in r.recommendations]
     assert len(gains) >= 3 and gains == sorted(gains, reverse=True)
 
 
 def test_torn_last_line_is_skipped(tmp_path):
-    ev = [["loader", 1, info()]] + loop(1, 5, 0.02, 0.005)
+    ev = [LoaderSeen(1, info())] + loop(1, 5, 0.02, 0.005)
     write_events(tmp_path, ev)
     with open(tmp_path / "events-100.jsonl", "a") as f:
         f.write('["step",1,9.0,')

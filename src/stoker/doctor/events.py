@@ -1,0 +1,261 @@
+"""The doctor's records: what the instrumented processes tell the analysis, and their wire format.
+
+Events (one per line of the table below) and the descriptions they carry are frozen
+dataclasses. :func:`to_wire` and :func:`from_wire` are the one place that turns them into the
+JSON-lines wire format and back; :func:`encode_line` / :func:`decode_line` do it for a whole
+line. The wire form of an event is a JSON list, the record's tag and then its fields in
+declaration order; a nested record (a :class:`LoaderDesc`, a :class:`BatchDesc`) is a JSON
+object keyed by field name::
+
+    ["loader", loader, {LoaderDesc}]                a loader seen for the first time
+    ["step", loader, requested, ready]              one batch handed out (data wait = ready - requested)
+    ["stage", loader, stage, thread, start, end]    one pipeline stage of one batch or chunk
+    ["batch", loader, {BatchDesc}]                  dtypes, shapes, padding of an inspected batch
+    ["meta", pid, ppid, start, end, cpus, argv, forked]    the process (fields unknown yet are null)
+
+A line is a JSON list of such events. Times are ``time.perf_counter()`` seconds.
+
+On the hot path an instrumented process does not build the record: it appends the tuple
+``(RecordClass, *field values)`` (:class:`Step` and :class:`StageSpan`), which
+:func:`to_wire` takes as it takes the record itself. :func:`to_wire` reads only class
+attributes of what it is given, so it also takes records of a copy of this module loaded by
+path (``child.py`` loads this file that way, before the script imports stoker).
+
+This module uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields, is_dataclass
+from typing import Any, ClassVar, Union
+
+
+@dataclass(frozen=True)
+class LoaderDesc:
+    """A data loader, a torch ``DataLoader`` or a ``stoker.Loader``, as the doctor reports it.
+
+    The fields after ``kind`` mean what the fields of the same name of :class:`stoker.LoaderInfo` mean.
+
+    Attributes:
+        kind: ``"torch"``, ``"stoker"``, or ``"unknown"`` (a loader built before the doctor started).
+        name: a label for reports, e.g. ``"DataLoader(MyDataset)"``.
+        source: the qualified type name of the Dataset or batch source ("" when unknown).
+        source_id: ``id()`` of the Dataset or source; torch's fetcher stages are keyed by it.
+        engine: where the per-batch reading runs with workers: ``"threads"`` or ``"processes"``.
+        num_workers: workers reading (0: the consumer's thread).
+        batch_size: rows per batch, or None when a batch sampler decides.
+        prefetch_factor: batches (stoker: chunks) in flight per worker, or None (torch without workers).
+        pin_memory: whether host batches are staged in pinned memory.
+        device: where batches land (None: the loader does not move them).
+        store: whether the source reads a memory-mapped stoker store.
+        persistent_workers: whether workers live across epochs (None: not known).
+    """
+
+    kind: str
+    name: str
+    source: str = ""
+    source_id: int = -1
+    engine: str | None = None
+    num_workers: int = 0
+    batch_size: int | None = None
+    prefetch_factor: int | None = None
+    pin_memory: bool = False
+    device: str | None = None
+    store: bool = False
+    persistent_workers: bool | None = None
+
+    @classmethod
+    def from_info(cls, info: Any) -> LoaderDesc:
+        """The description of a stoker loader from its :class:`stoker.LoaderInfo`."""
+        shared = {f.name: getattr(info, f.name) for f in fields(cls) if hasattr(info, f.name)}
+        return cls(kind="stoker", **shared)
+
+    @classmethod
+    def unknown(cls) -> LoaderDesc:
+        return cls(kind="unknown", name="a loader created before doctor started")
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """One tensor of an inspected batch: where it sits in the batch, its dtype, shape and device."""
+
+    path: str
+    dtype: str
+    shape: tuple[int, ...]
+    device: str
+
+
+@dataclass(frozen=True)
+class BatchDesc:
+    """What an inspected batch holds: its type, its first tensors, and its padding share (or None)."""
+
+    type: str
+    tensors: tuple[TensorDesc, ...] = ()
+    padding: float | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BatchDesc:
+        tensors = tuple(TensorDesc(t["path"], t["dtype"], tuple(t["shape"]), t["device"]) for t in d.get("tensors", ()))
+        return cls(d["type"], tensors, d.get("padding"))
+
+
+@dataclass(frozen=True)
+class LoaderSeen:
+    """A loader seen for the first time in this process. ``loader`` is its ``id()``."""
+
+    TAG: ClassVar[str] = "loader"
+    loader: int
+    info: LoaderDesc
+
+    @classmethod
+    def _from_values(cls, values: list[Any]) -> LoaderSeen:
+        loader, info = values
+        names = {f.name for f in fields(LoaderDesc)}
+        return cls(loader, LoaderDesc(**{k: v for k, v in info.items() if k in names}))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One batch handed out by a loader: asked for at ``requested``, got at ``ready``."""
+
+    TAG: ClassVar[str] = "step"
+    loader: int
+    requested: float
+    ready: float
+
+    @property
+    def wait(self) -> float:
+        return self.ready - self.requested
+
+
+@dataclass(frozen=True)
+class StageSpan:
+    """One pipeline stage of one batch (or chunk of batches), run by ``thread``.
+
+    ``loader`` is the loader's ``id()``; for the stages timed inside torch's dataset fetcher
+    (``fetch``, ``collate``) it is the Dataset's ``id()`` (a loader's ``LoaderDesc.source_id``).
+    """
+
+    TAG: ClassVar[str] = "stage"
+    loader: int
+    stage: str
+    thread: int
+    start: float
+    end: float
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class BatchSeen:
+    """A batch handed out by ``loader`` and looked at."""
+
+    TAG: ClassVar[str] = "batch"
+    loader: int
+    batch: BatchDesc
+
+    @classmethod
+    def _from_values(cls, values: list[Any]) -> BatchSeen:
+        loader, batch = values
+        return cls(loader, BatchDesc.from_dict(batch))
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Facts about the recording process; a process writes several, each with what it knows then.
+
+    Attributes:
+        pid, ppid: the process and its parent.
+        start, end: when recording started and ended in it.
+        cpus: ``os.cpu_count()``.
+        argv: the script's command line.
+        forked: whether the process was forked from a recording one (a worker).
+    """
+
+    TAG: ClassVar[str] = "meta"
+    pid: int | None = None
+    ppid: int | None = None
+    start: float | None = None
+    end: float | None = None
+    cpus: int | None = None
+    argv: tuple[str, ...] | None = None
+    forked: bool = False
+
+    def merged(self, later: Meta) -> Meta:
+        """This record updated with what ``later`` knows (its fields that are set)."""
+        known = {k: v for k, v in asdict(later).items() if v is not None and v is not False}
+        return Meta(**{**asdict(self), **known})
+
+    @classmethod
+    def _from_values(cls, values: list[Any]) -> Meta:
+        pid, ppid, start, end, cpus, argv, forked = values
+        return cls(pid, ppid, start, end, cpus, None if argv is None else tuple(argv), forked)
+
+
+Event = Union[LoaderSeen, Step, StageSpan, BatchSeen, Meta]
+RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Meta)}
+
+
+def _plain(value: Any) -> Any:
+    return asdict(value) if is_dataclass(value) else value
+
+
+def as_json(record: Any) -> dict[str, Any]:
+    """A record as the JSON object it is on the wire and in ``report.json`` (tuples as lists)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    return plain(asdict(record))
+
+
+def to_wire(event: Any) -> list[Any]:
+    """The JSON-able list of an event: a record, or ``(RecordClass, *field values)``."""
+    if isinstance(event, tuple):
+        return [event[0].TAG, *map(_plain, event[1:])]
+    return [event.TAG, *(_plain(getattr(event, f.name)) for f in fields(event))]
+
+
+def from_wire(item: list[Any]) -> Event:
+    """The record of a wire event; ``ValueError`` for a tag this version does not know."""
+    cls = RECORDS.get(item[0]) if item else None
+    if cls is None:
+        raise ValueError(f"not a doctor event: {item!r:.200}")
+    build = getattr(cls, "_from_values", None)
+    return build(item[1:]) if build is not None else cls(*item[1:])
+
+
+def encode_line(events: Iterable[Any]) -> str:
+    """One line of the events file (with its newline)."""
+    return json.dumps([to_wire(e) for e in events], separators=(",", ":")) + "\n"
+
+
+def decode_line(line: str) -> list[Event]:
+    """The records of one line; ``ValueError`` for a torn or foreign line."""
+    return [from_wire(item) for item in json.loads(line)]
+
+
+__all__ = [
+    "BatchDesc",
+    "BatchSeen",
+    "Event",
+    "LoaderDesc",
+    "LoaderSeen",
+    "Meta",
+    "StageSpan",
+    "Step",
+    "TensorDesc",
+    "as_json",
+    "decode_line",
+    "encode_line",
+    "from_wire",
+    "to_wire",
+]
