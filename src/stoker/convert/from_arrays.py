@@ -10,13 +10,15 @@ from typing import Any
 import numpy as np
 
 from stoker.convert.options import ConvertOptions, ConvertResult
-from stoker.convert.slabs import write_slabs
+from stoker.convert.slabs import Slab, write_slabs
 from stoker.errors import ConfigError
 from stoker.sources.arrays import as_columns
 from stoker.store.format import Tensor
 
 
-def convert(arrays: Any, store: str | os.PathLike[str], names: Sequence[str] | None, options: ConvertOptions) -> ConvertResult:
+def convert(
+    arrays: Any, store: str | os.PathLike[str], names: Sequence[str] | None, options: ConvertOptions
+) -> ConvertResult:
     """Write arrays into a store, one shard-sized slab at a time (``options.workers`` shards at once).
 
     ``arrays``: a dict name -> array/tensor/``.npy`` path, a sequence of them (named by
@@ -36,7 +38,7 @@ def convert(arrays: Any, store: str | os.PathLike[str], names: Sequence[str] | N
         columns = dict(zip(names, columns.values()))
     schema = {k: Tensor(v.dtype, v.shape[1:]) for k, v in columns.items()}
 
-    def read(start: int, stop: int, slot: int) -> dict[str, np.ndarray]:
+    def read(start: int, stop: int, slot: int) -> Slab:
         return {k: np.ascontiguousarray(v[start:stop]) for k, v in columns.items()}
 
     source = {"kind": "arrays", "columns": list(columns)}

@@ -55,10 +55,11 @@ class _Slabs:
         self.mapfile = MappedFile(source.path) if self.mappable or decodable else None
         self.mapped = {key: self.mapfile.view(info, len(source)) for key, info in self.mappable.items()} if self.mapfile else {}
         self.decoded: dict[str, ChunkedReader] = {}
-        for key in decodable if self.mapfile is not None else ():
-            reader = chunked_reader(key, self.handle[key], self.mapfile.map, DecodedChunks(0))
-            if reader is not None:
-                self.decoded[key] = reader
+        if self.mapfile is not None:
+            for key in decodable:
+                reader = chunked_reader(key, self.handle[key], self.mapfile.map, DecodedChunks(0))
+                if reader is not None:
+                    self.decoded[key] = reader
         self._buffers: dict[tuple[str, int], np.ndarray] = {}
         self._paging: dict[int, list[cf.Future[None]]] = {}
         self._paged: dict[int, list[tuple[int, int]]] = {}
@@ -139,7 +140,7 @@ def convert(
     different lengths, and object / variable-length / string datasets raise SchemaError.
     ``options.workers``: shards written at once (default: one per core, at most 4).
     """
-    source = HDF5(file, parse_keys(keys))
+    source = HDF5(file, parse_keys(keys if keys is None or isinstance(keys, str) else tuple(keys)))
     try:
         slabs = _Slabs(source)
     except BaseException:

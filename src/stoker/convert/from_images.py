@@ -1,4 +1,4 @@
-"""Image files (or an ImageFolder object) to a store (``stoker.convert.images``), in worker threads, streamed to disk.
+"""Image files (or an ImageFolder object) to a store (``stoker.convert.images``) in worker threads, streamed.
 
 Two modes:
 
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -70,15 +70,24 @@ class ImageStoreOptions:
             raise ConfigError(f"quality must be an integer in 1..100, not {self.quality!r}", option="quality")
         if self.max_side is not None and (not isinstance(self.max_side, int) or self.max_side < 8):
             raise ConfigError(f"max_side must be an integer >= 8 or None, not {self.max_side!r}", option="max_side")
-        if self.max_pixels is None:
-            object.__setattr__(self, "max_pixels", DEFAULT_MAX_PIXELS)
-        elif isinstance(self.max_pixels, bool) or not isinstance(self.max_pixels, int) or self.max_pixels < 1:
-            raise ConfigError(f"max_pixels must be a positive integer or None, not {self.max_pixels!r}", option="max_pixels")
-        Resize(self.size if isinstance(self.size, int) else tuple(self.size))  # validates the size
+        pixels = self.max_pixels
+        if pixels is not None and (isinstance(pixels, bool) or not isinstance(pixels, int) or pixels < 1):
+            raise ConfigError(f"max_pixels must be a positive integer or None, not {pixels!r}", option="max_pixels")
+        Resize(self.side)  # validates the size
+
+    @property
+    def side(self) -> int | tuple[int, int]:
+        """``size`` as an int or a (height, width) pair."""
+        return self.size if isinstance(self.size, int) else (int(self.size[0]), int(self.size[1]))
+
+    @property
+    def pixel_limit(self) -> int:
+        """``max_pixels``, or the decoder's default when it is None."""
+        return DEFAULT_MAX_PIXELS if self.max_pixels is None else self.max_pixels
 
 
 def _encoded_row(data: bytes, opts: ImageStoreOptions) -> bytes:
-    info = probe(data, opts.max_pixels)
+    info = probe(data, opts.pixel_limit)
     longest = max(info.height, info.width)
     if info.jpeg and info.orientation == 1 and (opts.max_side is None or longest <= opts.max_side):
         decode(data, info, 1, 1)  # checks the whole stream (strict: truncation is an error), at 1/8 scale
@@ -100,9 +109,8 @@ class _Converter:
 
     def __init__(self, images: ImageList, opts: ImageStoreOptions) -> None:
         self.images, self.opts = images, opts
-        size = opts.size if isinstance(opts.size, int) else tuple(opts.size)
-        self.resize = Compose((Resize(size), CenterCrop(size)))
-        self.shape = (3, *self.resize.out_size())
+        self.resize = Compose((Resize(opts.side), CenterCrop(opts.side)))
+        self.shape = (3, *CenterCrop(opts.side).out_size(None))  # the size every row comes out at
 
     def __call__(self, rows: np.ndarray) -> tuple[dict[str, Any], list[Skipped]]:
         if threading.current_thread() is not threading.main_thread():
@@ -118,7 +126,7 @@ class _Converter:
                 if out is None:
                     images.append(_encoded_row(data, self.opts))
                 else:
-                    info = probe(data, self.opts.max_pixels)
+                    info = probe(data, self.opts.pixel_limit)
                     view = self.resize.plan(info.height, info.width, None)
                     render_bytes(data, info, view, "bilinear", out[len(kept)], channels_first=True)
             except ImageError as exc:
@@ -164,7 +172,10 @@ def convert(
     meta = options.with_metadata(metadata)
     writer = StoreWriter(store, schema, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta)
     with writer, options.bar(len(images), "images", unit="img") as bar:
-        results = ordered_map(convert_chunk, chunks, workers=workers, depth=2 * max(workers, 1), stage="convert")
+        results = cast(
+            Generator[Chunk, None, None],
+            ordered_map(convert_chunk, chunks, workers=workers, depth=2 * max(workers, 1), stage="convert"),
+        )
         try:
             for (batch, bad), done in _zip_sizes(results):
                 skipped.extend(bad)
@@ -176,7 +187,8 @@ def convert(
         if writer.rows_written == 0:
             first = skipped[0]
             raise EmptyDatasetError(
-                f"every one of the {len(images)} images was skipped; nothing to write (first: {first.file}: {first.reason})"
+                f"every one of the {len(images)} images was skipped; nothing to write "
+                f"(first: {first.file}: {first.reason})"
             )
         writer.metadata["skipped"] = [{"file": s.file, "reason": s.reason} for s in skipped[:_MAX_REPORTED]]
         writer.metadata["skipped_count"] = len(skipped)
@@ -186,6 +198,10 @@ def convert(
     return ConvertResult(Path(store), rows, len(skipped), report=report)
 
 
-def _zip_sizes(results: Iterator[tuple[dict[str, Any], list[Skipped]]]) -> Iterator[tuple[tuple[dict[str, Any], list[Skipped]], int]]:
+Chunk = tuple[dict[str, Any], list[Skipped]]
+
+
+def _zip_sizes(results: Iterator[Chunk]) -> Iterator[tuple[Chunk, int]]:
+    """Each converted chunk with the number of files it covered (written or skipped)."""
     for batch, bad in results:
         yield (batch, bad), len(batch["image"]) + len(bad)

@@ -1,4 +1,4 @@
-"""Tables (Parquet, CSV/TSV, JSON Lines) into a store (``stoker.convert.table``) through pyarrow, record batch by record batch.
+"""Tables (Parquet, CSV/TSV, JSON Lines) into a store (``stoker.convert.table``) through pyarrow, batch by batch.
 
 Arrow types map to store columns: integers, floats and booleans -> scalars; strings
 (and dictionary-encoded strings) -> str; binary -> bytes; ``list<number>`` -> a
@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError
 from stoker.store.columns import Ragged
-from stoker.store.format import Binary, Column, Scalar, Sequence as SequenceColumn, String, Tensor
+from stoker.store.format import Binary, Column, Scalar, String, Tensor
+from stoker.store.format import Sequence as SequenceColumn
 from stoker.store.writer import StoreWriter
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".ndjson": "json", ".json": "json"}

@@ -14,8 +14,9 @@ counts of empty lines skipped and lines with replaced UTF-8.
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -60,7 +61,10 @@ def convert(
         store, None, shard_size=options.shard_size, overwrite=options.overwrite, metadata=options.with_metadata({})
     )
     with writer, options.bar(None, "tokenizing") as bar:
-        blocks = ordered_map(encode, iter_blocks(source, columns), workers=workers, depth=2 * max(workers, 1), stage="tokenize")
+        blocks = cast(
+            Generator[tuple[TextBlock, Encoded], None, None],
+            ordered_map(encode, iter_blocks(source, columns), workers=workers, depth=2 * max(workers, 1), stage="tokenize"),
+        )
         try:
             for block, enc in blocks:
                 skipped += block.skipped_empty

@@ -12,12 +12,12 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.store.writer import DEFAULT_SHARD_SIZE, parse_size
 
-Progress = Union[bool, Callable[[int], None], None]
+Progress = bool | Callable[[int], None] | None
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ import numpy as np
 
 from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.columns import check_rows, gather_plan
+from stoker.pipeline.source import BatchSource
 from stoker.sources._common import PerThread, check_lengths, check_numeric
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_groups, chunk_layout, chunked_reader
-from stoker.pipeline.source import BatchSource
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
 

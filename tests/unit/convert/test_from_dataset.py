@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import stoker
-from stoker.errors import SampleError, SchemaError, StoreExistsError
 from stoker.convert.from_dataset import resume_index, staging_dir
+from stoker.errors import SampleError, SchemaError, StoreExistsError
 
 
 class Samples(torch.utils.data.Dataset):

@@ -66,9 +66,10 @@ def test_skip_reports_every_bad_file_and_keeps_the_rest(tmp_path):
     corrupt_files(tmp_path)
     report = stoker.convert.images(tmp_path / "bad", tmp_path / "s", on_error="skip")
     assert report.rows == 1 and report.skipped == 4
-    assert sorted(s.file for s in report.report["skipped"]) == ["corrupt.jpg", "empty.jpg", "notes.jpg", "truncated.jpg"]
+    skipped = report.report["skipped"]
+    assert sorted(s.file for s in skipped) == ["corrupt.jpg", "empty.jpg", "notes.jpg", "truncated.jpg"]
     meta = stoker.open(report.path).metadata
-    assert meta["skipped_count"] == 4 and {s["file"] for s in meta["skipped"]} == {s.file for s in report.report["skipped"]}
+    assert meta["skipped_count"] == 4 and {s["file"] for s in meta["skipped"]} == {s.file for s in skipped}
     assert "4 skipped" in str(report)
 
 

@@ -58,7 +58,8 @@ def test_user_metadata_is_copied_and_overrides_what_the_conversion_records():
     given = {"split": "train", "source": "mine"}
     opts = ConvertOptions(metadata=given)
     given["split"] = "changed later"
-    assert opts.with_metadata({"source": {"kind": "hdf5"}, "rows": 3}) == {"source": "mine", "rows": 3, "split": "train"}
+    merged = opts.with_metadata({"source": {"kind": "hdf5"}, "rows": 3})
+    assert merged == {"source": "mine", "rows": 3, "split": "train"}
     assert ConvertOptions().with_metadata({"a": 1}) == {"a": 1}
 
 
