@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 # references to a free buffer: the pool's list + getrefcount's own argument
 _FREE_REFS = 2
@@ -36,7 +37,7 @@ class BufferPool:
         self._free: dict[tuple, list[np.ndarray]] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    def get(self, key: str, shape: tuple[int, ...], dtype: npt.DTypeLike) -> np.ndarray:
         """A buffer of ``shape``/``dtype`` that nobody else references."""
         slot = (key, tuple(shape), np.dtype(dtype).str)
         with self._lock:

@@ -23,7 +23,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -103,13 +103,21 @@ class RowRandom:
         return random.Random((self.seed << 96) | (self.epoch << 48) | row)
 
 
+class Blobs(Protocol):
+    """The encoded images of a batch by position: ``blobs[k]`` is the bytes of row ``idx[k]``."""
+
+    def __getitem__(self, k: int) -> bytes: ...
+
+    def __len__(self) -> int: ...
+
+
 class StoreBytes:
     """The encoded images of a store column: one gather per batch."""
 
     def __init__(self, store: Store, column: str) -> None:
         self.store, self.column = store, column
 
-    def fetch(self, idx: np.ndarray) -> Sequence[Any]:
+    def fetch(self, idx: np.ndarray) -> Blobs:
         """The bytes of the rows ``idx``, indexed by position in the batch."""
         return self.store.gather(idx, [self.column])[self.column]
 
@@ -133,7 +141,7 @@ class FileBytes:
     def __init__(self, images: ImageList) -> None:
         self.images = images
 
-    def fetch(self, idx: np.ndarray) -> Sequence[Any]:
+    def fetch(self, idx: np.ndarray) -> Blobs:
         return _LazyFiles(self.images.paths, idx)
 
 
@@ -157,6 +165,12 @@ class ImageReader:
         """Device-side work after the copy (none here)."""
         return batch
 
+    def _buffer(self, out: np.ndarray | None) -> np.ndarray:
+        """``out``, which a reader that ``fills_buffer`` is always given."""
+        if out is None:
+            raise TypeError(f"{type(self).__name__}.read_batch fills a uint8 buffer: pass it as out")
+        return out
+
     def __repr__(self) -> str:
         return type(self).__name__
 
@@ -175,6 +189,7 @@ class CpuDecode(ImageReader):
 
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
         opts = self.options
+        out = self._buffer(out)
         rows = torch.from_numpy(out)
         blobs = self.encoded.fetch(idx)
         channels_first = opts.layout == "NCHW"
@@ -201,6 +216,7 @@ class RenderArrays(ImageReader):
 
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
         opts = self.options
+        out = self._buffer(out)
         rows = torch.from_numpy(out)
         arrays = self.store.gather(idx, [self.column])[self.column]
         channels_first = opts.layout == "NCHW"
@@ -221,6 +237,7 @@ class GatherArrays(ImageReader):
         self.store, self.column = store, column
 
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
+        out = self._buffer(out)
         self.store.gather(idx, [self.column], {self.column: out})
         return {"image": out}, idx
 

@@ -117,9 +117,10 @@ def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | N
         )
     if col.kind == "binary":
         return None
-    if col.kind == "tensor" and col.dtype == "uint8" and len(col.shape) == 3 and 3 in (col.shape[0], col.shape[2]):
-        chw = store.metadata.get("layout", "CHW" if col.shape[0] == 3 else "HWC") == "CHW"
-        return chw, (tuple(col.shape[1:]) if chw else tuple(col.shape[:2]))
+    shape = col.shape if col.kind == "tensor" and col.dtype == "uint8" else None
+    if shape is not None and len(shape) == 3 and 3 in (shape[0], shape[2]):
+        chw = store.metadata.get("layout", "CHW" if shape[0] == 3 else "HWC") == "CHW"
+        return chw, ((shape[1], shape[2]) if chw else (shape[0], shape[1]))
     raise ConfigError(
         f"column {column!r} of {store.path} is {col}; expected JPEG bytes or uint8 images", option="image_column"
     )
@@ -158,18 +159,19 @@ class ImageSource(BatchSource):
         self._pool = BufferPool()
         self._threads = threading.local()  # per worker thread: torch limited to one thread there
         self._norm_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-        self.store: Store | None = None
-        self.images: ImageList | None = None
         self.image_column, self.label_column = image_column, label_column
+        self._data: Store | ImageList  # where the rows come from: see the ``store`` and ``images`` properties
+        self._labels: np.ndarray | None = None  # the labels of image files (a store's are gathered per batch)
         arrays = None
         if _is_store(data):
-            self.store = data if isinstance(data, Store) else Store(data)
-            arrays = _array_layout(self.store, image_column)
-            self.has_labels = label_column in self.store.schema
+            self._data = store = data if isinstance(data, Store) else Store(data)
+            arrays = _array_layout(store, image_column)
+            self.has_labels = label_column in store.schema
         else:
-            self.images = find_images(data, labels)
-            self.has_labels = self.images.labels is not None
-            self._labels = np.asarray(self.images.labels, dtype=np.int64) if self.has_labels else None
+            self._data = images = find_images(data, labels)
+            self.has_labels = images.labels is not None
+            if images.labels is not None:
+                self._labels = np.asarray(images.labels, dtype=np.int64)
         size = opts.transforms.out_size(arrays[1] if arrays is not None else None)
         if size is None:
             raise ConfigError(
@@ -183,8 +185,13 @@ class ImageSource(BatchSource):
         self.reader = self._choose_reader(arrays)
 
     def _choose_reader(self, arrays: tuple[bool, tuple[int, int]] | None) -> ImageReader:
-        opts, column = self.options, self.image_column
-        if arrays is not None:
+        opts, column, data = self.options, self.image_column, self._data
+        encoded: StoreBytes | FileBytes
+        if not isinstance(data, Store):
+            encoded = FileBytes(data)
+        elif arrays is None:
+            encoded = StoreBytes(data, column)
+        else:
             if opts.decode_device == "cuda":
                 raise ConfigError(
                     "decode_device='cuda' decodes JPEG; this store holds decoded arrays", option="decode_device"
@@ -192,10 +199,9 @@ class ImageSource(BatchSource):
             chw = arrays[0]
             shape = (3, *self.size) if opts.layout == "NCHW" else (*self.size, 3)
             same_layout = chw == (opts.layout == "NCHW")
-            if not opts.transforms.geometric and same_layout and self.store.schema[column].shape == shape:
-                return GatherArrays(self.store, column)
-            return RenderArrays(self.store, column, chw, opts, self.rng, self.errors)
-        encoded = StoreBytes(self.store, column) if self.store is not None else FileBytes(self.images)
+            if not opts.transforms.geometric and same_layout and data.schema[column].shape == shape:
+                return GatherArrays(data, column)
+            return RenderArrays(data, column, chw, opts, self.rng, self.errors)
         if opts.decode_device == "cuda":
             reason = gpu_available()
             if reason is not None:
@@ -206,15 +212,26 @@ class ImageSource(BatchSource):
             return GpuDecode(encoded, opts, self.size, self.rng, self.errors)
         return CpuDecode(encoded, opts, self.rng, self.errors)
 
+    @property
+    def store(self) -> Store | None:
+        """The store the rows come from; None when they are image files."""
+        return self._data if isinstance(self._data, Store) else None
+
+    @property
+    def images(self) -> ImageList | None:
+        """The image files the rows come from; None when they come from a store."""
+        return self._data if isinstance(self._data, ImageList) else None
+
     # -- the BatchSource protocol ---------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.store) if self.store is not None else len(self.images)
+        return len(self._data)
 
     @property
     def classes(self) -> list[str] | None:
-        if self.store is not None:
-            return self.store.metadata.get("classes")
-        return list(self.images.classes) if self.images.classes is not None else None
+        if isinstance(self._data, Store):
+            return self._data.metadata.get("classes")
+        classes = self._data.classes
+        return list(classes) if classes is not None else None
 
     def auto_workers(self, batch_size: int) -> int:
         """Threads when the user does not say: one per core, at most ``MAX_AUTO_WORKERS``.
@@ -254,19 +271,20 @@ class ImageSource(BatchSource):
         return self._with_labels(batch, kept)
 
     def _with_labels(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
-        if self.has_labels:
-            if self.store is not None:
-                labels = self.store.gather(idx, [self.label_column])[self.label_column]
-                batch["label"] = labels.astype(np.int64, copy=False)
-            else:
-                batch["label"] = self._labels[idx]
+        if not self.has_labels:
+            return batch
+        if isinstance(self._data, Store):
+            labels = self._data.gather(idx, [self.label_column])[self.label_column]
+            batch["label"] = labels.astype(np.int64, copy=False)
+        elif self._labels is not None:
+            batch["label"] = self._labels[idx]
         return batch
 
     def describe(self, row: int) -> str:
         """Which file (or store row) ``row`` is, for messages."""
-        if self.images is not None:
-            return self.images.name(row)
-        return f"{self.store.path} row {row}"
+        if isinstance(self._data, ImageList):
+            return self._data.name(row)
+        return f"{self._data.path} row {row}"
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
         """On the device: the reader's device work (GPU decode), then uint8 -> dtype and Normalize, one batch op."""
@@ -293,7 +311,8 @@ class ImageSource(BatchSource):
         return self.errors.report()
 
     def __repr__(self) -> str:
-        where = self.store.path if self.store is not None else (self.images.root or f"{len(self.images)} files")
+        data = self._data
+        where = data.path if isinstance(data, Store) else (data.root or f"{len(data)} files")
         return (
             f"ImageSource({str(where)!r}, reader={self.reader!r}, rows={len(self)}, size={self.size}, "
             f"layout={self.options.layout})"
