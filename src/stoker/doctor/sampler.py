@@ -178,8 +178,8 @@ def _process(pid: int) -> psutil.Process | None:
 def _descendants(pid: int) -> list[int] | None:
     """Descendants of ``pid`` from /proc/PID/task/TID/children (Linux), or None where that file is missing.
 
-    psutil's ``children(recursive=True)`` scans every process of the machine (about 4 ms with
-    a hundred processes); these files list only the tree's own children.
+    These files list only the tree's own children (psutil's ``children(recursive=True)`` scans
+    every process of the machine; see docs/design-notes.md).
     """
     if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
         return None

@@ -1,7 +1,8 @@
 """``Doctor``: ``with stoker.doctor() as report:`` instruments this process for the block.
 
-On entry: a recorder (events in a temporary directory, or under ``out``), the patches, and a
-resource sampler thread on this process and its descendants. On exit, the patches are undone,
+On entry: a recorder (events in a temporary directory), the doctor's observer registered with
+``stoker.register_observer``, the torch DataLoader patches, and a resource sampler thread on
+this process and its descendants. On exit, the observer is removed, the patches are undone,
 the threads stopped, and the ``Report`` yielded by ``__enter__`` is filled in place (and its
 files written under ``out`` when given). An exception in the block still fills the report.
 """

@@ -2,7 +2,8 @@
 sitecustomize this one shadows (if any). Does nothing unless STOKER_DOCTOR_EVENTS is set.
 
 ``child.py`` is loaded by its path, not as ``stoker.doctor.child``: importing the stoker package
-would import torch before the script does. It patches torch and stoker once the script imports them.
+would import torch before the script does. It patches torch, and registers the doctor's observer of
+stoker loaders, once the script imports each.
 """
 
 import importlib.util
