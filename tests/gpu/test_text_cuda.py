@@ -12,10 +12,11 @@ TEXTS = [f"sentence {i} with " + "more words " * (i % 11) for i in range(200)]
 def test_cuda_batches_equal_cpu_batches_and_ids_cross_the_bus_as_uint16(tmp_path):
     store = stoker.convert.text(TEXTS, tmp_path / "s", max_length=32)
     for source in (TEXTS, store):
-        cpu = list(stoker.text.Loader(source, batch_size=16, max_length=32, shuffle=True, seed=1))
+        cpu_loader = stoker.text.Loader(source, batch_size=16, max_length=32, shuffle=True, seed=1)
+        cpu = list(cpu_loader)
         gpu_loader = stoker.text.Loader(source, batch_size=16, max_length=32, shuffle=True, seed=1, device="cuda")
-        assert gpu_loader.source.widen_on_device
         gpu = list(gpu_loader)
+        assert gpu_loader.source.sends_narrow_ids and not cpu_loader.source.sends_narrow_ids
         assert len(cpu) == len(gpu)
         for a, b in zip(cpu, gpu):
             assert b["input_ids"].is_cuda and b["input_ids"].dtype == torch.int64

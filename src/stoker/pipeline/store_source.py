@@ -8,6 +8,7 @@ import numpy as np
 
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
+from stoker.pipeline.padding import pad_groups
 from stoker.pipeline.source import Batch, BatchSource
 from stoker.pipeline.threads import default_workers
 from stoker.store.columns import Ragged
@@ -85,7 +86,7 @@ class StoreSource(BatchSource):
         for name in self.columns:
             value = raw[name]
             if isinstance(value, Ragged):
-                padded = value.pad_groups(bounds, self.pad_value, self.pad_to_multiple_of)
+                padded = pad_groups(value, bounds, self.pad_value, self.pad_to_multiple_of)
                 lengths = value.lengths
                 for k, batch in enumerate(batches):
                     batch[name] = padded[k]

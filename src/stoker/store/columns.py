@@ -58,32 +58,6 @@ class Ragged:
         off = self.offsets[start : stop + 1]
         return Ragged(self.values[off[0] : off[-1]], off - off[0])
 
-    def pad(self, pad_value: int | float = 0, multiple_of: int = 1) -> np.ndarray:
-        """A ``(rows, longest)`` array, the longest length rounded up to ``multiple_of``."""
-        return self.pad_groups(np.array([0, len(self)]), pad_value, multiple_of)[0]
-
-    def pad_groups(self, bounds: np.ndarray, pad_value: int | float = 0, multiple_of: int = 1) -> list[np.ndarray]:
-        """Pad each group of rows ``bounds[k]:bounds[k+1]`` to its own longest length, in one pass.
-
-        All groups share one flat buffer; group ``k`` is a ``(rows_k, longest_k)`` view of it.
-        """
-        lengths = self.lengths
-        groups = len(bounds) - 1
-        sizes = np.diff(bounds)
-        group_of_row = np.repeat(np.arange(groups), sizes)
-        longest = np.zeros(groups, dtype=np.int64)
-        if len(lengths):
-            np.maximum.at(longest, group_of_row, lengths)
-        longest = -(-longest // multiple_of) * multiple_of
-        starts = np.zeros(groups + 1, dtype=np.int64)
-        np.cumsum(sizes * longest, out=starts[1:])
-        flat = np.full(int(starts[-1]), pad_value, dtype=self.values.dtype)
-        if len(self.values):
-            row_in_group = np.arange(len(lengths)) - np.repeat(bounds[:-1], sizes)
-            row_start = starts[group_of_row] + row_in_group * longest[group_of_row]
-            flat[np.repeat(row_start - self.offsets[:-1], lengths) + np.arange(len(self.values))] = self.values
-        return [flat[starts[k] : starts[k + 1]].reshape(int(sizes[k]), int(longest[k])) for k in range(groups)]
-
 
 def _is_torch_tensor(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "numpy")

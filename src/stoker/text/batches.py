@@ -2,13 +2,14 @@
 
 Both kinds of rows produce the same thing for a chunk of index batches: flat token ids
 (:class:`~stoker.store.columns.Ragged`), optional type ids and labels. One layout per chunk
-(:class:`PadGrid`: where every token of every batch goes) then fills ids, type ids and the
-attention mask with one scatter each, and the batches are views of those flat buffers, each
-padded to its own longest row rounded up to ``pad_to_multiple_of``. Python's work per batch is
-a few slices and one dict (the reads of tiny batches are Python-bound).
+(:class:`~stoker.pipeline.padding.PadGrid`: where every token of every batch goes) then fills
+ids, type ids and the attention mask with one scatter each, and the batches are views of those
+flat buffers, each padded to its own longest row rounded up to ``pad_to_multiple_of``. Python's
+work per batch is a few slices and one dict.
 
-Ids travel to the device in their smallest dtype (uint16 for BERT); ``finalize`` turns them
-into int64 there, one tensor operation per batch, and adds the batch's counts to the report.
+Ids travel to a GPU in their smallest dtype (uint16 for BERT); ``finalize`` turns them into
+int64 there, one tensor operation per batch, and adds the batch's counts to the report. When
+batches land on the CPU, ids are padded straight into int64 in the worker instead.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from stoker.errors import ConfigError, SchemaError
+from stoker.pipeline.padding import PadGrid
+from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers
 from stoker.store.reader import Store
-from stoker.text.report import TALLY_KEY, BatchTally, Tally
 from stoker.text.inputs import TextTable
+from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 from stoker.text.tokenizer import Encoded, TextTokenizer
-from stoker.pipeline.source import BatchSource
 
 METADATA_KEY = "stoker.text"
 
@@ -48,11 +51,21 @@ class TokenizedRows:
         return self.table.labels
 
     def fetch(self, idx: np.ndarray) -> Encoded:
+        if len(idx) and (idx.min() < 0 or idx.max() >= len(self.table)):
+            bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
+            raise IndexError(f"row {bad} is out of range for a text source of {len(self.table)} rows")
         rows = idx.tolist()
         texts = self.table.texts
         batch = [texts[i] for i in rows]
         pairs = None if self.table.pairs is None else [self.table.pairs[i] for i in rows]
         return self.tokenizer.encode(batch, pairs)
+
+    def lengths(self, block: int = 8192) -> np.ndarray:
+        """Tokens per row (special tokens included, after truncation): the corpus tokenized once,
+        one ``encode_batch`` per block of rows (bounded memory on large corpora)."""
+        n = len(self)
+        parts = [self.fetch(np.arange(i, min(i + block, n))).ids.lengths for i in range(0, n, block)]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def bytes_per_row(self) -> float:
         return 4.0 * sum(map(len, self.table.texts[:1000])) / max(1, min(1000, len(self.table)))
@@ -106,56 +119,6 @@ class StoredRows:
 
 
 @dataclass(frozen=True)
-class PadGrid:
-    """Where a chunk's tokens go when its batches are padded, computed once for ids, types and masks.
-
-    Batch ``k`` holds rows ``bounds[k]:bounds[k+1]`` of the chunk and becomes a
-    ``(rows_k, widths[k])`` array: its longest row rounded up to ``multiple_of``. All batches
-    share one flat buffer; batch ``k`` is ``flat[starts[k]:starts[k+1]]``, and token ``j`` of the
-    chunk (flat, row after row) goes to ``flat[positions[j]]``.
-    """
-
-    bounds: np.ndarray
-    widths: np.ndarray
-    starts: np.ndarray
-    positions: np.ndarray
-
-    @classmethod
-    def of(cls, offsets: np.ndarray, sizes: np.ndarray, multiple_of: int = 1) -> PadGrid:
-        """The grid of rows with ``offsets`` (a Ragged's, from 0), cut into batches of ``sizes`` rows."""
-        lengths = np.diff(offsets)
-        bounds = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=bounds[1:])
-        full = sizes > 0
-        longest = np.zeros(len(sizes), dtype=np.int64)
-        if full.any():
-            longest[full] = np.maximum.reduceat(lengths, bounds[:-1][full])
-        widths = -(-longest // multiple_of) * multiple_of
-        starts = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes * widths, out=starts[1:])
-        # row r of batch k starts at starts[k] + (r - bounds[k]) * widths[k]
-        row_width = np.repeat(widths, sizes)
-        row_start = np.repeat(starts[:-1] - bounds[:-1] * widths, sizes) + np.arange(len(lengths)) * row_width
-        positions = np.repeat(row_start - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
-        return cls(bounds, widths, starts, positions)
-
-    def fill(self, values: np.ndarray, pad_value: int, dtype: Any = None) -> np.ndarray:
-        """The flat padded buffer of ``values`` (one per token), in ``dtype`` (default: theirs)."""
-        narrow = values.dtype
-        if narrow.kind in "iu" and not np.iinfo(narrow).min <= pad_value <= np.iinfo(narrow).max:
-            narrow = np.result_type(narrow, np.min_scalar_type(pad_value))
-        flat = np.full(int(self.starts[-1]), pad_value, dtype=narrow)
-        flat[self.positions] = values  # scattering without a cast is 2-3x faster; widen the result at once
-        return flat if dtype is None or flat.dtype == dtype else flat.astype(dtype)
-
-    def mask(self, dtype: Any) -> np.ndarray:
-        """The flat attention mask: 1 where a token is, 0 on padding."""
-        flat = np.zeros(int(self.starts[-1]), dtype=dtype)
-        flat[self.positions] = 1
-        return flat
-
-
-@dataclass(frozen=True)
 class PaddedText(BatchSource):
     """A BatchSource of dynamically padded text batches.
 
@@ -164,22 +127,35 @@ class PaddedText(BatchSource):
         pad_id: the tokenizer's pad id.
         pad_to_multiple_of: each batch's width is its longest row rounded up to this.
         token_type_ids: add ``token_type_ids`` (always for sentence pairs).
-        widen_on_device: send ids and masks in their smallest dtypes and make them int64 in
-            ``finalize`` (for CUDA: 4x less over the bus); ``False`` pads straight into int64
-            in the worker (for CPU: no second pass on the consumer's side).
-        tally: the loader's running counts (see report.py).
+        widen_on_device: ``True`` sends ids and masks in their smallest dtypes and makes them
+            int64 in ``finalize`` (less over the bus to a GPU); ``False`` pads straight into int64
+            in the worker (no second pass on a CPU); ``None`` decides from where batches land:
+            the first batch ``finalize`` sees on the CPU switches the reads after it to int64.
+        tally: the running counts behind :meth:`report`.
     """
 
     rows: Any
     pad_id: int
     pad_to_multiple_of: int = 8
     token_type_ids: bool = False
-    widen_on_device: bool = True
+    widen_on_device: bool | None = None
     tally: Tally = field(default_factory=Tally)
+    _wide_reads: bool = field(init=False, default=False, repr=False)  # learned in finalize (widen_on_device=None)
 
     def __post_init__(self) -> None:
-        if isinstance(self.pad_to_multiple_of, bool) or not isinstance(self.pad_to_multiple_of, int) or self.pad_to_multiple_of < 1:
-            raise ConfigError(f"pad_to_multiple_of must be an integer >= 1, got {self.pad_to_multiple_of!r}", option="pad_to_multiple_of")
+        multiple = self.pad_to_multiple_of
+        if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
+            message = f"pad_to_multiple_of must be an integer >= 1, got {multiple!r}"
+            raise ConfigError(message, option="pad_to_multiple_of")
+        if self.widen_on_device not in (True, False, None):
+            raise ConfigError(
+                f"widen_on_device must be True, False or None, not {self.widen_on_device!r}", option="widen_on_device"
+            )
+
+    @property
+    def sends_narrow_ids(self) -> bool:
+        """Whether reads from now on send ids and masks in their smallest dtypes (widened in ``finalize``)."""
+        return self.widen_on_device is True or (self.widen_on_device is None and not self._wide_reads)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -191,18 +167,25 @@ class PaddedText(BatchSource):
         """Threads to use when the user does not say: none for a store, one per core on the fly.
 
         From a store, a chunk of text batches is a gather and a few numpy passes over some
-        kilobytes, run mostly under the GIL; worker threads only add hand-offs and contention
-        (measured on 2 cores, Friends lines, batches of 32: 1.6M rows/s inline vs 1.0-1.2M with
-        1 or 2 threads). On the fly, the Rust tokenizer releases the GIL and needs the cores.
+        kilobytes, run mostly under the GIL, so it runs in the consumer's thread; on the fly, the
+        Rust tokenizer releases the GIL and gets a thread per core (docs/design-notes.md, text).
         """
         return 0 if isinstance(self.rows, StoredRows) else default_workers()
+
+    def report(self) -> TextReport:
+        """Tokens, padding and truncation over the batches delivered so far."""
+        return self.tally.report()
+
+    def reset_report(self) -> None:
+        """Start the counts of delivered batches again from zero."""
+        self.tally.reset()
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
         idx = np.concatenate(chunk) if len(chunk) > 1 else np.asarray(chunk[0])
         enc = self.rows.fetch(idx)
         sizes = np.fromiter(map(len, chunk), dtype=np.int64, count=len(chunk))
         grid = PadGrid.of(enc.ids.offsets, sizes, self.pad_to_multiple_of)
-        wide = None if self.widen_on_device else np.int64
+        wide = None if self.sends_narrow_ids else np.int64
         ids = grid.fill(enc.ids.values, self.pad_id, wide)
         masks = grid.mask(wide or np.uint8)
         types = None
@@ -233,13 +216,16 @@ class PaddedText(BatchSource):
         tally = batch.pop(TALLY_KEY, None)
         if tally is not None:
             self.tally.add(tally)
-        if not self.widen_on_device:
+        ids = batch["input_ids"]
+        if ids.dtype == torch.int64:  # padded into int64 by the worker
             return batch
-        batch["input_ids"] = batch["input_ids"].long()
+        if self.widen_on_device is None and ids.device.type == "cpu":
+            object.__setattr__(self, "_wide_reads", True)  # batches land on the CPU: widen in the workers
+        batch["input_ids"] = ids.long()
         batch["attention_mask"] = batch["attention_mask"].long()
         if "token_type_ids" in batch:
             batch["token_type_ids"] = batch["token_type_ids"].long()
         return batch
 
 
-__all__ = ["METADATA_KEY", "PadGrid", "PaddedText", "StoredRows", "TokenizedRows"]
+__all__ = ["METADATA_KEY", "PaddedText", "StoredRows", "TokenizedRows"]

@@ -46,7 +46,8 @@ class LengthBuckets(BatchSampler):
         shuffle: reshuffle every epoch; ``False`` gives the same sorted batches in a fixed order.
         seed: base seed; epoch ``e`` uses ``(seed, e)``.
         window: batches sorted together (fixed batch_size only): larger is less padding, less mixing.
-        rank, world_size: this rank and the number of ranks sharing each epoch.
+        rank, world_size: this rank and the number of ranks sharing each epoch
+            (``stoker.loader.distributed_rank()`` gives torch.distributed's).
         uneven: ``"pad"`` or ``"drop"`` when the batches do not split evenly over the ranks.
         round_to: lengths are rounded up to this multiple when checking ``max_tokens``
             (pass the loader's ``pad_to_multiple_of``).
@@ -83,7 +84,7 @@ class LengthBuckets(BatchSampler):
             raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
         if self.uneven not in ("pad", "drop"):
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
-        cuts = self._budget_cuts() if self.max_tokens is not None else np.empty(0, np.int64)
+        cuts = self._budget_cuts(self.max_tokens) if self.max_tokens is not None else np.empty(0, np.int64)
         object.__setattr__(self, "_cuts", cuts)
         # the lengths in the smallest unsigned dtype: numpy's stable sort is a radix sort up to 16 bits
         keys = lengths.astype(np.uint16) if len(lengths) and 0 <= lengths.min() and lengths.max() < 2**16 else lengths
@@ -97,17 +98,22 @@ class LengthBuckets(BatchSampler):
         """Batches per epoch over all ranks."""
         if self.max_tokens is not None:
             return len(self._cuts) - 1
-        return -(-len(self.lengths) // self.batch_size)
+        return -(-len(self.lengths) // self._fixed_size)
+
+    @property
+    def _fixed_size(self) -> int:
+        """Rows per batch without ``max_tokens`` (``batch_size`` is then set: ``__post_init__`` checks)."""
+        return self.batch_size or len(self.lengths)
 
     def __len__(self) -> int:
         total, world = self.total_batches, self.world_size
         return -(-total // world) if self.uneven == "pad" else total // world
 
-    def _budget_cuts(self) -> np.ndarray:
+    def _budget_cuts(self, budget: int) -> np.ndarray:
         """Batch boundaries over the rows sorted by length, greedy under the token budget."""
         sorted_len = np.sort(self.lengths)
         sorted_len = -(-sorted_len // self.round_to) * self.round_to
-        n, budget, cap = len(sorted_len), int(self.max_tokens), self.batch_size or len(sorted_len)
+        n, cap = len(sorted_len), self.batch_size or len(sorted_len)
         cuts = [0]
         start = 0
         while start < n:
@@ -133,8 +139,8 @@ class LengthBuckets(BatchSampler):
             cuts = self._cuts.tolist()
         else:
             order = rng.permutation(n) if self.shuffle else np.arange(n)
-            order = _sort_windows(order, self._sort_keys[order], self.window * self.batch_size)
-            cuts = [*range(0, n, self.batch_size), n]
+            order = _sort_windows(order, self._sort_keys[order], self.window * self._fixed_size)
+            cuts = [*range(0, n, self._fixed_size), n]
         bounds = list(zip(cuts[:-1], cuts[1:]))
         if self.shuffle:
             bounds = [bounds[i] for i in rng.permutation(len(bounds)).tolist()]
@@ -164,7 +170,6 @@ class LengthBuckets(BatchSampler):
             "uneven": self.uneven,
             "round_to": self.round_to,
         }
-
 
 
 def _sort_windows(order: np.ndarray, keys: np.ndarray, size: int) -> np.ndarray:

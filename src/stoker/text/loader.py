@@ -1,34 +1,33 @@
 """``stoker.text.Loader``: BERT-ready batches from raw text or a text store.
 
-A thin subclass of :class:`stoker.Loader`: it resolves the tokenizer, reads the source, picks
-the batch sampler (plain, length-bucketed or packed) and the BatchSource (padded or packed),
-and hands both to the core loader, which runs ``read`` in its worker threads.
+A thin subclass of :class:`stoker.Loader` that composes: it builds the text batch source
+(:class:`~stoker.text.source.TextSource`, or a packed one) and, when bucketing or packing, the
+batch sampler (:class:`~stoker.text.LengthBuckets`, :class:`~stoker.text.PackedBatches`), and
+hands both to the core loader. Without bucketing or packing it passes ``batch_size``,
+``shuffle`` and ``drop_last`` on, and the core loader makes its own batches (``shuffle="block"``
+with its ``block_size`` and ``window`` included).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from stoker.config import LoaderConfig
-from stoker.device.transfer import resolve_device
 from stoker.errors import ConfigError
 from stoker.loader import Loader as CoreLoader
-from stoker.loader import distributed_rank as _distributed_rank
-from stoker.pipeline.sampler import FixedBatches, Sampler, order_name
-from stoker.store.reader import Store
-from stoker.text.batches import METADATA_KEY, PaddedText, StoredRows, TokenizedRows
+from stoker.loader import distributed_rank
+from stoker.pipeline.sampler import BatchSampler, order_name
 from stoker.text.bucketing import LengthBuckets
-from stoker.text.packing import PackedBatches, PackedText, ragged_docs, store_docs
-from stoker.text.report import Tally, TextReport
-from stoker.text.inputs import AUTO, TextColumns, read_table
-from stoker.text.tokenizer import TextTokenizer, resolve
+from stoker.text.inputs import AUTO, TextColumns
+from stoker.text.packing import PackedBatches, PackedText
+from stoker.text.report import TextReport
+from stoker.text.source import DEFAULT_MAX_LENGTH, TextSource, packed_source
 
-DEFAULT_MAX_LENGTH = 512
+# core options that only apply to a store's own columns: a text source decides its columns and padding
+STORE_ONLY = frozenset({"columns", "pad_value"})
+# core options that only shape the core's own batches (shuffle="block"); bucketing and packing order rows themselves
+BLOCK_ORDER = ("block_size", "window")
 
 
 @dataclass(frozen=True)
@@ -38,10 +37,13 @@ class TextConfig:
     Attributes:
         max_length: longest example in tokens, special tokens included; longer ones are cut
             (keeping [CLS]/[SEP]) and counted. With ``packing``: the block length.
-        pad_to_multiple_of: a batch's width is its longest row rounded up to this (8 suits tensor cores).
+        pad_to_multiple_of: the padded width of a batch is its longest row rounded up to a multiple
+            of this (:class:`stoker.LoaderConfig`'s option of the same name and meaning; text
+            defaults to 8, which suits tensor cores).
         bucketing: group similar lengths (``"auto"``: when shuffling). See bucketing.py.
         max_tokens: a token budget per batch instead of a fixed row count (implies bucketing).
-        window: batches sorted together when bucketing.
+        bucket_window: batches whose rows are sorted by length together when bucketing (larger:
+            less padding, less mixing).
         packing: concatenate documents into blocks of ``max_length`` tokens, no padding.
         token_type_ids: also return ``token_type_ids`` (always for sentence pairs).
         pad_id: override the tokenizer's pad id.
@@ -55,7 +57,7 @@ class TextConfig:
     pad_to_multiple_of: int = 8
     bucketing: bool | str = AUTO
     max_tokens: int | None = None
-    window: int = 100
+    bucket_window: int = 100
     packing: bool = False
     token_type_ids: bool = False
     pad_id: int | None = None
@@ -73,25 +75,72 @@ class TextConfig:
         if self.packing and (self.max_tokens is not None or self.bucketing is True):
             raise ConfigError("packing makes full blocks: it takes neither max_tokens nor bucketing", option="packing")
         if self.max_tokens is not None and self.max_length is not None and self.max_tokens < self.max_length:
-            raise ConfigError(f"max_tokens={self.max_tokens} is below max_length={self.max_length}: a long example would not fit a batch", option="max_tokens")
+            raise ConfigError(
+                f"max_tokens={self.max_tokens} is below max_length={self.max_length}: "
+                "a long example would not fit a batch",
+                option="max_tokens",
+            )
+
+    @property
+    def block_length(self) -> int:
+        """Tokens per packed block: ``max_length`` (``packing`` requires it)."""
+        if self.max_length is None:
+            raise ConfigError("packing=True needs max_length: it is the block length", option="max_length")
+        return self.max_length
 
     @property
     def columns(self) -> TextColumns:
         return TextColumns(self.text_column, self.pair_column, self.label_column, self.keep_empty, self.encoding_errors)
+
+    def buckets(self, shuffle: bool | str) -> bool:
+        """Whether batches are length-bucketed for this ``shuffle``."""
+        if self.packing:
+            return False
+        if self.max_tokens is not None or self.bucketing is True:
+            return True
+        return self.bucketing == AUTO and order_name(shuffle) != "sequential"
 
     @classmethod
     def names(cls) -> set[str]:
         return {f.name for f in fields(cls)}
 
 
-def _token_counts(rows: TokenizedRows, block: int = 8192) -> np.ndarray:
-    """Tokens per example, one encode_batch per block (bounded memory on large corpora)."""
-    n = len(rows)
-    return np.concatenate([rows.fetch(np.arange(i, min(i + block, n))).ids.lengths for i in range(0, n, block)])
+def loader_options() -> set[str]:
+    """The core loader's options that a text loader passes on."""
+    return (LoaderConfig.names() - STORE_ONLY) | {"collate_fn"}
 
 
-def _is_store(source: Any) -> bool:
-    return isinstance(source, Store) or (isinstance(source, (str, os.PathLike)) and (Path(source) / "manifest.json").is_file())
+def build(
+    data: Any, tokenizer: Any, cfg: TextConfig, batch_size: int | None, shuffle: bool | str, options: dict[str, Any]
+) -> tuple[TextSource | PackedText, BatchSampler | None]:
+    """The text source for ``data`` and its batch sampler, or None where the core loader's plain
+    batches (batch_size, shuffle, drop_last) fit. ``options`` are the core loader's (seed, ranks)."""
+    seed = options.get("seed", LoaderConfig.seed)
+    shuffled = order_name(shuffle) != "sequential"
+    if cfg.packing:
+        packed = packed_source(data, tokenizer, cfg.block_length, shuffled, seed, cfg.pad_id, cfg.columns)
+        rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
+        drop_last = options.get("drop_last", LoaderConfig.drop_last)
+        size = 1 if batch_size is None else batch_size
+        return packed, PackedBatches(packed.lengths, cfg.block_length, size, shuffled, seed, rank, world, drop_last)
+    source = TextSource(
+        data,
+        tokenizer,
+        cfg.max_length,
+        pad_to_multiple_of=cfg.pad_to_multiple_of,
+        token_type_ids=cfg.token_type_ids,
+        pad_id=cfg.pad_id,
+        columns=cfg.columns,
+    )
+    if not cfg.buckets(shuffle):
+        return source, None
+    rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
+    uneven = options.get("uneven", LoaderConfig.uneven)
+    buckets = LengthBuckets(
+        source.lengths(), batch_size, cfg.max_tokens, shuffled, seed, cfg.bucket_window, rank, world, uneven,
+        round_to=cfg.pad_to_multiple_of,
+    )
+    return source, buckets
 
 
 class Loader(CoreLoader):
@@ -110,10 +159,13 @@ class Loader(CoreLoader):
             ``max_length`` then only sets the block length of ``packing``.
         **options: the other fields of :class:`TextConfig` and of :class:`stoker.LoaderConfig`
             (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``, ...).
+            ``block_size`` and ``window`` shape ``shuffle="block"`` without bucketing;
+            ``drop_last`` applies to plain and packed batches (bucketing keeps every row).
 
     Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
     when asked or for pairs, ``labels`` when the source has them; with ``packing``,
     ``input_ids`` and ``position_ids``. :meth:`report` counts tokens, padding and truncation.
+    The same batches come from ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
     """
 
     def __init__(
@@ -122,77 +174,49 @@ class Loader(CoreLoader):
         tokenizer: Any = "bert-base-uncased",
         batch_size: int | None = 32,
         max_length: int | None = DEFAULT_MAX_LENGTH,
-        shuffle: bool = False,
+        shuffle: bool | str = False,
         **options: Any,
     ) -> None:
         text_opts = {k: options.pop(k) for k in list(options) if k in TextConfig.names()}
-        unknown = set(options) - LoaderConfig.names() - {"collate_fn"}
+        unknown = set(options) - loader_options()
         if unknown:
             raise ConfigError(
                 f"unknown option(s) {sorted(unknown)}; text options are {sorted(TextConfig.names())}, "
-                f"loader options {sorted(LoaderConfig.names())}",
+                f"loader options {sorted(loader_options())}",
                 option=sorted(unknown)[0],
             )
         self.text_config = cfg = TextConfig(max_length=max_length, **text_opts)
-        self._tally = Tally()
-        core_opts = {k: v for k, v in options.items() if k != "collate_fn"}
-        base = LoaderConfig.from_options(batch_size=batch_size or 1, shuffle=shuffle, **core_opts)  # validates early
-        rank, world = _distributed_rank(base.rank, base.world_size)
-        if _is_store(source):
-            store = source if isinstance(source, Store) else Store(source)
-            rows: Any = StoredRows(store)
-            info = rows.info
-            if cfg.pad_id is not None:
-                pad_id = cfg.pad_id
-            elif "pad_id" in info:
-                pad_id = int(info["pad_id"])
-            else:
-                pad_id = resolve(tokenizer, pad_id=cfg.pad_id).pad_id
-            self.tokenizer: TextTokenizer | None = None
-            self._tally.skipped_empty = int(info.get("skipped_empty", 0))
-            self._tally.replaced_lines = int(info.get("replaced_lines", 0))
-            lengths = rows.lengths
-        else:
-            self.tokenizer = resolve(tokenizer, max_length=None if cfg.packing else cfg.max_length, pad_id=cfg.pad_id)
-            table = read_table(source, cfg.columns)
-            rows = TokenizedRows(table, self.tokenizer)
-            pad_id = self.tokenizer.pad_id
-            self._tally.skipped_empty, self._tally.replaced_lines = table.skipped_empty, table.replaced_lines
-            # bucketing needs token counts (characters predict them too loosely: 26 % padding
-            # instead of 4 % on short sentences), so it tokenizes everything once, up front
-            lengths = lambda: _token_counts(rows)  # noqa: E731
-        if cfg.packing:
-            if isinstance(rows, StoredRows):
-                doc_lengths, docs = rows.lengths(), store_docs(rows.store)
-            else:
-                ids = self.tokenizer.encode(rows.table.texts).ids  # whole corpus, once: blocks need every length
-                doc_lengths, docs = ids.lengths, ragged_docs(ids)
-            sampler: Any = PackedBatches(doc_lengths, cfg.max_length, base.batch_size, bool(shuffle), base.seed, rank, world, base.drop_last)
-            data: Any = PackedText(docs, doc_lengths, cfg.max_length, bool(shuffle), base.seed, self._tally)
-        else:
-            on_cuda = resolve_device(base.device).type == "cuda"
-            data = PaddedText(rows, pad_id, cfg.pad_to_multiple_of, cfg.token_type_ids, on_cuda, self._tally)
-            bucket = cfg.max_tokens is not None or (cfg.bucketing is True) or (cfg.bucketing == AUTO and order_name(shuffle) != "sequential")
-            if bucket:
-                sampler = LengthBuckets(
-                    np.asarray(lengths()), batch_size, cfg.max_tokens, order_name(shuffle) != "sequential", base.seed,
-                    cfg.window, rank, world, base.uneven, cfg.pad_to_multiple_of,
-                )  # fmt: skip
-            else:
-                if batch_size is None:
-                    raise ConfigError("batch_size=None needs max_tokens (a token budget decides the batch sizes)", option="batch_size")
-                plain = Sampler(len(rows), order_name(shuffle), base.seed, base.block_size, base.window, rank, world, base.uneven)
-                sampler = FixedBatches(plain, batch_size, base.drop_last)
-        for name in ("batch_size", "shuffle", "drop_last", "rank", "world_size"):
-            options.pop(name, None)
+        given = [name for name in BLOCK_ORDER if name in options]
+        if given and (cfg.packing or cfg.buckets(shuffle)):
+            raise ConfigError(
+                f"{given[0]} shapes shuffle='block' without bucketing; with bucketing or packing the text sampler "
+                "orders the rows (the bucketing window is bucket_window)",
+                option=given[0],
+            )
+        if batch_size is None and cfg.max_tokens is None and not cfg.packing:
+            raise ConfigError(
+                "batch_size=None needs max_tokens (a token budget decides the batch sizes)", option="batch_size"
+            )
+        data, sampler = build(source, tokenizer, cfg, batch_size, shuffle, options)
+        self.text_source = data
+        if sampler is None:
+            super().__init__(data, 1 if batch_size is None else batch_size, shuffle=shuffle, **options)
+            return
+        options.pop("drop_last", None)  # the packed sampler took it; bucketing keeps every row
         super().__init__(data, batch_sampler=sampler, **options)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The resolved tokenizer of a padded source read from texts (else None)."""
+        return getattr(self.text_source, "tokenizer", None)
 
     def report(self) -> TextReport:
         """Tokens, padding and truncation over the batches delivered so far."""
-        return self._tally.report()
+        return self.text_source.report()
 
     def reset_report(self) -> None:
-        self._tally.reset()
+        """Start the counts of delivered batches again from zero."""
+        self.text_source.reset_report()
 
 
-__all__ = ["DEFAULT_MAX_LENGTH", "Loader", "TextConfig", "METADATA_KEY"]
+__all__ = ["DEFAULT_MAX_LENGTH", "Loader", "TextConfig", "build"]

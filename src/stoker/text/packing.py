@@ -23,9 +23,9 @@ import numpy as np
 
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.sampler import BatchSampler
-from stoker.store.columns import Ragged
-from stoker.text.report import TALLY_KEY, BatchTally, Tally
 from stoker.pipeline.source import BatchSource
+from stoker.store.columns import Ragged
+from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 
 
 def ragged_docs(rag: Ragged) -> Any:
@@ -51,7 +51,18 @@ def _layout(lengths: np.ndarray, shuffle: bool, seed: int, epoch: int) -> tuple[
 
 @dataclass(frozen=True, eq=False)
 class PackedBatches(BatchSampler):
-    """Batches of block numbers for packed language-model training (a batch sampler)."""
+    """Batches of block numbers for packed language-model training (a batch sampler).
+
+    Attributes:
+        lengths: tokens of each document.
+        block_length: tokens per block.
+        batch_size: blocks per batch.
+        shuffle: a new document order and block order every epoch.
+        seed: base seed; epoch ``e`` uses ``(seed, e)``.
+        rank, world_size: this rank and the number of ranks (``stoker.loader.distributed_rank()``
+            gives torch.distributed's); each rank gets as many blocks, the rest is left out.
+        drop_last: drop the last batch of a rank's epoch when it is short.
+    """
 
     lengths: np.ndarray
     block_length: int
@@ -104,7 +115,6 @@ class PackedBatches(BatchSampler):
         }  # fmt: skip
 
 
-
 @dataclass(frozen=True, eq=False)
 class PackedText(BatchSource):
     """BatchSource of packed blocks: ``input_ids`` and ``position_ids``, both ``(batch, block_length)``.
@@ -136,9 +146,23 @@ class PackedText(BatchSource):
                 self._cache[epoch] = _layout(self.lengths, self.shuffle, self.seed, epoch)
             return self._cache[epoch]
 
+    def _check(self, pairs: np.ndarray) -> None:
+        """Refuse anything but ``(epoch, block)`` rows naming blocks of this source."""
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or not len(pairs):
+            raise ConfigError(
+                f"PackedText reads (epoch, block) rows as PackedBatches makes them; got an array of shape "
+                f"{pairs.shape}: {pairs.tolist()!r:.200}",
+                option="batch_sampler",
+            )
+        blocks = pairs[:, 1]
+        if blocks.min() < 0 or blocks.max() >= len(self):
+            bad = int(blocks.min()) if blocks.min() < 0 else int(blocks.max())
+            raise IndexError(f"block {bad} is out of range for {len(self)} blocks of {self.block_length} tokens")
+
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
         out = []
         for pairs in chunk:
+            self._check(pairs)
             order, ends = self._epoch_layout(int(pairs[0, 0]))
             pos = (pairs[:, 1:2] * self.block_length + np.arange(self.block_length)).reshape(-1)
             j = np.searchsorted(ends, pos, side="right")  # which document (in epoch order) each token is in
@@ -151,6 +175,14 @@ class PackedText(BatchSource):
             tally = BatchTally(len(pairs), len(pos), 0, 0)
             out.append({"input_ids": values[flat].reshape(shape), "position_ids": within.reshape(shape), TALLY_KEY: tally})
         return out
+
+    def report(self) -> TextReport:
+        """Blocks and tokens delivered so far (nothing is padded)."""
+        return self.tally.report()
+
+    def reset_report(self) -> None:
+        """Start the counts of delivered batches again from zero."""
+        self.tally.reset()
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
         self.tally.add(batch.pop(TALLY_KEY))

@@ -13,7 +13,10 @@ TEXTS = [f"document {i} says " + "word " * (i % 13 + 1) for i in range(120)]
 
 
 def test_public_names():
-    assert sorted(stoker.text.__all__) == ["LengthBuckets", "Loader", "PackedBatches", "TextConfig", "TextReport", "TextTokenizer", "resolve"]
+    assert sorted(stoker.text.__all__) == [
+        "LengthBuckets", "Loader", "PackedBatches", "TextColumns", "TextConfig", "TextReport", "TextSource", "TextTokenizer",
+        "resolve",
+    ]
     for name in stoker.text.__all__:
         assert getattr(stoker.text, name) is not None
     assert "text" in stoker.convert.__all__

@@ -1,11 +1,11 @@
-"""PadGrid (one padding layout per chunk of batches) against padding each batch on its own."""
+"""pipeline/padding.py (one padding layout per chunk of batches) against padding each batch on its own."""
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stoker.pipeline.padding import PadGrid, pad_groups
 from stoker.store.columns import Ragged
-from stoker.text.batches import PadGrid
 
 
 def _pad_one(rows: list[np.ndarray], pad_value: int, multiple_of: int, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -44,3 +44,22 @@ def test_grid_pads_every_batch_like_padding_it_alone(batches, multiple_of, pad_v
         np.testing.assert_array_equal(mask[a:z].reshape(want_mask.shape), want_mask)
         start += len(b)
     assert grid.starts[-1] == len(ids) == len(mask)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.lists(st.integers(-50, 50), max_size=9), max_size=6), min_size=1, max_size=7),
+    multiple_of=st.integers(1, 8),
+    pad_value=st.sampled_from([0, -1, 99]),
+    dtype=st.sampled_from([np.int8, np.int32, np.float32]),
+)
+def test_pad_groups_pads_every_group_in_the_rows_dtype(batches, multiple_of, pad_value, dtype):
+    rows = [np.array(r, dtype=dtype) for b in batches for r in b]
+    flat = Ragged.from_rows(rows, dtype=dtype)
+    bounds = np.concatenate([[0], np.cumsum([len(b) for b in batches])]).astype(np.int64)
+    got = pad_groups(flat, bounds, pad_value, multiple_of)
+    assert len(got) == len(batches)
+    for b, padded in zip(batches, got):
+        want, _ = _pad_one([np.array(r, np.int64) for r in b], pad_value, multiple_of, np.int64)
+        assert padded.dtype == dtype and padded.shape == want.shape
+        np.testing.assert_array_equal(padded.astype(np.int64), want)
