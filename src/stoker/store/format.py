@@ -117,9 +117,14 @@ class Column:
         return np.dtype(self.dtype)
 
     @property
+    def row_shape(self) -> tuple[int, ...]:
+        """The per-row shape of a tensor column; ``()`` for the other kinds."""
+        return self.shape or ()
+
+    @property
     def row_size(self) -> int:
         """Elements per row of a tensor column."""
-        return math.prod(self.shape or ())
+        return math.prod(self.row_shape)
 
     @property
     def storage_dtype(self) -> np.dtype:

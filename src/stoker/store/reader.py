@@ -30,6 +30,12 @@ class _ColumnView:
     data: np.ndarray  # tensor: (rows, *shape); others: flat values / bytes
     offsets: np.ndarray | None = None  # int64, rows + 1 (sequence, binary, string)
 
+    def row_offsets(self) -> np.ndarray:
+        """``offsets``, which every column but a tensor column has."""
+        if self.offsets is None:
+            raise TypeError("a tensor column has no row offsets")
+        return self.offsets
+
 
 class _Shard:
     def __init__(self, directory: Path, info: ShardInfo, schema: dict[str, Column]) -> None:
@@ -71,7 +77,7 @@ def _view(arr: pa.Array, col: Column, rows: int) -> _ColumnView:
         flat_arr = arr if col.shape == () else arr.flatten()
         storage = col.storage_dtype
         flat = _buffer_view(flat_arr.buffers()[1], storage, len(flat_arr), flat_arr.offset)
-        return _ColumnView(flat.view(col.numpy_dtype).reshape((rows, *col.shape)))
+        return _ColumnView(flat.view(col.numpy_dtype).reshape((rows, *col.row_shape)))
     offsets = _buffer_view(arr.buffers()[1], np.dtype(np.int64), rows + 1, arr.offset)
     if col.kind == "sequence":
         child = arr.values
@@ -229,11 +235,11 @@ class _Plan:
 
 
 def _gather_tensor(col: Column, views: list[_ColumnView], plan: _Plan, out: np.ndarray | None) -> np.ndarray:
-    shape = (plan.n, *col.shape)
+    shape = (plan.n, *col.row_shape)
     if out is None:
         out = np.empty(shape, dtype=col.numpy_dtype)
     elif out.shape != shape or out.dtype != col.numpy_dtype:
-        raise ValueError(f"out buffer for a {col.dtype}{list(col.shape)} column has shape {out.shape} and dtype {out.dtype}, expected {shape}")
+        raise ValueError(f"out buffer for a {col.dtype}{list(col.row_shape)} column has shape {out.shape} and dtype {out.dtype}, expected {shape}")
     for shard, pos in plan.runs:
         src = views[shard].data
         if isinstance(pos, slice):
@@ -247,7 +253,7 @@ def _gather_ragged(views: list[_ColumnView], plan: _Plan) -> Ragged:
     lengths = np.empty(plan.n, dtype=np.int64)
     starts = np.empty(plan.n, dtype=np.int64)
     for shard, pos in plan.runs:
-        off = views[shard].offsets
+        off = views[shard].row_offsets()
         local = plan.local[pos]
         starts[pos] = off[local]
         lengths[pos] = off[local + 1] - starts[pos]
@@ -284,7 +290,7 @@ def _gather_blobs(views: list[_ColumnView], plan: _Plan, as_text: bool) -> list[
     result: list[Any] = [None] * plan.n
     for shard, pos in plan.runs:
         view = views[shard]
-        off = view.offsets
+        off = view.row_offsets()
         for i in np.arange(plan.n)[pos]:
             j = plan.local[i]
             raw = view.data[off[j] : off[j + 1]].tobytes()
@@ -302,7 +308,7 @@ def _first(col: Column, value: Any) -> Any:
 
 def _describe(col: Column) -> str:
     if col.kind == "tensor":
-        return f"{col.dtype}{list(col.shape)}" if col.shape else col.dtype
+        return f"{col.dtype}{list(col.row_shape)}" if col.row_shape else str(col.dtype)
     if col.kind == "sequence":
         return f"sequence<{col.dtype}>"
     return col.kind

@@ -210,7 +210,9 @@ class StoreWriter:
         if len(set(lengths.values())) > 1:
             raise SchemaError(f"rows from {first}: columns have different numbers of rows: {lengths}", row=first)
         n = next(iter(lengths.values()))
-        row_bytes = sum(chunk_row_bytes(self.schema[name], c) for name, c in chunks.items())
+        row_bytes = np.zeros(n, dtype=np.int64)
+        for name, c in chunks.items():
+            row_bytes += chunk_row_bytes(self.schema[name], c)
         start = 0
         while start < n:
             cum = np.cumsum(row_bytes[start:])
