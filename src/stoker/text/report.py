@@ -17,8 +17,8 @@ TALLY_KEY = "_stoker_text_tally"
 class BatchTally:
     """Counts of one batch (travels inside the batch dict under ``TALLY_KEY``).
 
-    Not frozen: one is made per batch, and a frozen dataclass costs 3x more to build (read, never
-    change, one). Not a tuple either: the loader walks tuples in a batch as nested data.
+    A slotted, unfrozen dataclass: one is made per batch and never changed (frozen ones cost more
+    to build). Not a tuple: the loader walks tuples in a batch as nested data.
     """
 
     examples: int
