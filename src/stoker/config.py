@@ -35,7 +35,8 @@ class LoaderConfig:
         window: blocks shuffled together for ``shuffle="block"``.
         columns: the store columns to read (default: all).
         pad_value: padding of sequence columns.
-        pad_to_multiple_of: sequence columns are padded to a multiple of this length.
+        pad_to_multiple_of: the padded width of a batch's sequence columns is its longest row rounded
+            up to a multiple of this (the same option of ``stoker.text`` defaults to 8).
         persistent_workers: keep worker processes between epochs (the process engine only).
         engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, or ``None`` for
             the source's own choice (threads for stores and domain sources, processes for a
