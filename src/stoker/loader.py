@@ -172,6 +172,7 @@ class Loader:
             batch_size=self.config.batch_size if isinstance(self.batch_sampler, FixedBatches) else None,
             prefetch_factor=self.config.prefetch_factor, pin_memory=self.transfer.pin_memory,
             device=str(self.transfer.device), store=isinstance(self.source, StoreSource),
+            persistent_workers=self.config.persistent_workers,
         )
 
     def register_observer(self, observer: Observer) -> Handle:

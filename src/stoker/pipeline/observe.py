@@ -41,6 +41,7 @@ class LoaderInfo:
         pin_memory: whether host batches are staged in pinned memory.
         device: where batches land (``"cpu"``, ``"cuda:0"``).
         store: whether the source reads a memory-mapped stoker store.
+        persistent_workers: whether worker processes live across epochs.
     """
 
     loader_id: int
@@ -54,6 +55,7 @@ class LoaderInfo:
     pin_memory: bool
     device: str
     store: bool
+    persistent_workers: bool = False
 
 
 class _NoSpan:
