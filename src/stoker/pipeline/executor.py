@@ -10,7 +10,7 @@ coming back through shared memory: right for user Python (a Dataset's ``__getite
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -60,14 +60,14 @@ class Executor:
         """Whether ``fn`` runs in other processes (its results then crossed shared memory)."""
         return self.method == "processes" and self.workers > 0
 
-    def map(self, items: Iterable[Any]) -> Iterator[Any]:
+    def map(self, items: Iterable[Any]) -> Generator[Any, None, None]:
         if not self.in_processes:
             return ordered_map(self.fn, items, workers=self.workers, depth=self.depth, stage=self.stage, timeout=self.timeout)
         if self._pool is None:
             self._pool = ProcessPool(self.fn, self.workers, self.stage)
         return self._pooled(self._pool, items)
 
-    def _pooled(self, pool: ProcessPool, items: Iterable[Any]) -> Iterator[Any]:
+    def _pooled(self, pool: ProcessPool, items: Iterable[Any]) -> Generator[Any, None, None]:
         try:
             yield from pool.map(items, depth=self.depth, timeout=self.timeout)
         finally:

@@ -147,6 +147,8 @@ def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
             if entry[0] == "object":
                 leaves.append(entry[1])
                 continue
+            if shm is None:
+                raise RuntimeError(f"the layout lists an array but no shared-memory segment came with it: {entry}")
             _, dtype, shape, offset, bf16 = entry
             arr = np.ndarray(shape, np.dtype(dtype), buffer=shm.buf, offset=offset).copy()
             leaves.append(BF16(arr) if bf16 else arr)
@@ -182,8 +184,7 @@ class ProcessPool:
 
     def _start(self) -> None:
         sweep_stale_segments()
-        method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-        ctx = mp.get_context(method)
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
         self._tasks = [ctx.Queue() for _ in range(self.workers)]
         self._results = ctx.Queue()
         self._current = ctx.Value("q", 0, lock=False)

@@ -78,7 +78,7 @@ class StoreSource(BatchSource):
         for name in self.columns:
             col = self.store.schema[name]
             if col.kind == "tensor":
-                out[name] = self.pool.get(name, (len(idx), *col.shape), col.numpy_dtype)
+                out[name] = self.pool.get(name, (len(idx), *col.row_shape), col.numpy_dtype)
         raw = self.store.gather(idx, self.columns, out)
         bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
         np.cumsum([len(c) for c in chunk], out=bounds[1:])

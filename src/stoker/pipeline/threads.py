@@ -12,10 +12,11 @@ import concurrent.futures as cf
 import ctypes
 import ctypes.util
 import functools
+import itertools
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,8 +24,6 @@ from stoker.errors import WorkerError
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-_END = object()
 
 
 @functools.lru_cache(maxsize=1)
@@ -77,7 +76,7 @@ def ordered_map(
     depth: int,
     stage: str = "worker",
     timeout: float | None = None,
-) -> Iterator[R]:
+) -> Generator[R, None, None]:
     """Yield ``fn(item)`` for each item, in order, computed by ``workers`` threads.
 
     At most ``depth`` items are in flight. ``workers=0`` runs ``fn`` in the calling thread.
@@ -96,10 +95,7 @@ def ordered_map(
     pending: deque[cf.Future[R]] = deque()
     pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"stoker-{stage}", initializer=one_torch_thread_here)
     try:
-        for _ in range(max(depth, 1)):
-            item = next(it, _END)
-            if item is _END:
-                break
+        for item in itertools.islice(it, max(depth, 1)):
             pending.append(pool.submit(fn, item))
         n = 0
         while pending:
@@ -116,8 +112,7 @@ def ordered_map(
             except Exception as exc:
                 tag_error(exc, stage, n)
                 raise
-            item = next(it, _END)
-            if item is not _END:
+            for item in itertools.islice(it, 1):  # the next item, if there is one
                 pending.append(pool.submit(fn, item))
             yield result
             n += 1
