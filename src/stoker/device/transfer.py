@@ -65,14 +65,14 @@ class Transfer:
             pin_memory = False
         self.pin_memory = cuda if pin_memory is None else bool(pin_memory)
         self.pool = BufferPool(_pinned if self.pin_memory else None)
-        self._stream = None
+        self._stream: torch.cuda.Stream | None = None  # made on first use
         self._stream_lock = threading.Lock()
 
     @property
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def _side_stream(self):
+    def _side_stream(self) -> torch.cuda.Stream:
         with self._stream_lock:
             if self._stream is None:
                 self._stream = torch.cuda.Stream(device=self.device)

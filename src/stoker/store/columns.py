@@ -120,7 +120,7 @@ def infer_from_batch(name: str, values: Any) -> Column:
     raise SchemaError(f"column {name!r}: cannot store a batch of type {type(values).__name__}", column=name)
 
 
-def _sequence_dtype(rows: list[Any]) -> np.dtype:
+def _sequence_dtype(rows: list[Any] | tuple[Any, ...]) -> np.dtype:
     """The element type of a list of rows: arrays carry one even when empty, empty lists do not."""
     for row in rows:
         if _arraylike(row):
