@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
 from stoker.pipeline.source import BatchSource
 
 

@@ -12,9 +12,17 @@ See README.md in this folder for the file map and the life of a batch.
 
 from stoker.vision.decode import decode, probe
 from stoker.vision.errors import ImageError
+from stoker.vision.finder import (
+    IMG_EXTENSIONS,
+    ImageList,
+    find_images,
+    flat_folder,
+    from_dataset,
+    from_paths,
+    image_folder,
+)
 from stoker.vision.gpu import gpu_available
 from stoker.vision.source import ImageOptions, ImageSource, Skipped
-from stoker.vision.finder import IMG_EXTENSIONS, ImageList, find_images, flat_folder, from_dataset, from_paths, image_folder
 from stoker.vision.transforms import (
     IMAGENET_MEAN,
     IMAGENET_STD,

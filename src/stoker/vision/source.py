@@ -27,10 +27,10 @@ import torch
 
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
-from stoker.store.reader import Store
 from stoker.pipeline.columns import check_rows
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
+from stoker.store.reader import Store
 from stoker.vision.decode import DEFAULT_MAX_PIXELS
 from stoker.vision.finder import ImageList, find_images
 from stoker.vision.gpu import GpuDecode, gpu_available

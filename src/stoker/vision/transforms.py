@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from stoker.errors import ConfigError
 from stoker.vision.errors import ImageError
 
