@@ -239,7 +239,10 @@ def _gather_tensor(col: Column, views: list[_ColumnView], plan: _Plan, out: np.n
     if out is None:
         out = np.empty(shape, dtype=col.numpy_dtype)
     elif out.shape != shape or out.dtype != col.numpy_dtype:
-        raise ValueError(f"out buffer for a {col.dtype}{list(col.row_shape)} column has shape {out.shape} and dtype {out.dtype}, expected {shape}")
+        raise ValueError(
+            f"out buffer for a {col.dtype}{list(col.row_shape)} column has shape {out.shape} "
+            f"and dtype {out.dtype}, expected {shape}"
+        )
     for shard, pos in plan.runs:
         src = views[shard].data
         if isinstance(pos, slice):
