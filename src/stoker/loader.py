@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from time import perf_counter
 from typing import Any
 
+import numpy as np
 import torch
 
 from stoker.config import LoaderConfig
@@ -73,12 +74,27 @@ def as_source(data: Any, cfg: LoaderConfig, collate_fn: Callable[[Any], Any] | N
 
 
 class Work:
-    """What a worker does with one chunk of index arrays: read, collate, and (threads) start the copy."""
+    """What a worker does with one task ``(epoch, chunk)``: read, collate, and (threads) start the copy.
 
-    def __init__(self, source: BatchSource, collate: Callable[[Any], Any] | None, observers: Observers, start: Callable[[Any], Any] | None) -> None:
+    The epoch travels with each task so that a source in a worker process kept between epochs
+    (``persistent_workers``) learns it too: ``set_epoch`` runs wherever ``read`` runs.
+    """
+
+    def __init__(
+        self,
+        source: BatchSource,
+        collate: Callable[[Any], Any] | None,
+        observers: Observers,
+        start: Callable[[Any], Any] | None,
+    ) -> None:
         self.source, self.collate, self.observers, self.start = source, collate, observers, start
+        self.epoch: int | None = None
 
-    def __call__(self, chunk: list[Any]) -> list[Any]:
+    def __call__(self, task: tuple[int, list[np.ndarray]]) -> list[Any]:
+        epoch, chunk = task
+        if epoch != self.epoch:
+            self.source.set_epoch(epoch)
+            self.epoch = epoch
         span = self.observers.span
         with span("read"):
             batches = self.source.read(chunk)
@@ -252,10 +268,11 @@ class Loader:
         if self._done >= len(self):  # the last epoch was finished: go on with the next
             self._epoch, self._done = self._epoch + 1, 0
         epoch = self._epoch
-        self.source.set_epoch(epoch)  # a source's per-row randomness (augmentation) derives from the epoch
+        self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
         executor = self._executor_for(self.num_workers)
         per_chunk = chunk_size(self.source.batch_bytes(self.config.batch_size))
-        produced = executor.map(chunked(self.batch_sampler.batches(epoch, self._done), per_chunk))
+        chunks = chunked(self.batch_sampler.batches(epoch, self._done), per_chunk)
+        produced = executor.map((epoch, chunk) for chunk in chunks)
         observers = self.observers
         span = observers.span
         finalize = self.source.finalize if overrides(self.source, "finalize") else None

@@ -528,3 +528,28 @@ def test_store_options_for_a_source_that_is_not_a_store_are_refused(option):
 def test_a_batch_sampler_must_subclass_batchsampler(mixed_store):
     with pytest.raises(stoker.errors.ConfigError, match="BatchSampler"):
         stoker.Loader(mixed_store, batch_sampler=[np.arange(3)])
+
+
+class _EpochRows(stoker.BatchSource):
+    """Rows whose values depend on the epoch, as augmentation does."""
+
+    engine = "processes"
+
+    def __init__(self):
+        self.epoch = 0
+
+    def __len__(self):
+        return 12
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def read(self, chunk):
+        return [{"x": np.asarray(idx) + 1000 * self.epoch} for idx in chunk]
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_worker_processes_learn_each_epoch(persistent, shm_clean):
+    with stoker.Loader(_EpochRows(), batch_size=4, num_workers=2, persistent_workers=persistent) as loader:
+        epochs = [sorted(int(v) // 1000 for b in loader for v in b["x"]) for _ in range(3)]
+    assert epochs == [[0] * 12, [1] * 12, [2] * 12]
