@@ -160,7 +160,8 @@ class Loader(CoreLoader):
         **options: the other fields of :class:`TextConfig` and of :class:`stoker.LoaderConfig`
             (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``, ...).
             ``block_size`` and ``window`` shape ``shuffle="block"`` without bucketing;
-            ``drop_last`` applies to plain and packed batches (bucketing keeps every row).
+            ``drop_last`` applies to plain and packed batches; with bucketing (which keeps every
+            row) it is refused.
 
     Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
     when asked or for pairs, ``labels`` when the source has them; with ``packing``,
@@ -197,12 +198,18 @@ class Loader(CoreLoader):
             raise ConfigError(
                 "batch_size=None needs max_tokens (a token budget decides the batch sizes)", option="batch_size"
             )
+        if options.get("drop_last") and not cfg.packing and cfg.buckets(shuffle):
+            raise ConfigError(
+                "drop_last=True does not apply with length bucketing: its batches vary in size and every row is "
+                "kept; pass bucketing=False for fixed batches with drop_last",
+                option="drop_last",
+            )
         data, sampler = build(source, tokenizer, cfg, batch_size, shuffle, options)
         self.text_source = data
         if sampler is None:
             super().__init__(data, 1 if batch_size is None else batch_size, shuffle=shuffle, **options)
             return
-        options.pop("drop_last", None)  # the packed sampler took it; bucketing keeps every row
+        options.pop("drop_last", None)  # the packed sampler took it
         super().__init__(data, batch_sampler=sampler, **options)
 
     @property

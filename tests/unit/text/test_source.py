@@ -107,3 +107,13 @@ def test_columns_and_pairs_through_text_source(tmp_path):
 def test_a_row_out_of_range_is_named():
     with pytest.raises(IndexError, match="row 999 "):
         TextSource(TEXTS[:40]).read([np.array([0, 999])])
+
+
+def test_drop_last_with_bucketing_is_refused_not_ignored():
+    import stoker
+    from stoker.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="drop_last"):
+        stoker.text.Loader(["a b", "c"] * 10, batch_size=3, shuffle=True, drop_last=True)
+    plain = stoker.text.Loader(["a b", "c"] * 10, batch_size=3, shuffle=True, drop_last=True, bucketing=False)
+    assert len(plain) == 6 and all(len(b["input_ids"]) == 3 for b in plain)
