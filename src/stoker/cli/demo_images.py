@@ -11,6 +11,7 @@ import os
 import time
 import warnings
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class _SeedImageFolder:
 
         path, label = self.samples[i]
         with Image.open(path) as im:
-            img = im.convert("RGB").resize((224, 224), Image.BILINEAR)
+            img = im.convert("RGB").resize((224, 224), Image.Resampling.BILINEAR)
         x = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).float().div(255)
         mean, std = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1), torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
         return (x - mean) / std, label
@@ -68,6 +69,7 @@ def run(data: Path, seconds: float) -> None:
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
-        dl = torch.utils.data.DataLoader(_SeedImageFolder(photos), batch_size=128, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)
+        folder = cast("torch.utils.data.Dataset[Any]", _SeedImageFolder(photos))  # map-style, duck-typed
+        dl = torch.utils.data.DataLoader(folder, batch_size=128, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)
         rates.append(("torch DataLoader (ImageFolder + PIL Resize/ToTensor/Normalize, 2 workers)", measure(lambda: dl, lambda b: len(b[1]), seconds)))
     print_rates("Photos to 224x224 training batches, shuffled, to CPU tensors (stoker: uint8; Normalize runs on the GPU)", rates)

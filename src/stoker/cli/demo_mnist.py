@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -49,8 +50,9 @@ def run(data: Path, seconds: float) -> None:
     rates = [("stoker.Loader (uint8, threads)", measure(lambda: loader, lambda b: len(b["label"]), seconds))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
+        digits = cast("torch.utils.data.Dataset[Any]", _DigitsDataset(images, labels))  # map-style, duck-typed
         dl = torch.utils.data.DataLoader(
-            _DigitsDataset(images, labels), batch_size=256, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True
+            digits, batch_size=256, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True
         )
         rates.append(("torch DataLoader (per-sample Dataset, 2 workers, pin_memory)", measure(lambda: dl, lambda b: len(b[1]), seconds)))
     print_rates("MNIST, batches of 256, shuffled, to CPU tensors", rates)

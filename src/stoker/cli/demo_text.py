@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
+from typing import Any, cast
 
 from stoker.cli.demo import measure, print_rates
 
@@ -17,7 +18,7 @@ class _PerSampleDataset:
 
     def __init__(self, texts: list[str], vocab: Path, max_length: int) -> None:
         self.texts, self.vocab, self.max_length = texts, vocab, max_length
-        self.tok = None
+        self.tok: Any = None  # a transformers tokenizer, or else a tokenizers.Tokenizer
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -25,7 +26,7 @@ class _PerSampleDataset:
     def __getitem__(self, i: int):
         if self.tok is None:
             try:
-                from transformers import BertTokenizerFast
+                from transformers import BertTokenizerFast  # type: ignore[attr-defined]  # 5.x: a lazy alias
 
                 self.tok = BertTokenizerFast.from_pretrained(str(self.vocab.parent))
             except ImportError:  # the same per-sample work with the bare tokenizers package
@@ -65,7 +66,8 @@ def run(data: Path, seconds: float) -> None:
     texts = [line.split("\t", 1)[1] for line in src.read_text(encoding="utf-8").split("\n")[1:] if "\t" in line]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dl = torch.utils.data.DataLoader(_PerSampleDataset(texts, data / "text" / "vocab.txt", 128), batch_size=32, shuffle=True, num_workers=2)
+        per_sample = cast("torch.utils.data.Dataset[Any]", _PerSampleDataset(texts, data / "text" / "vocab.txt", 128))
+        dl = torch.utils.data.DataLoader(per_sample, batch_size=32, shuffle=True, num_workers=2)
         rates.append(("seed 000: per-sample tokenizer, pad to 128, DataLoader(2 workers)", measure(lambda: dl, lambda b: len(b[0]), seconds)))
     print_rates("Friends lines, bert-base-uncased, max_length=128, batches of 32, shuffled", rates)
     print(f"  on the fly: {fly.report()}")

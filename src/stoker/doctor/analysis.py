@@ -27,16 +27,10 @@ STAGE_LABELS = {
 
 
 @dataclass(frozen=True)
-class StepTime:
-    """One batch fetch of a loader, and the compute since the fetch before it (0 for the first)."""
+class StepTime(Step):
+    """One batch fetch of a loader (its :class:`Step`), and the compute since the fetch before it (0 for the first)."""
 
-    requested: float
-    ready: float
     compute_before: float
-
-    @property
-    def wait(self) -> float:
-        return self.ready - self.requested
 
 
 @dataclass
@@ -78,7 +72,7 @@ class LoaderStats:
 
     def stage_table(self) -> list[dict[str, Any]]:
         """Per stage: total seconds, ms per call, calls, where it runs; largest first."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         stages = dict(self.stages)
         info = self.info
         if info.kind == "torch" and "fetch" in stages:
@@ -136,21 +130,21 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             st = loaders.setdefault(key, LoaderStats(key, LoaderDesc.unknown()))
             prev = last_ready.get(key)
             compute = max(0.0, ev.requested - prev) if prev is not None else 0.0
-            st.steps.append(StepTime(ev.requested, ev.ready, compute))
+            st.steps.append(StepTime(ev.loader, ev.requested, ev.ready, compute))
             last_ready[key] = ev.ready
         elif isinstance(ev, (StageSpan, BatchSeen)):
             pending.append((pid, ev))
     for pid, ev in pending:
         owner = next((f"{p}:{ev.loader}" for p in _lineage(pid, procs) if f"{p}:{ev.loader}" in loaders), None)
-        st = loaders.get(owner or by_source.get(ev.loader, ""))
-        if st is None:
+        found = loaders.get(owner or by_source.get(ev.loader, ""))
+        if found is None:
             continue
         if isinstance(ev, BatchSeen):
-            st.batches.append(ev.batch)
+            found.batches.append(ev.batch)
         else:
-            st.stages[ev.stage].append(ev.duration)
-            if len(st.spans) < MAX_SPANS:
-                st.spans.append((pid, ev))
+            found.stages[ev.stage].append(ev.duration)
+            if len(found.spans) < MAX_SPANS:
+                found.spans.append((pid, ev))
     for st in loaders.values():
         st.steps.sort(key=lambda s: s.requested)
     return loaders, procs

@@ -25,7 +25,10 @@ def _sibling(name: str) -> Any:
     """A module of this directory, loaded by path (the stoker package is not imported)."""
     full = f"_stoker_doctor_{name}"
     if full not in sys.modules:
-        spec = importlib.util.spec_from_file_location(full, os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+        spec = importlib.util.spec_from_file_location(full, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[full] = module
         spec.loader.exec_module(module)
@@ -88,7 +91,7 @@ def install_from_env() -> Any:
     def stoker_ready(module: Any) -> None:
         instrumentation().install_stoker()
 
-    hooks = {"torch": torch_ready, "stoker": stoker_ready}
+    hooks: dict[str, Callable[[Any], None]] = {"torch": torch_ready, "stoker": stoker_ready}
     for name in list(hooks):
         if name in sys.modules:
             hooks.pop(name)(sys.modules[name])

@@ -27,7 +27,7 @@ This module uses the standard library only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any, ClassVar, Union
 
@@ -76,6 +76,12 @@ class LoaderDesc:
     def unknown(cls) -> LoaderDesc:
         return cls(kind="unknown", name="a loader created before doctor started")
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LoaderDesc:
+        """From its JSON object; keys this version does not know are dropped."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
 
 @dataclass(frozen=True)
 class TensorDesc:
@@ -102,26 +108,25 @@ class BatchDesc:
 
 
 @dataclass(frozen=True)
-class LoaderSeen:
-    """A loader seen for the first time in this process. ``loader`` is its ``id()``."""
+class _OfLoader:
+    """The first field of every event but :class:`Meta`: ``loader``, the loader's ``id()``."""
 
-    TAG: ClassVar[str] = "loader"
     loader: int
-    info: LoaderDesc
-
-    @classmethod
-    def _from_values(cls, values: list[Any]) -> LoaderSeen:
-        loader, info = values
-        names = {f.name for f in fields(LoaderDesc)}
-        return cls(loader, LoaderDesc(**{k: v for k, v in info.items() if k in names}))
 
 
 @dataclass(frozen=True)
-class Step:
+class LoaderSeen(_OfLoader):
+    """A loader seen for the first time in this process."""
+
+    TAG: ClassVar[str] = "loader"
+    info: LoaderDesc
+
+
+@dataclass(frozen=True)
+class Step(_OfLoader):
     """One batch handed out by a loader: asked for at ``requested``, got at ``ready``."""
 
     TAG: ClassVar[str] = "step"
-    loader: int
     requested: float
     ready: float
 
@@ -131,7 +136,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class StageSpan:
+class StageSpan(_OfLoader):
     """One pipeline stage of one batch (or chunk of batches), run by ``thread``.
 
     ``loader`` is the loader's ``id()``; for the stages timed inside torch's dataset fetcher
@@ -139,7 +144,6 @@ class StageSpan:
     """
 
     TAG: ClassVar[str] = "stage"
-    loader: int
     stage: str
     thread: int
     start: float
@@ -151,17 +155,11 @@ class StageSpan:
 
 
 @dataclass(frozen=True)
-class BatchSeen:
+class BatchSeen(_OfLoader):
     """A batch handed out by ``loader`` and looked at."""
 
     TAG: ClassVar[str] = "batch"
-    loader: int
     batch: BatchDesc
-
-    @classmethod
-    def _from_values(cls, values: list[Any]) -> BatchSeen:
-        loader, batch = values
-        return cls(loader, BatchDesc.from_dict(batch))
 
 
 @dataclass(frozen=True)
@@ -190,18 +188,25 @@ class Meta:
         known = {k: v for k, v in asdict(later).items() if v is not None and v is not False}
         return Meta(**{**asdict(self), **known})
 
-    @classmethod
-    def _from_values(cls, values: list[Any]) -> Meta:
-        pid, ppid, start, end, cpus, argv, forked = values
-        return cls(pid, ppid, start, end, cpus, None if argv is None else tuple(argv), forked)
-
 
 Event = Union[LoaderSeen, Step, StageSpan, BatchSeen, Meta]
 RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Meta)}
+# the nested records, by the name a field declares them with (annotations are strings here)
+_NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "LoaderDesc": LoaderDesc.from_dict,
+    "BatchDesc": BatchDesc.from_dict,
+}
 
 
 def _plain(value: Any) -> Any:
-    return asdict(value) if is_dataclass(value) else value
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+
+
+def _from_json(declared: Any, value: Any) -> Any:
+    """A field's value from its JSON: an object is the nested record ``declared``, a list a tuple."""
+    if isinstance(value, dict):
+        return _NESTED[declared](value)
+    return tuple(value) if isinstance(value, list) else value
 
 
 def as_json(record: Any) -> dict[str, Any]:
@@ -229,8 +234,9 @@ def from_wire(item: list[Any]) -> Event:
     cls = RECORDS.get(item[0]) if item else None
     if cls is None:
         raise ValueError(f"not a doctor event: {item!r:.200}")
-    build = getattr(cls, "_from_values", None)
-    return build(item[1:]) if build is not None else cls(*item[1:])
+    values = item[1:]
+    decoded = [_from_json(f.type, v) for f, v in zip(fields(cls), values)]
+    return cls(*decoded, *values[len(decoded) :])  # more values than fields: the TypeError of a foreign event
 
 
 def encode_line(events: Iterable[Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ _MAX_TENSORS = 16
 def _tensors(batch: Any, path: str = "") -> list[tuple[str, torch.Tensor]]:
     if isinstance(batch, torch.Tensor):
         return [(path or "batch", batch)]
+    items: Iterable[tuple[Any, Any]]
     if isinstance(batch, dict):
         items = batch.items()
     elif isinstance(batch, (list, tuple)):

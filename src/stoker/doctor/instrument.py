@@ -41,7 +41,8 @@ class _Span:
     __slots__ = ("emit", "key", "stage", "t0", "rf")
 
     def __init__(self, emit: Callable[[Any], None], key: int, stage: str) -> None:
-        self.emit, self.key, self.stage, self.rf = emit, key, stage, None
+        self.emit, self.key, self.stage = emit, key, stage
+        self.rf: torch.profiler.record_function | None = None
 
     def __enter__(self) -> _Span:
         if _profiling():

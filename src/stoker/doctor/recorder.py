@@ -21,12 +21,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 if __package__:
     from stoker.doctor.events import Event, Meta, decode_line, encode_line
 else:  # loaded by path from child.py, which loaded events.py the same way first
-    from _stoker_doctor_events import Event, Meta, decode_line, encode_line  # type: ignore[import-not-found,no-redef]
+    from _stoker_doctor_events import Event, Meta, decode_line, encode_line  # type: ignore[no-redef]
 
 # The recorder of this process, for the fork handler (registered once per interpreter;
 # os.register_at_fork cannot be undone). Patching needs it; nothing else reads it.
@@ -51,7 +51,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._file = None
+        self._file: TextIO | None = None
         self._pid = os.getpid()
 
     # -- life ---------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def build_report(
     bound = verdict(stall, config.stall_threshold, active)
     first = min((st.steps[0].requested for st in active.values()), default=None)
     last = max((st.steps[-1].ready for st in active.values()), default=None)
-    res = summarize_resources(samples, (first, last) if first is not None else None)
+    res = summarize_resources(samples, (first, last) if first is not None and last is not None else None)
     tree_s, root_s = cpu_seconds(samples, config.interval)
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
     report = Report(

@@ -49,19 +49,20 @@ class Doctor:
         return self.report
 
     def __exit__(self, *exc: object) -> None:
-        if self._recorder is None:
+        instr, tmp = self._instr, self._tmp
+        if self._recorder is None or instr is None or tmp is None:  # all three are set together
             return
         try:
-            self._instr.uninstall()
+            instr.uninstall()
             samples = self._sampler.stop()
             self._recorder.close()
             t1 = time.perf_counter()
-            built = build_report(self._tmp, samples, self._sampler.gpu_status, self.config, wall=(self._t0, t1))
+            built = build_report(tmp, samples, self._sampler.gpu_status, self.config, wall=(self._t0, t1))
             self.report.__dict__.update(built.__dict__)
             if self.config.out is not None:
                 write_outputs(self.report, self.config)
         finally:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            shutil.rmtree(tmp, ignore_errors=True)
             self._recorder = self._instr = self._sampler = None
 
 

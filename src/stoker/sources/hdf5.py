@@ -177,7 +177,7 @@ class HDF5(BatchSource):
 
     def _mapped(self, info: KeyInfo) -> np.ndarray | None:
         """The dataset as a read-only numpy memory map, when its layout allows it."""
-        if not self.mmap or info.offset is None:
+        if not self.mmap or info.offset is None or info.file_dtype is None:
             return None
         arr = self._maps.get(info.key)
         if arr is None:

@@ -281,7 +281,8 @@ class ChunkedReader:
             for inner in itertools.product(*(range(g) for g in layout.grid[1:])):
                 chunk = self._chunk((c, *inner))
                 spans = [slice(i * n, min((i + 1) * n, s)) for i, n, s in zip(inner, layout.chunks[1:], layout.shape[1:])]
-                block[(slice(None), *spans)] = chunk[(slice(None), *(slice(0, sp.stop - sp.start) for sp in spans))]
+                into, filled = (slice(None), *spans), (slice(None), *(slice(0, sp.stop - sp.start) for sp in spans))
+                block[into] = chunk[filled]
         self._cache.put(key, block)
         return block
 

@@ -16,6 +16,8 @@ def _stoker_doctor_boot() -> None:
     if os.environ.get("STOKER_DOCTOR_EVENTS"):
         path = os.path.join(os.path.dirname(here), "child.py")
         spec = importlib.util.spec_from_file_location("_stoker_doctor_child", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
