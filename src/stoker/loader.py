@@ -125,8 +125,11 @@ class Loader:
             ``pad_to_multiple_of``, ``persistent_workers``, ``engine``).
 
     Rows inside a store batch come in storage order; which rows form each batch follows the
-    (shuffled) sampler. ``state_dict()`` records the batches delivered so far, and
-    ``load_state_dict()`` resumes right after them, with any number of workers.
+    (shuffled) sampler. Each ``iter(loader)`` starts the current epoch from its first batch, as a
+    DataLoader does (a ``break`` or a peek does not shift the next pass); an epoch iterated to its
+    end moves the loader to the next. ``state_dict()`` records the epoch and the batches delivered
+    so far; after ``load_state_dict()`` the next ``iter`` (only that one) continues right after
+    them, with any number of workers.
     """
 
     def __init__(
@@ -172,6 +175,7 @@ class Loader:
             raise EmptyDatasetError(f"this loader has no batch: {len(self.source)} rows, batch_size={cfg.batch_size}, drop_last={cfg.drop_last}")
         self._epoch = 0
         self._done = 0  # batches delivered in the current epoch
+        self._resume = False  # the next iter continues after _done (set by load_state_dict)
         self._executor: Executor | None = None  # kept between epochs only with persistent_workers
         self._finalizer: weakref.finalize | None = None
         self.observers = Observers(self._info(), [])
@@ -234,20 +238,21 @@ class Loader:
         """Start the next iteration at the beginning of ``epoch`` (like DistributedSampler.set_epoch)."""
         if epoch < 0:
             raise ConfigError(f"epoch must be >= 0, got {epoch}", option="epoch")
-        self._epoch, self._done = int(epoch), 0
+        self._epoch, self._done, self._resume = int(epoch), 0, False
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the loader stands: the next ``__iter__`` resumes right after the last batch delivered."""
+        """Where the loader stands: the epoch and the batches delivered in it (JSON-able)."""
         return {"version": STATE_VERSION, "epoch": self._epoch, "batches_done": self._done, "order": self.batch_sampler.fingerprint()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state``: the next ``iter`` starts right after its last delivered batch."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise StateError(f"not a stoker loader state (version {STATE_VERSION}): {state!r:.200}")
         self.batch_sampler.check_fingerprint(state["order"])
         done = int(state["batches_done"])
         if not 0 <= done <= len(self):
             raise StateError(f"cannot resume at batch {done}: an epoch has {len(self)} batches")
-        self._epoch, self._done = int(state["epoch"]), done
+        self._epoch, self._done, self._resume = int(state["epoch"]), done, True
 
     # -- iteration ------------------------------------------------------------------------------
     def _executor_for(self, workers: int) -> Executor:
@@ -267,6 +272,9 @@ class Loader:
     def __iter__(self) -> Iterator[Any]:
         if self._done >= len(self):  # the last epoch was finished: go on with the next
             self._epoch, self._done = self._epoch + 1, 0
+        elif not self._resume:  # an unfinished epoch starts over, as a DataLoader's does
+            self._done = 0
+        self._resume = False
         epoch = self._epoch
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
         executor = self._executor_for(self.num_workers)

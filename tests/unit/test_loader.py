@@ -553,3 +553,47 @@ def test_worker_processes_learn_each_epoch(persistent, shm_clean):
     with stoker.Loader(_EpochRows(), batch_size=4, num_workers=2, persistent_workers=persistent) as loader:
         epochs = [sorted(int(v) // 1000 for b in loader for v in b["x"]) for _ in range(3)]
     assert epochs == [[0] * 12, [1] * 12, [2] * 12]
+
+
+def _labels(batches):
+    return [b["label"].tolist() for b in batches]
+
+
+def test_a_peek_does_not_shift_the_epoch(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=64, columns=["label"], shuffle=True, seed=1)
+    fresh = _labels(stoker.Loader(mixed_store, batch_size=64, columns=["label"], shuffle=True, seed=1))
+    next(iter(loader))  # a peek before training
+    assert _labels(loader) == fresh  # the whole first epoch, from its first batch
+    assert loader.epoch == 1
+
+
+def test_an_eval_loop_that_breaks_sees_the_same_rows_each_time(mixed_store):
+    loader = stoker.Loader(mixed_store, batch_size=32, columns=["label"])
+    seen = []
+    for _ in range(3):
+        for i, batch in enumerate(loader):
+            if i == 2:
+                break
+            seen.append(batch["label"].tolist())
+    assert seen[0:2] == seen[2:4] == seen[4:6] and seen[0][0] == 0
+
+
+def test_only_the_iteration_after_load_state_dict_continues_mid_epoch(mixed_store):
+    def make():
+        return stoker.Loader(mixed_store, batch_size=64, columns=["label"], shuffle=True, seed=1)
+
+    full = _labels(make())
+    first = make()
+    it = iter(first)
+    next(it), next(it)
+    state = first.state_dict()
+    it.close()
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert _labels(resumed) == full[2:]  # continues after the saved batches
+    assert resumed.epoch == 1
+    again = make()
+    again.load_state_dict(state)
+    for _ in zip(range(1), again):
+        pass  # one batch of the resumed pass, then a break
+    assert _labels(again) == full  # the next pass starts the epoch over
