@@ -1,4 +1,4 @@
-"""stoker.sources.Arrays and arrays into a store."""
+"""stoker.sources.Arrays (arrays into a store: tests/unit/convert/test_from_arrays.py)."""
 
 from __future__ import annotations
 
@@ -53,17 +53,6 @@ def test_bad_arrays():
         stoker.sources.Arrays(np.array([{}, None], dtype=object))
     with pytest.raises(ConfigError, match="either all positionally or all by name"):
         stoker.sources.Arrays(np.arange(3), y=np.arange(3))
-
-
-def test_arrays_into_a_store_slab_by_slab(tmp_path):
-    np.save(tmp_path / "img.npy", np.arange(600, dtype=np.uint8).reshape(100, 6))
-    out = stoker.convert.arrays({"img": tmp_path / "img.npy", "label": torch.arange(100)}, tmp_path / "s", shard_size=100, progress=False)
-    ds = stoker.open(out)
-    assert ds.num_shards > 5
-    np.testing.assert_array_equal(ds[:]["img"], np.arange(600, dtype=np.uint8).reshape(100, 6))
-    assert ds[:]["label"].tolist() == list(range(100))
-    out2 = stoker.convert.arrays((np.zeros(3), np.ones(3)), tmp_path / "t", names=["a", "b"])
-    assert list(stoker.open(out2).schema) == ["a", "b"]
 
 
 def test_batches_are_gathered_into_the_loader_buffers():
