@@ -1,0 +1,52 @@
+"""stoker.doctor.sampler: the CPU of a process tree, its children included."""
+
+import multiprocessing
+import os
+import time
+
+from stoker.doctor.sampler import ResourceSampler
+
+
+def _burn_then_wait(seconds, burnt, go):
+    """Spend ``seconds`` of CPU, say so, and stay alive until told to go (a process that exits
+    between two samples loses its CPU of that interval)."""
+    t = time.process_time()
+    while time.process_time() - t < seconds:
+        pass
+    burnt.set()
+    go.wait(120)
+
+
+def _until(condition, what):
+    deadline = time.monotonic() + 120  # a bound for a broken sampler, not a speed
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_sampler_counts_child_processes_cpu():
+    """Two children spend 0.4 CPU-s each (CPU time: however loaded the machine, it takes as long
+    as it takes), and live on until a sample has seen all of it: the samples add up to 0.8 CPU-s
+    of children."""
+    sampler = ResourceSampler(os.getpid(), interval=0.05).start()
+    ctx = multiprocessing.get_context("fork")
+    burnt, go = [ctx.Event(), ctx.Event()], ctx.Event()
+    try:
+        _until(lambda: sampler.samples, "no first sample")  # the baseline is taken: the children's CPU all counts
+        procs = [ctx.Process(target=_burn_then_wait, args=(0.4, b, go)) for b in burnt]
+        for p in procs:
+            p.start()
+        _until(lambda: all(b.is_set() for b in burnt), "the children did not finish burning")
+        t_burnt = time.perf_counter()
+        _until(lambda: sampler.samples[-1]["t"] > t_burnt, "no sample after the children burnt their CPU")
+    finally:
+        go.set()
+    for p in procs:
+        p.join()
+    samples = sampler.stop()
+    assert max(s["procs"] for s in samples) >= 3  # this process and its two children
+    children = sum((b["cpu_tree"] - b["cpu_root"]) * (b["t"] - a["t"]) for a, b in zip(samples, samples[1:]))
+    assert 0.7 < children < 1.5, children  # 0.8 CPU-s and the children's start-up
+    assert sampler.gpu_status  # a device name, or "no GPU (...)" and sampling went on
+    if "gpu" not in samples[0]:
+        assert sampler.gpu_status.startswith("no GPU")
