@@ -16,9 +16,7 @@ class SlowDataset(Dataset):
         return 40
 
     def __getitem__(self, i):
-        t = time.perf_counter()
-        while time.perf_counter() - t < 0.002:
-            pass
+        time.sleep(0.005)  # 40 rows: at least 0.2 s of data wait against a loop body of microseconds
         return torch.full((4,), float(i))
 
 
@@ -33,14 +31,18 @@ def test_slow_dataset_is_input_bound_and_names_its_getitem():
     assert any(r.title.startswith("Precompute") and "stoker.write(" in r.action for r in report.recommendations)
 
 
-def test_matmul_loop_is_compute_bound():
+def test_a_loop_busy_between_fetches_is_compute_bound():
+    """The doctor calls the time between fetches compute. The loop spends at least 50 ms a step
+    there (a matmul loop, then a sleep: a load on the machine cannot shorten it) against fetches
+    of eight rows of a TensorDataset, so a loaded machine cannot turn the verdict."""
     data = TensorDataset(torch.randn(64, 256))
     w = torch.randn(256, 256)
     with stoker.doctor(interval=0.05) as report:
         for (x,) in DataLoader(data, batch_size=8):
             y = x
-            for _ in range(60):
+            for _ in range(10):
                 y = torch.tanh(y @ w)
+            time.sleep(0.05)
     assert report.verdict == "compute-bound", report.message
     assert report.stall_share < 0.2 and report.bottleneck_stage is None
     assert not any("num_workers" in r.action for r in report.recommendations)
@@ -50,7 +52,7 @@ def test_stoker_loader_stages_are_timed_and_the_slow_one_named(tmp_path):
     stoker.write(tmp_path / "s", {"x": np.arange(400, dtype=np.int64)})
 
     def slow_collate(batch):
-        time.sleep(0.01)
+        time.sleep(0.05)  # 8 batches: 0.4 s in collate against reads of 50 rows of a store
         return batch
 
     with stoker.doctor(interval=0.05) as report:
