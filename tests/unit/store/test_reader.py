@@ -1,3 +1,4 @@
+import hashlib
 import json
 
 import numpy as np
@@ -96,10 +97,7 @@ def test_missing_shard(mixed_store):
 
 
 def test_altered_shard_caught_by_verify(mixed_store):
-    shard = mixed_store / "shard-00000.arrow"
-    data = bytearray(shard.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    shard.write_bytes(bytes(data))
+    _flip_a_byte(mixed_store / "shard-00000.arrow")
     stoker.open(mixed_store)  # same size and valid Arrow: only the checksum can tell
     with pytest.raises(ShardError, match="xxh3_128.*altered"):
         stoker.open(mixed_store, verify=True)
@@ -119,3 +117,35 @@ def test_store_pickles_by_path(mixed_store):
     copy = pickle.loads(pickle.dumps(ds))
     assert copy.path == ds.path and len(copy) == len(ds)
     np.testing.assert_array_equal(copy[[1, 2]]["image"], ds[[1, 2]]["image"])
+
+
+def _flip_a_byte(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _as_format_1(store):
+    """Rewrite a store's manifest the way stoker wrote format 1: version 1, a sha256 per shard."""
+    path = store / "manifest.json"
+    m = json.loads(path.read_text())
+    m["version"] = 1
+    for s in m["shards"]:
+        del s["xxh3_128"]
+        s["sha256"] = hashlib.sha256((store / s["file"]).read_bytes()).hexdigest()
+    path.write_text(json.dumps(m))
+
+
+def test_format_1_store_opens_and_verifies(mixed_store, mixed_columns):
+    _as_format_1(mixed_store)
+    ds = stoker.open(mixed_store, verify=True)
+    assert ds.manifest.version == 1 and {s.algorithm for s in ds.manifest.shards} == {"sha256"}
+    np.testing.assert_array_equal(ds[:]["label"], mixed_columns["label"])
+
+
+def test_format_1_altered_shard_fails_sha256(mixed_store):
+    _as_format_1(mixed_store)
+    _flip_a_byte(mixed_store / "shard-00001.arrow")
+    stoker.open(mixed_store)
+    with pytest.raises(ShardError, match="shard-00001.arrow has sha256.*altered"):
+        stoker.open(mixed_store, verify=True)

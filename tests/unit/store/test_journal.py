@@ -1,6 +1,9 @@
-"""StoreWriter(staging=...): the journal that makes conversions resumable."""
+"""stoker.store.journal: the journal of StoreWriter(staging=...) that makes conversions resumable."""
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import numpy as np
 import pytest
@@ -41,3 +44,27 @@ def test_a_half_written_shard_is_removed(tmp_path):
     (staging / "shard-00002.arrow").write_bytes(b"partial")
     w = StoreWriter(tmp_path / "s", shard_size=800, staging=staging, metadata={"k": 1})
     assert not (staging / "shard-00002.arrow").exists() and w.rows_written == 200
+
+
+def test_resume_keeps_sha256_shards_of_an_older_journal(tmp_path):
+    staging = _interrupted(tmp_path, 250)
+    journal = json.loads((staging / JOURNAL_NAME).read_text())
+    for s in journal["shards"]:  # as an older stoker wrote them
+        del s["xxh3_128"]
+        s["sha256"] = hashlib.sha256((staging / s["file"]).read_bytes()).hexdigest()
+    (staging / JOURNAL_NAME).write_text(json.dumps(journal))
+    with StoreWriter(tmp_path / "s", shard_size=800, staging=staging, metadata={"k": 1}) as w:
+        assert w.rows_written == 200
+        w.add_batch({"x": np.arange(200, 300)})
+    ds = stoker.open(tmp_path / "s", verify=True)
+    assert [s.algorithm for s in ds.manifest.shards] == ["sha256", "sha256", "xxh3_128"]
+    assert ds[:]["x"].tolist() == list(range(300))
+
+
+def test_journal_without_checksums_is_refused(tmp_path):
+    staging = _interrupted(tmp_path, 250)
+    journal = json.loads((staging / JOURNAL_NAME).read_text())
+    del journal["shards"][0]["xxh3_128"]
+    (staging / JOURNAL_NAME).write_text(json.dumps(journal))
+    with pytest.raises(ConfigError, match="unreadable"):
+        StoreWriter(tmp_path / "s", shard_size=800, staging=staging, metadata={"k": 1})
