@@ -10,7 +10,9 @@ import stoker
 
 def test_arrays_into_a_store_slab_by_slab(tmp_path):
     np.save(tmp_path / "img.npy", np.arange(600, dtype=np.uint8).reshape(100, 6))
-    out = stoker.convert.arrays({"img": tmp_path / "img.npy", "label": torch.arange(100)}, tmp_path / "s", shard_size=100, progress=False)
+    out = stoker.convert.arrays(
+        {"img": tmp_path / "img.npy", "label": torch.arange(100)}, tmp_path / "s", shard_size=100, progress=False
+    )
     ds = stoker.open(out)
     assert ds.num_shards > 5
     np.testing.assert_array_equal(ds[:]["img"], np.arange(600, dtype=np.uint8).reshape(100, 6))

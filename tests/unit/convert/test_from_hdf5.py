@@ -50,7 +50,11 @@ def test_cold_conversion_maps_contiguous_datasets_and_reads_ahead(h5, tmp_path, 
 
     calls = []
     real = os.posix_fadvise
-    monkeypatch.setattr(mapped_file.os, "posix_fadvise", lambda fd, off, n, advice: (calls.append((off, n, advice)), real(fd, off, n, advice)))
+    monkeypatch.setattr(
+        mapped_file.os,
+        "posix_fadvise",
+        lambda fd, off, n, advice: (calls.append((off, n, advice)), real(fd, off, n, advice)),
+    )
     out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,labels,group/chunked", shard_size=4000, progress=False)
     ds = stoker.open(out, verify=True)
     assert ds.num_shards > 2
@@ -153,7 +157,9 @@ def test_convert_with_parallel_writers_keeps_row_order(h5, tmp_path, monkeypatch
         return real(self, columns, first_row)
 
     monkeypatch.setattr(ShardTask, "write", slow)
-    out = stoker.convert.hdf5(h5, tmp_path / "store", keys="data,group/chunked", shard_size=1000, progress=False, workers=writers)
+    out = stoker.convert.hdf5(
+        h5, tmp_path / "store", keys="data,group/chunked", shard_size=1000, progress=False, workers=writers
+    )
     ds = stoker.open(out, verify=True)
     assert ds.num_shards > 10
     with h5py.File(h5) as f:

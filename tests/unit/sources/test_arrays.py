@@ -77,7 +77,7 @@ def test_tuple_batches_free_their_buffers_without_the_garbage_collector():
     gc.disable()
     try:
         for _ in range(3):
-            for xb, yb in loader:
+            for _xb, _yb in loader:
                 pass
     finally:
         gc.enable()

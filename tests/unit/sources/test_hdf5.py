@@ -27,7 +27,14 @@ def test_batches_match_the_file_in_storage_order(h5):
 
 @pytest.mark.parametrize("shuffle", [False, True, "block"])
 def test_loader_reads_every_row_once(h5, shuffle):
-    loader = stoker.Loader(stoker.sources.HDF5(h5, ["data", "labels"]), batch_size=64, shuffle=shuffle, num_workers=2, block_size=50, window=2)
+    loader = stoker.Loader(
+        stoker.sources.HDF5(h5, ["data", "labels"]),
+        batch_size=64,
+        shuffle=shuffle,
+        num_workers=2,
+        block_size=50,
+        window=2,
+    )
     seen = np.concatenate([b["labels"].numpy() for b in loader])
     assert sorted(seen.tolist()) == list(range(500))
 
@@ -84,7 +91,9 @@ def test_one_handle_per_thread_and_reopened_after_fork(h5):
 
 
 def test_missing_key_lists_the_keys_present(h5):
-    with pytest.raises(SchemaError, match=r"'nope' is not in the file; the datasets present are \['data', 'group/chunked', 'labels'"):
+    with pytest.raises(
+        SchemaError, match=r"'nope' is not in the file; the datasets present are \['data', 'group/chunked', 'labels'"
+    ):
         stoker.sources.HDF5(h5, "data,nope")
 
 

@@ -30,7 +30,7 @@ def make(path, name="x", dtype="<i4", rows=200, written=None, **kw):
         if written is None:
             ds[:] = data
         else:
-            ds[: written] = data[:written]
+            ds[:written] = data[:written]
             data[written:] = -5
     return data
 
@@ -156,7 +156,11 @@ def test_conversion_decodes_chunks_on_the_writer_threads(tmp_path, layout, monke
     data = make(path, dtype=dtype, rows=500, written=430, **kw)
     threads = set()
     real = hdf5_chunks.ChunkedReader.rows
-    monkeypatch.setattr(hdf5_chunks.ChunkedReader, "rows", lambda self, *a: (threads.add(threading.current_thread().name), real(self, *a))[1])
+    monkeypatch.setattr(
+        hdf5_chunks.ChunkedReader,
+        "rows",
+        lambda self, *a: (threads.add(threading.current_thread().name), real(self, *a))[1],
+    )
     out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=1200, progress=False, workers=2)
     ds = stoker.open(out, verify=True)
     assert ds.num_shards > 3
@@ -175,7 +179,12 @@ def _skipped_filter_file(path):
         for c in range(4):
             block = rows[c * 16 : (c + 1) * 16]
             shuffled = block.view(np.uint8).reshape(-1, 4).T.tobytes()
-            raw, mask = {0: (zlib.compress(shuffled), 0), 1: (shuffled, 0b10), 2: (block.tobytes(), 0b11), 3: (zlib.compress(block.tobytes()), 0b01)}[c]
+            raw, mask = {
+                0: (zlib.compress(shuffled), 0),
+                1: (shuffled, 0b10),
+                2: (block.tobytes(), 0b11),
+                3: (zlib.compress(block.tobytes()), 0b01),
+            }[c]
             ds.id.write_direct_chunk((c * 16, 0), raw, filter_mask=mask)  # filter 0 is shuffle, 1 deflate
     return rows
 
@@ -192,7 +201,11 @@ def test_conversion_inflates_whole_chunks_straight_into_the_slab(tmp_path, monke
         monkeypatch.setattr(hdf5_chunks, "_LIBZ", None)
     direct = []
     real = hdf5_chunks.ChunkedReader._decode_into
-    monkeypatch.setattr(hdf5_chunks.ChunkedReader, "_decode_into", lambda self, c, out: (direct.append((c, real(self, c, out))), direct[-1][1])[1])
+    monkeypatch.setattr(
+        hdf5_chunks.ChunkedReader,
+        "_decode_into",
+        lambda self, c, out: (direct.append((c, real(self, c, out))), direct[-1][1])[1],
+    )
     out = stoker.convert.hdf5(path, tmp_path / "store", keys="x", progress=False, workers=1)
     np.testing.assert_array_equal(stoker.open(out, verify=True)[:]["x"], rows)
     assert sorted(direct) == [(0, False), (1, False), (2, True), (3, libz)]  # shuffle needs a pass of its own

@@ -15,7 +15,10 @@ from stoker.store.writer import JOURNAL_NAME, StoreWriter
 
 def _interrupted(tmp_path, rows, meta=None):
     staging = tmp_path / ".s.partial"
-    with pytest.raises(KeyboardInterrupt), StoreWriter(tmp_path / "s", shard_size=800, staging=staging, metadata=meta or {"k": 1}) as w:
+    with (
+        pytest.raises(KeyboardInterrupt),
+        StoreWriter(tmp_path / "s", shard_size=800, staging=staging, metadata=meta or {"k": 1}) as w,
+    ):
         w.add_batch({"x": np.arange(rows)})
         raise KeyboardInterrupt
     return staging

@@ -72,7 +72,10 @@ def test_missing_path(tmp_path):
         (lambda m: json.dumps({**m, "format": "other"}), "not a stoker manifest"),
         (lambda m: json.dumps({**m, "num_rows": 5}), "num_rows=5"),
         (lambda m: json.dumps({k: v for k, v in m.items() if k != "shards"}), "malformed"),
-        (lambda m: json.dumps({**m, "shards": [{**m["shards"][0], "file": "../x.arrow"}, *m["shards"][1:]]}), "outside the store"),
+        (
+            lambda m: json.dumps({**m, "shards": [{**m["shards"][0], "file": "../x.arrow"}, *m["shards"][1:]]}),
+            "outside the store",
+        ),
     ],
 )
 def test_corrupt_manifest(mixed_store, mutate, match):

@@ -27,10 +27,19 @@ def test_columns_round_trip(mixed_store, mixed_columns):
 
 
 def test_samples_stream_with_inferred_schema(tmp_path):
-    rows = ({"x": np.full((2, 3), i, np.float32), "y": i, "seq": list(range(i % 4)), "name": f"n{i}", "raw": b"\x00" * i} for i in range(2500))
+    rows = (
+        {"x": np.full((2, 3), i, np.float32), "y": i, "seq": list(range(i % 4)), "name": f"n{i}", "raw": b"\x00" * i}
+        for i in range(2500)
+    )
     stoker.write(tmp_path / "s", rows, shard_size="16KB")
     ds = stoker.open(tmp_path / "s")
-    assert {k: c.kind for k, c in ds.schema.items()} == {"x": "tensor", "y": "tensor", "seq": "sequence", "name": "string", "raw": "binary"}
+    assert {k: c.kind for k, c in ds.schema.items()} == {
+        "x": "tensor",
+        "y": "tensor",
+        "seq": "sequence",
+        "name": "string",
+        "raw": "binary",
+    }
     assert ds.schema["seq"].dtype == "int64"  # the first row's empty list does not make it float
     row = ds[2401]
     assert row["y"] == 2401 and row["name"] == "n2401" and row["raw"] == b"\x00" * 2401
@@ -39,7 +48,9 @@ def test_samples_stream_with_inferred_schema(tmp_path):
 
 
 def test_torch_tensors_and_bool_and_complex(tmp_path):
-    stoker.write(tmp_path / "t", {"t": torch.arange(12).reshape(6, 2), "b": np.array([True, False] * 3), "c": np.arange(6) * 1j})
+    stoker.write(
+        tmp_path / "t", {"t": torch.arange(12).reshape(6, 2), "b": np.array([True, False] * 3), "c": np.arange(6) * 1j}
+    )
     ds = stoker.open(tmp_path / "t")
     assert ds.schema["b"].dtype == "bool"
     np.testing.assert_array_equal(ds[:]["t"], np.arange(12).reshape(6, 2))
@@ -89,7 +100,7 @@ def test_failed_write_leaves_nothing(tmp_path):
 
 def test_killed_writer_leaves_nothing_that_opens(tmp_path):
     w = stoker.StoreWriter(tmp_path / "s", shard_size="8KB")
-    for i in range(1000):
+    for _ in range(1000):
         w.add({"x": np.zeros(64, np.uint8)})
     w.add_batch({"x": np.zeros((10, 64), np.uint8)})  # shards are on disk in the temporary directory now
     leftovers = list(tmp_path.iterdir())
