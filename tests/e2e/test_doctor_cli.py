@@ -19,9 +19,7 @@ class SlowDataset(Dataset):
     def __len__(self):
         return 48
     def __getitem__(self, i):
-        t = time.perf_counter()
-        while time.perf_counter() - t < 0.002:
-            pass
+        time.sleep(0.005)  # 48 rows: at least 0.24 s of data wait against a loop body of microseconds
         return torch.full((4,), float(i))
 
 for batch in DataLoader(SlowDataset(), batch_size=8):
@@ -30,12 +28,13 @@ print("done", flush=True)
 """
 
 COMPUTE_BOUND = """
-import torch
+import time, torch
 from torch.utils.data import DataLoader, TensorDataset
 w = torch.randn(256, 256)
 for (x,) in DataLoader(TensorDataset(torch.randn(48, 256)), batch_size=8):
-    for _ in range(80):
+    for _ in range(10):
         x = torch.tanh(x @ w)
+    time.sleep(0.05)  # at least 50 ms a step between fetches of 8 rows: a loaded machine cannot turn the verdict
 """
 
 CRASHES = """
@@ -60,7 +59,7 @@ import stoker
 stoker.write(sys.argv[1], {"x": np.arange(300, dtype=np.int64)})
 
 def slow_collate(batch):
-    time.sleep(0.01)
+    time.sleep(0.05)  # 6 batches: 0.3 s in collate against reads of 50 rows of a store
     return batch
 
 for batch in stoker.Loader(sys.argv[1], batch_size=50, num_workers=1, collate_fn=slow_collate):
@@ -96,8 +95,9 @@ class Busy(Dataset):
     def __getitem__(self, i):
         return sum(i * i for i in range(300_000))
 
-for _ in DataLoader(Busy(), batch_size=2, num_workers=2):
+for _ in DataLoader(Busy(), batch_size=2, num_workers=2, persistent_workers=True):
     time.sleep(0.001)
+time.sleep(0.5)  # the workers live on, idle, until sampled: a process that exits between samples loses that interval's CPU
 """
 
 
