@@ -3,6 +3,7 @@
 #               prints throughput beside the usual DataLoader recipes, then runs stoker doctor on a
 #               training script written the usual way
 #   make test   builds the venv and runs the test suite
+# make lint checks style (ruff lint + format) and types (mypy on src/); CI runs it before the tests.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -21,7 +22,7 @@ FFMPEG_LIBS ?= libavdevice59 libavfilter8 libavformat59 libavcodec59 libavutil57
 MOSAIC ?= mosaicml-streaming==0.13.0 torch==2.13.0 torchvision==0.28.0 "numpy<2.2" "tokenizers>=0.20"
 FFCV ?= ffcv==1.0.2 pillow
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +39,11 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks examples scripts
+	$(BIN)/ruff format --check src tests benchmarks examples scripts
+	$(BIN)/mypy
 
 .venv-peers/.installed: pyproject.toml
 	-dpkg -s $(FFMPEG_LIBS) >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(FFMPEG_LIBS)

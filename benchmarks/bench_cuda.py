@@ -70,7 +70,10 @@ def bench_h2d(results: list[Result], checks: dict, seconds: float) -> float:
     nbytes = BATCH * int(np.prod(IMG))
     dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     out = {}
-    for name, host in (("pinned", torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)), ("pageable", torch.empty(nbytes, dtype=torch.uint8))):
+    for name, host in (
+        ("pinned", torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)),
+        ("pageable", torch.empty(nbytes, dtype=torch.uint8)),
+    ):
         host.fill_(1)
         dev.copy_(host, non_blocking=True)
         torch.cuda.synchronize()
@@ -82,7 +85,9 @@ def bench_h2d(results: list[Result], checks: dict, seconds: float) -> float:
             reps += 10
         dt = time.perf_counter() - t0
         out[name] = reps * BATCH / dt
-        results.append(Result("bus: 256x224x224x3 uint8", f"H2D copy from {name} memory", out[name], reps * nbytes / dt / 1e6))
+        results.append(
+            Result("bus: 256x224x224x3 uint8", f"H2D copy from {name} memory", out[name], reps * nbytes / dt / 1e6)
+        )
     checks["h2d_pinned_GBps"] = out["pinned"] * np.prod(IMG) / 1e9
     return out["pinned"]
 
@@ -109,8 +114,15 @@ def bench_images(tmp: str, n: int, seconds: float, h2d: float, results: list[Res
     results.append(Result(w, f"stoker (default: {loader.num_workers} workers)", s, s * np.prod(IMG) / 1e6))
     best, best_dl = 0.0, None
     for workers in (4, 8, 12):
-        dl = torch.utils.data.DataLoader(MemmapImages(npy, n), batch_size=BATCH, shuffle=True, num_workers=workers, pin_memory=True,
-                                         persistent_workers=True, prefetch_factor=4)  # fmt: skip
+        dl = torch.utils.data.DataLoader(
+            MemmapImages(npy, n),
+            batch_size=BATCH,
+            shuffle=True,
+            num_workers=workers,
+            pin_memory=True,
+            persistent_workers=True,
+            prefetch_factor=4,
+        )
         r = device_rate(lambda dl=dl: to_device(dl, "cuda"), lambda b: len(b[1]), seconds)
         results.append(Result(w, f"torch DataLoader memmap w={workers} pin + .to()", r, r * np.prod(IMG) / 1e6))
         if r > best:
@@ -172,7 +184,6 @@ def bench_fed(makers: dict, step_ms: float, seconds: float, results: list[Result
 
 def bench_jpeg(data: Path, tmp: str, seconds: float, results: list[Result], checks: dict) -> None:
     from bench_vision import SeedImageFolder
-
     from stoker import vision
 
     photos = data / "images" / "photos"
@@ -190,7 +201,9 @@ def bench_jpeg(data: Path, tmp: str, seconds: float, results: list[Result], chec
     results.append(Result(w, f"stoker encoded store, CPU decode ({cpu.num_workers} threads)", s))
     checks["jpeg_stoker_cpu_decode"] = s
     try:
-        gpu = stoker.Loader(vision.ImageSource(enc.path, train, decode_device="cuda"), batch_size=128, shuffle=True, device="cuda")
+        gpu = stoker.Loader(
+            vision.ImageSource(enc.path, train, decode_device="cuda"), batch_size=128, shuffle=True, device="cuda"
+        )
         g = device_rate(lambda: gpu, count, seconds)
         results.append(Result(w, "stoker encoded store, nvJPEG decode", g))
         checks["jpeg_nvjpeg_vs_cpu_decode"] = g / s
@@ -198,8 +211,14 @@ def bench_jpeg(data: Path, tmp: str, seconds: float, results: list[Result], chec
         print(f"jpeg: nvJPEG path not measured: {exc}")
     best = 0.0
     for workers in (8, 14):
-        dl = torch.utils.data.DataLoader(SeedImageFolder(str(photos), 4), batch_size=128, shuffle=True, num_workers=workers,
-                                         pin_memory=True, persistent_workers=True)  # fmt: skip
+        dl = torch.utils.data.DataLoader(
+            SeedImageFolder(str(photos), 4),
+            batch_size=128,
+            shuffle=True,
+            num_workers=workers,
+            pin_memory=True,
+            persistent_workers=True,
+        )
         r = device_rate(lambda dl=dl: to_device(dl, "cuda"), count, seconds)
         results.append(Result(w, f"seed 002 (PIL per sample) DataLoader w={workers} pin + .to()", r))
         best = max(best, r)
@@ -222,7 +241,13 @@ def bench_text(data: Path, tmp: str, seconds: float, results: list[Result], chec
     st = stoker.text.Loader(store, batch_size=32, shuffle=True, device="cuda")
     results.append(Result(w, "stoker.text from a store", device_rate(lambda: st, count, seconds)))
     cpu = stoker.text.Loader(store, batch_size=32, shuffle=True)
-    results.append(Result(w.replace("cuda", "cpu"), "stoker.text from a store (CPU, for reference)", device_rate(lambda: cpu, count, seconds)))
+    results.append(
+        Result(
+            w.replace("cuda", "cpu"),
+            "stoker.text from a store (CPU, for reference)",
+            device_rate(lambda: cpu, count, seconds),
+        )
+    )
 
 
 def main() -> None:
@@ -230,7 +255,9 @@ def main() -> None:
     ap.add_argument("--data", default="data")
     ap.add_argument("--images", type=int, default=8000)
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--step-ms", default="20,5", help="simulated GPU step times for the 'fed' section (ms, comma-separated)")
+    ap.add_argument(
+        "--step-ms", default="20,5", help="simulated GPU step times for the 'fed' section (ms, comma-separated)"
+    )
     ap.add_argument("--json", default="results/cuda.json")
     args = ap.parse_args()
     if not torch.cuda.is_available():

@@ -25,9 +25,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine  # noqa: E402
-
 import stoker  # noqa: E402
+from common import machine  # noqa: E402
 
 WARM = 50  # steps run before each measured loop, bare or under the doctor (which starts its threads then)
 
@@ -80,12 +79,16 @@ def main() -> None:
     data = np.random.default_rng(0).standard_normal((4096, 128)).astype(np.float32)
     tmp = tempfile.mkdtemp(prefix="bench-doctor-")
     stoker.write(Path(tmp) / "s", {"x": data})
-    torch_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.from_numpy(data)), batch_size=64, shuffle=True)
+    torch_loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.from_numpy(data)), batch_size=64, shuffle=True
+    )
     contenders = {
         "torch DataLoader": lambda: torch_loader,
         "stoker.Loader": lambda: stoker.Loader(Path(tmp) / "s", batch_size=64, shuffle=True, num_workers=1),
     }
-    print(f"{machine()}; torch {torch.__version__}; step = {reps} matmuls 64x128x128 (~1 ms), {args.steps} steps x {args.rounds} rounds")
+    print(
+        f"{machine()}; torch {torch.__version__}; step = {reps} matmuls 64x128x128 (~1 ms), {args.steps} steps x {args.rounds} rounds"
+    )
     print(f"\n{'loader (measure, round)':<32} {'bare ms/step':>13} {'doctor ms/step':>15} {'doctor/bare':>12}")
     for name, make in contenders.items():
         run_loop(make, 50, w, reps)  # warm-up
@@ -99,7 +102,11 @@ def main() -> None:
             seen = sum(ld["steps"] for ld in report.loaders)
             if seen < args.steps + WARM:
                 raise SystemExit(f"the doctor saw {seen} steps of {args.steps}")
-        for label, i, pick in (("wall, best", 0, min), ("wall, median", 0, statistics.median), ("CPU, median", 1, statistics.median)):
+        for label, i, pick in (
+            ("wall, best", 0, min),
+            ("wall, median", 0, statistics.median),
+            ("CPU, median", 1, statistics.median),
+        ):
             b, d = pick(x[i] for x in bare), pick(x[i] for x in doc)
             print(f"{name + ' (' + label + ')':<32} {1000 * b:>13.3f} {1000 * d:>15.3f} {d / b:>11.3f}x")
     print(f"\n{'no compute: added per step':<32} {'bare us/step':>13} {'doctor us/step':>15} {'added us':>12}")
@@ -113,7 +120,9 @@ def main() -> None:
                 doc.append(run_loop(make, 5 * args.steps, w, 0))
         for label, i, pick in (("wall, best", 0, min), ("CPU, median", 1, statistics.median)):
             b, d = pick(x[i] for x in bare), pick(x[i] for x in doc)
-            print(f"{name + ' (' + label + ')':<32} {1e6 * b:>13.1f} {1e6 * d:>15.1f} {1e6 * (d - b):>12.1f}  = {100 * (d - b) / 0.001:.2f} % of a 1 ms step")
+            print(
+                f"{name + ' (' + label + ')':<32} {1e6 * b:>13.1f} {1e6 * d:>15.1f} {1e6 * (d - b):>12.1f}  = {100 * (d - b) / 0.001:.2f} % of a 1 ms step"
+            )
 
 
 if __name__ == "__main__":

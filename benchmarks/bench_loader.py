@@ -113,7 +113,14 @@ def bench_images(tmp: str, n: int, seconds: float, results: list[Result], checks
     results.append(Result("images 224 uint8 / b256", f"stoker (default: {loader.num_workers} workers)", sps, mbs))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
-        dl = torch.utils.data.DataLoader(MemmapImages(npy, n), batch_size=batch, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)
+        dl = torch.utils.data.DataLoader(
+            MemmapImages(npy, n),
+            batch_size=batch,
+            shuffle=True,
+            num_workers=2,
+            pin_memory=True,
+            persistent_workers=True,
+        )
         dsps, dmbs = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds, nbytes=lambda b: b[0].nbytes)
     results.append(Result("images 224 uint8 / b256", "torch DataLoader memmap w=2 pin", dsps, dmbs))
     checks["images_vs_memcpy"] = sps / memcpy
@@ -127,7 +134,11 @@ def bench_tokens(tmp: str, n: int, seconds: float, results: list[Result], checks
     lengths = token_lengths(n, rng)
     rows = [rng.integers(1000, 30000, size=k, dtype=np.int32) for k in lengths]
     path = os.path.join(tmp, "tokens")
-    stoker.write(path, {"ids": rows, "label": rng.integers(0, 2, size=n)}, {"ids": stoker.Sequence("int32"), "label": stoker.Scalar("int64")})
+    stoker.write(
+        path,
+        {"ids": rows, "label": rng.integers(0, 2, size=n)},
+        {"ids": stoker.Sequence("int32"), "label": stoker.Scalar("int64")},
+    )
     ds = stoker.open(path)
     batch = 32
     loader = stoker.Loader(ds, batch_size=batch, shuffle=True)  # default workers: inline for small batches
@@ -142,9 +153,14 @@ def bench_tokens(tmp: str, n: int, seconds: float, results: list[Result], checks
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
         dl = torch.utils.data.DataLoader(
-            MemmapTokens(os.path.join(tmp, "ids.npy"), os.path.join(tmp, "offsets.npy")), batch_size=batch, shuffle=True,
-            num_workers=2, pin_memory=True, collate_fn=pad_collate, persistent_workers=True,
-        )  # fmt: skip
+            MemmapTokens(os.path.join(tmp, "ids.npy"), os.path.join(tmp, "offsets.npy")),
+            batch_size=batch,
+            shuffle=True,
+            num_workers=2,
+            pin_memory=True,
+            collate_fn=pad_collate,
+            persistent_workers=True,
+        )
         dsps, _ = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds)
     results.append(Result("token ids (mean ~20) / b32", "torch DataLoader memmap w=2 pin", dsps))
     checks["tokens_samples_per_s"] = sps
@@ -173,23 +189,36 @@ def bench_tensordataset(seconds: float, results: list[Result], checks: dict) -> 
     """The seeds' TensorDataset loops (seed 003: float32 3x224x224, batches of 64; seed 002: float32
     rows of 100, batches of 64), shuffled, as the seeds write them and through stoker.Loader."""
     gen = torch.Generator().manual_seed(0)
-    for name, shape, n in (("seed 003: float32 3x224x224 / b64", (3, 224, 224), 2000), ("seed 002: float32 x100 / b64", (100,), 100_000)):
-        ds = torch.utils.data.TensorDataset(torch.randn((n, *shape), generator=gen), torch.randint(0, 10, (n,), generator=gen))
+    for name, shape, n in (
+        ("seed 003: float32 3x224x224 / b64", (3, 224, 224), 2000),
+        ("seed 002: float32 x100 / b64", (100,), 100_000),
+    ):
+        ds = torch.utils.data.TensorDataset(
+            torch.randn((n, *shape), generator=gen), torch.randint(0, 10, (n,), generator=gen)
+        )
         count = lambda b: len(b[1])  # noqa: E731
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # pin_memory without CUDA
             contenders = {
-                "torch DataLoader w=2 pin (the seeds)": torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True),
+                "torch DataLoader w=2 pin (the seeds)": torch.utils.data.DataLoader(
+                    ds, batch_size=64, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True
+                ),
                 "torch DataLoader w=0": torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True),
-                "before: __getitem__ in processes (stoker 0a23386)": stoker.Loader(_OwnGetitem(*ds.tensors), batch_size=64, shuffle=True, num_workers=2, persistent_workers=True),
+                "before: __getitem__ in processes (stoker 0a23386)": stoker.Loader(
+                    _OwnGetitem(*ds.tensors), batch_size=64, shuffle=True, num_workers=2, persistent_workers=True
+                ),
                 "stoker.Loader(TensorDataset)": stoker.Loader(ds, batch_size=64, shuffle=True),
-            }  # fmt: skip
+            }
             rates = {k: rate(lambda v=v: v, count, seconds=seconds)[0] for k, v in contenders.items()}
         for k, r in rates.items():
             results.append(Result(name, k, r))
         key = "tensordataset_" + name.split(":")[0].replace(" ", "")
-        checks[key + "_vs_seed_loop"] = rates["stoker.Loader(TensorDataset)"] / rates["torch DataLoader w=2 pin (the seeds)"]
-        checks[key + "_vs_best_dataloader"] = rates["stoker.Loader(TensorDataset)"] / max(rates["torch DataLoader w=2 pin (the seeds)"], rates["torch DataLoader w=0"])
+        checks[key + "_vs_seed_loop"] = (
+            rates["stoker.Loader(TensorDataset)"] / rates["torch DataLoader w=2 pin (the seeds)"]
+        )
+        checks[key + "_vs_best_dataloader"] = rates["stoker.Loader(TensorDataset)"] / max(
+            rates["torch DataLoader w=2 pin (the seeds)"], rates["torch DataLoader w=0"]
+        )
 
 
 def main() -> None:

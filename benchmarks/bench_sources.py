@@ -156,7 +156,9 @@ def back_free_memory(nbytes: int) -> None:
     del block
 
 
-def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: int = 7, kind: str = "contiguous") -> None:
+def bench_convert(
+    tmp: str, h5: str, results: list[Result], checks: dict, runs: int = 7, kind: str = "contiguous"
+) -> None:
     """``kind``: the file's layout, in the row names. Rates are bytes of data (rows x row bytes) per second.
 
     Cold: the HDF5 file dropped from the page cache before each run (a file is converted once,
@@ -206,20 +208,59 @@ def bench_convert(tmp: str, h5: str, results: list[Result], checks: dict, runs: 
         read, conv, write = (float(np.median(v)) for v in (reads, convs, writes))
         paired = float(np.median(np.array(convs) / np.array(reads)))
         figures[temp] = (read, conv, write, paired)
-        runs_mb = {"h5py_read": [r / 1e6 for r in reads], "convert": [c / 1e6 for c in convs], "write_limit": [w / 1e6 for w in writes]}
-        results.append(Result(f"convert hdf5 ({kind}), {temp} file", f"stoker ({writers} writer threads)", conv / 3080, conv / 1e6, {"runs_MBps": runs_mb["convert"], "sys_s": sys_s}))
-        results.append(Result(f"convert hdf5 ({kind}), {temp} file", "h5py sequential read (64 MB slabs, reused buffer)", read / 3080, read / 1e6, {"runs_MBps": runs_mb["h5py_read"]}))
-        results.append(Result(f"convert hdf5 ({kind}), {temp} file", f"write limit: plain write() of as many bytes, {writers} files at once", write / 3080, write / 1e6, {"runs_MBps": runs_mb["write_limit"]}))
+        runs_mb = {
+            "h5py_read": [r / 1e6 for r in reads],
+            "convert": [c / 1e6 for c in convs],
+            "write_limit": [w / 1e6 for w in writes],
+        }
+        results.append(
+            Result(
+                f"convert hdf5 ({kind}), {temp} file",
+                f"stoker ({writers} writer threads)",
+                conv / 3080,
+                conv / 1e6,
+                {"runs_MBps": runs_mb["convert"], "sys_s": sys_s},
+            )
+        )
+        results.append(
+            Result(
+                f"convert hdf5 ({kind}), {temp} file",
+                "h5py sequential read (64 MB slabs, reused buffer)",
+                read / 3080,
+                read / 1e6,
+                {"runs_MBps": runs_mb["h5py_read"]},
+            )
+        )
+        results.append(
+            Result(
+                f"convert hdf5 ({kind}), {temp} file",
+                f"write limit: plain write() of as many bytes, {writers} files at once",
+                write / 3080,
+                write / 1e6,
+                {"runs_MBps": runs_mb["write_limit"]},
+            )
+        )
         if cached:
             print(f"convert, cold: share of the file in the page cache before each cold run: max {max(cached):.1%}")
-        print(f"convert, {temp}: per-run MB/s " + "; ".join(f"{k} " + ", ".join(f"{x:,.0f}" for x in v) for k, v in runs_mb.items()))
+        print(
+            f"convert, {temp}: per-run MB/s "
+            + "; ".join(f"{k} " + ", ".join(f"{x:,.0f}" for x in v) for k, v in runs_mb.items())
+        )
         print(f"convert, {temp}: system CPU seconds per conversion " + ", ".join(f"{x:.2f}" for x in sys_s))
     for temp, (read, conv, write, paired) in figures.items():
         checks[f"convert_{'' if kind == 'contiguous' else kind + '_'}vs_h5py_read_{temp}"] = {
-            "ratio": paired, "ratio_of_medians": conv / read, "target": 0.7, "pass": paired >= 0.7, "read_MBps": read / 1e6, "convert_MBps": conv / 1e6,
-            "write_limit_MBps": write / 1e6, "write_limit_vs_read": write / read, "convert_vs_write_limit": conv / write,
-            "writers": writers, "runs": runs,
-        }  # fmt: skip
+            "ratio": paired,
+            "ratio_of_medians": conv / read,
+            "target": 0.7,
+            "pass": paired >= 0.7,
+            "read_MBps": read / 1e6,
+            "convert_MBps": conv / 1e6,
+            "write_limit_MBps": write / 1e6,
+            "write_limit_vs_read": write / read,
+            "convert_vs_write_limit": conv / write,
+            "writers": writers,
+            "runs": runs,
+        }
 
 
 def gzip_copy(h5: str, path: str, rows: int) -> int:
@@ -227,7 +268,9 @@ def gzip_copy(h5: str, path: str, rows: int) -> int:
     import h5py
 
     with h5py.File(h5, "r") as f, h5py.File(path, "w") as g:
-        data = g.create_dataset("data", (rows, *IMG), np.uint8, chunks=(64, *IMG), compression="gzip", compression_opts=1)
+        data = g.create_dataset(
+            "data", (rows, *IMG), np.uint8, chunks=(64, *IMG), compression="gzip", compression_opts=1
+        )
         labels = g.create_dataset("labels", (rows,), np.int64, chunks=(4096,), compression="gzip", compression_opts=1)
         for a in range(0, rows, 50_000):
             b = min(a + 50_000, rows)
@@ -241,8 +284,10 @@ def seed_rate(h5: str, seconds: float, cores: int) -> float:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dl = torch.utils.data.DataLoader(SeedHDF5Dataset(h5), batch_size=256, shuffle=True, num_workers=cores, persistent_workers=True)
-        seed = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds)[0]
+        dl = torch.utils.data.DataLoader(
+            SeedHDF5Dataset(h5), batch_size=256, shuffle=True, num_workers=cores, persistent_workers=True
+        )
+        seed = rate(lambda: dl, lambda b: len(b[1]), seconds=seconds)[0]  # noqa: F821 (dl is deleted after)
         del dl
     return seed
 
@@ -257,13 +302,28 @@ def bench_hdf5(h5: str, gz: str, seconds: float, results: list[Result], checks: 
         src = stoker.sources.HDF5(h5, "data,labels", mmap=mmap)
         loader = stoker.Loader(src, batch_size=256, shuffle=shuffle)
         name = f"stoker HDF5 source, shuffle={shuffle}" + ("" if mmap else ", mmap=False (h5py reads)")
-        contenders[name] = rate(lambda: loader, count, seconds=seconds)[0]
+        contenders[name] = rate(lambda loader=loader: loader, count, seconds=seconds)[0]
     seed = seed_rate(h5, seconds, cores)
     base = contenders["stoker HDF5 source, shuffle=True"]
     for name, r in contenders.items():
-        results.append(Result("hdf5 batches of 256", "stoker" if name == "stoker HDF5 source, shuffle=True" else name, r, r * 3080 / 1e6))
-    results.append(Result("hdf5 batches of 256", f"seed 003: h5py per index, DataLoader({cores} workers)", seed, seed * 3080 / 1e6))
-    checks["hdf5_vs_seed003"] = {"ratio": base / seed, "target": 5.0, "pass": base / seed >= 5.0, "stoker_global": base, "seed": seed}
+        results.append(
+            Result(
+                "hdf5 batches of 256",
+                "stoker" if name == "stoker HDF5 source, shuffle=True" else name,
+                r,
+                r * 3080 / 1e6,
+            )
+        )
+    results.append(
+        Result("hdf5 batches of 256", f"seed 003: h5py per index, DataLoader({cores} workers)", seed, seed * 3080 / 1e6)
+    )
+    checks["hdf5_vs_seed003"] = {
+        "ratio": base / seed,
+        "target": 5.0,
+        "pass": base / seed >= 5.0,
+        "stoker_global": base,
+        "seed": seed,
+    }
 
     # The same rows gzip-compressed in chunks of 64 rows: no memory map possible; stoker decodes
     # chunks itself (hdf5_chunks.py), the seed through h5py. Random bytes do not compress, so
@@ -273,14 +333,19 @@ def bench_hdf5(h5: str, gz: str, seconds: float, results: list[Result], checks: 
     mine = {}
     for shuffle in (True, "block"):
         loader = stoker.Loader(stoker.sources.HDF5(gz, "data,labels"), batch_size=256, shuffle=shuffle)
-        mine[shuffle] = rate(lambda: loader, count, seconds=seconds)[0]
+        mine[shuffle] = rate(lambda loader=loader: loader, count, seconds=seconds)[0]
         results.append(Result(where, f"stoker, shuffle={shuffle}", mine[shuffle], mine[shuffle] * 3080 / 1e6))
     seed_gz = seed_rate(gz, seconds, cores)
-    results.append(Result(where, f"seed 003: h5py per index, DataLoader({cores} workers)", seed_gz, seed_gz * 3080 / 1e6))
+    results.append(
+        Result(where, f"seed 003: h5py per index, DataLoader({cores} workers)", seed_gz, seed_gz * 3080 / 1e6)
+    )
     checks["hdf5_gzip_vs_seed003"] = {
-        "ratio": mine[True] / seed_gz, "target": None, "pass": None, "block_ratio": mine["block"] / seed_gz,
+        "ratio": mine[True] / seed_gz,
+        "target": None,
+        "pass": None,
+        "block_ratio": mine["block"] / seed_gz,
         "note": "global shuffle decodes one 64-row chunk per row for every contender; block shuffle decodes each chunk about once per window",
-    }  # fmt: skip
+    }
 
 
 def h5_rows(h5: str) -> int:
@@ -319,7 +384,7 @@ def ltr_child(store: str, seconds: float, out: str) -> None:
     for shuffle in ("block", True, False):
         drop_cache(store)
         loader = stoker.Loader(ds, batch_size=256, shuffle=shuffle)
-        r = rate(lambda: loader, lambda b: len(b["label"]), seconds=seconds, warmup=0)[0]
+        r = rate(lambda loader=loader: loader, lambda b: len(b["label"]), seconds=seconds, warmup=0)[0]
         report[str(shuffle)] = {"samples_per_s": r, "MBps": r * row / 1e6}
     Path(out).write_text(json.dumps(report))
 
@@ -331,11 +396,15 @@ def bench_ltr(tmp: str, gb: float, limit_mb: int, seconds: float, results: list[
     rows = int(gb * 2**30 / 3080)
     store = os.path.join(tmp, "ltr")
     per = 100_000
-    with stoker.StoreWriter(store, {"image": stoker.Tensor("uint8", IMG), "label": stoker.Scalar("int64")}, shard_size="256MB") as w:
+    with stoker.StoreWriter(
+        store, {"image": stoker.Tensor("uint8", IMG), "label": stoker.Scalar("int64")}, shard_size="256MB"
+    ) as w:
         rng = np.random.default_rng(1)
         for a in range(0, rows, per):
             b = min(a + per, rows)
-            w.add_batch({"image": rng.integers(0, 255, (b - a, *IMG), dtype=np.uint8), "label": np.arange(a, b) * 10 // rows})
+            w.add_batch(
+                {"image": rng.integers(0, 255, (b - a, *IMG), dtype=np.uint8), "label": np.arange(a, b) * 10 // rows}
+            )
     size = stoker.open(store).nbytes
     drop_cache(store)
     method = "posix_fadvise(DONTNEED) before each run only (no cgroup: not root or no v1 memory controller)"
@@ -350,7 +419,11 @@ def bench_ltr(tmp: str, gb: float, limit_mb: int, seconds: float, results: list[
         pass
     out = os.path.join(tmp, "ltr.json")
     try:
-        subprocess.run([sys.executable, __file__, "--ltr-child", store, "--seconds", str(seconds), "--json", out], check=True, preexec_fn=preexec)
+        subprocess.run(
+            [sys.executable, __file__, "--ltr-child", store, "--seconds", str(seconds), "--json", out],
+            check=True,
+            preexec_fn=preexec,
+        )
         peak = int((CGROUP / "memory.max_usage_in_bytes").read_text()) if preexec else None
     finally:
         if preexec:
@@ -365,13 +438,24 @@ def bench_ltr(tmp: str, gb: float, limit_mb: int, seconds: float, results: list[
     ratio = report["block"]["samples_per_s"] / report["True"]["samples_per_s"]
     labels = np.arange(rows) * 10 // rows
     quality = {}
-    for name, kw in (("global", {"order": "global"}), ("block (4096 rows x window 16)", {"order": "block"}), ("block (4096 rows x window 64)", {"order": "block", "window": 64}), ("sequential", {"order": "sequential"})):
+    for name, kw in (
+        ("global", {"order": "global"}),
+        ("block (4096 rows x window 16)", {"order": "block"}),
+        ("block (4096 rows x window 64)", {"order": "block", "window": 64}),
+        ("sequential", {"order": "sequential"}),
+    ):
         quality[name] = label_mix(Sampler(rows, **kw).global_order(0), labels, 256)
     checks["ltr_block_vs_global"] = {
-        "ratio": ratio, "target": 3.0, "pass": ratio >= 3.0, "store_GiB": size / 2**30, "memory_limit_MiB": limit_mb,
-        "store_over_limit": size / (limit_mb * 2**20), "peak_cgroup_MiB": None if peak is None else peak / 2**20, "method": method,
+        "ratio": ratio,
+        "target": 3.0,
+        "pass": ratio >= 3.0,
+        "store_GiB": size / 2**30,
+        "memory_limit_MiB": limit_mb,
+        "store_over_limit": size / (limit_mb * 2**20),
+        "peak_cgroup_MiB": None if peak is None else peak / 2**20,
+        "method": method,
         "label_mix_tv": quality,
-    }  # fmt: skip
+    }
     shutil.rmtree(store)
 
 
@@ -395,11 +479,15 @@ def main() -> None:
     try:
         h5 = os.path.join(tmp, "data.h5")
         size = write_h5(h5, args.rows)
-        print(f"HDF5 file: {args.rows:,} rows of uint8{list(IMG)} + int64 label, {size / 2**20:,.0f} MiB (contiguous layout)")
+        print(
+            f"HDF5 file: {args.rows:,} rows of uint8{list(IMG)} + int64 label, {size / 2**20:,.0f} MiB (contiguous layout)"
+        )
         gz = os.path.join(tmp, "data-gzip.h5")
         if not {"convert", "hdf5"} <= skip:
             gzip_copy(h5, gz, min(200_000, args.rows))
-            print(f"gzip-chunked copy: the first {min(200_000, args.rows):,} rows, 64 rows a chunk, {os.path.getsize(gz) / 2**20:,.0f} MiB")
+            print(
+                f"gzip-chunked copy: the first {min(200_000, args.rows):,} rows, 64 rows a chunk, {os.path.getsize(gz) / 2**20:,.0f} MiB"
+            )
         if "convert" not in skip:
             bench_convert(tmp, h5, results, checks)
             bench_convert(tmp, gz, results, checks, kind="gzip-chunked")
@@ -416,13 +504,18 @@ def main() -> None:
     print()
     for name, c in checks.items():
         if c["target"] is None:
-            print(f"{name:<24} {c['ratio']:6.2f}x  (no target)" + (f"; block shuffle {c['block_ratio']:.2f}x" if "block_ratio" in c else ""))
+            print(
+                f"{name:<24} {c['ratio']:6.2f}x  (no target)"
+                + (f"; block shuffle {c['block_ratio']:.2f}x" if "block_ratio" in c else "")
+            )
             continue
         verdict = "PASS" if c["pass"] else "MISS"
         print(f"{name:<24} {c['ratio']:6.2f}x  (target >= {c['target']}x)  {verdict}")
         if "write_limit_vs_read" in c:
             print(f"  median of {c['runs']} paired runs; ratio of the medians {c['ratio_of_medians']:.2f}x")
-            print(f"  write limit / h5py read {c['write_limit_vs_read']:.2f}x; conversion / write limit {c['convert_vs_write_limit']:.2f}x")
+            print(
+                f"  write limit / h5py read {c['write_limit_vs_read']:.2f}x; conversion / write limit {c['convert_vs_write_limit']:.2f}x"
+            )
     if "ltr_block_vs_global" in checks:
         c = checks["ltr_block_vs_global"]
         peak = f", peak {c['peak_cgroup_MiB']:.0f} MiB" if c["peak_cgroup_MiB"] else ""

@@ -55,9 +55,14 @@ class Seed000Dataset(torch.utils.data.Dataset):
 
     def __getitem__(self, index):
         enc = self.tokenizer(
-            self.texts[index], add_special_tokens=True, max_length=self.max_len, padding="max_length",
-            truncation=True, return_attention_mask=True, return_tensors="pt",
-        )  # fmt: skip
+            self.texts[index],
+            add_special_tokens=True,
+            max_length=self.max_len,
+            padding="max_length",
+            truncation=True,
+            return_attention_mask=True,
+            return_tensors="pt",
+        )
         return enc["input_ids"].squeeze(0), enc["attention_mask"].squeeze(0)
 
 
@@ -86,19 +91,26 @@ def read_tsv_texts(path: Path) -> list[str]:
     return [t for t in (line.split("\t", 1)[1] for line in lines if "\t" in line) if t.strip()]
 
 
-def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: float, results: list[Result], checks: dict) -> None:
+def bench_one(
+    name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: float, results: list[Result], checks: dict
+) -> None:
     from transformers import BertTokenizerFast
 
     print(f"\n== {name}: {len(texts):,} texts, mean {np.mean([len(t) for t in texts]):.0f} characters", flush=True)
     tok = stoker.text.resolve("bert-base-uncased", max_length=MAX_LENGTH)
     lengths = tok.encode(texts).ids.lengths
     raw = stoker.text.resolve("bert-base-uncased").encode(texts).ids.lengths
-    print(f"   tokens per text: mean {raw.mean():.1f}, {np.mean(raw > MAX_LENGTH):.1%} longer than {MAX_LENGTH}", flush=True)
+    print(
+        f"   tokens per text: mean {raw.mean():.1f}, {np.mean(raw > MAX_LENGTH):.1%} longer than {MAX_LENGTH}",
+        flush=True,
+    )
 
     ref = BertTokenizerFast.from_pretrained(str(vocab_dir))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dl = torch.utils.data.DataLoader(Seed000Dataset(texts, ref, MAX_LENGTH), batch_size=BATCH, shuffle=True, num_workers=2)
+        dl = torch.utils.data.DataLoader(
+            Seed000Dataset(texts, ref, MAX_LENGTH), batch_size=BATCH, shuffle=True, num_workers=2
+        )
         seed_rate, _ = rate(lambda: dl, lambda b: len(b[0]), seconds=seconds)
     results.append(Result(name, "seed 000 pattern", seed_rate))
 
@@ -120,7 +132,10 @@ def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: f
             n, dt = run(seconds / ROUNDS)
             totals[key][0] += n
             totals[key][1] += dt
-    bare = {m: totals[f"bare tokenizers {m}"][0] / totals[f"bare tokenizers {m}"][1] for m in ("encode_batch", "encode_batch_fast")}
+    bare = {
+        m: totals[f"bare tokenizers {m}"][0] / totals[f"bare tokenizers {m}"][1]
+        for m in ("encode_batch", "encode_batch_fast")
+    }
     fly_rate = totals["stoker on the fly"][0] / totals["stoker on the fly"][1]
     plain_rate = totals["stoker on the fly, no bucketing"][0] / totals["stoker on the fly, no bucketing"][1]
     for key, (n, dt) in totals.items():
@@ -133,7 +148,9 @@ def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: f
     stored = stoker.text.Loader(store, batch_size=BATCH, shuffle=True)
     inline = stoker.text.Loader(store, batch_size=BATCH, shuffle=True, num_workers=0)
     store_totals = {"default": [0, 0.0], "inline": [0, 0.0]}
-    for _ in range(ROUNDS):  # alternate: tiny batches from a store are Python-bound, so load from others hits both alike
+    for _ in range(
+        ROUNDS
+    ):  # alternate: tiny batches from a store are Python-bound, so load from others hits both alike
         for key, loader in (("default", stored), ("inline", inline)):
             n, dt = loader_passes(loader)(seconds / ROUNDS)
             store_totals[key][0] += n
@@ -160,16 +177,30 @@ def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: f
     print(f"   {'contender':<36} {'texts/s':>10}  ratio")
     rows = [
         ("bare tokenizers encode_batch", bare["encode_batch"], "1.00x (baseline)"),
-        ("bare tokenizers encode_batch_fast", bare["encode_batch_fast"], f"{bare['encode_batch_fast'] / bare['encode_batch']:.2f}x bare"),
+        (
+            "bare tokenizers encode_batch_fast",
+            bare["encode_batch_fast"],
+            f"{bare['encode_batch_fast'] / bare['encode_batch']:.2f}x bare",
+        ),
         ("seed 000 pattern", seed_rate, f"{seed_rate / bare['encode_batch']:.2f}x bare"),
-        ("stoker on the fly (bucketing)", fly_rate, f"{fly_rate / bare['encode_batch']:.2f}x bare, {fly_rate / seed_rate:.1f}x seed"),
-        ("stoker on the fly (no bucketing)", plain_rate, f"{plain_rate / bare['encode_batch']:.2f}x bare, {plain_rate / seed_rate:.1f}x seed"),
+        (
+            "stoker on the fly (bucketing)",
+            fly_rate,
+            f"{fly_rate / bare['encode_batch']:.2f}x bare, {fly_rate / seed_rate:.1f}x seed",
+        ),
+        (
+            "stoker on the fly (no bucketing)",
+            plain_rate,
+            f"{plain_rate / bare['encode_batch']:.2f}x bare, {plain_rate / seed_rate:.1f}x seed",
+        ),
         ("stoker from store", store_rate, f"{store_rate / seed_rate:.0f}x seed"),
         ("stoker from store, num_workers=0", inline_rate, f"{inline_rate / seed_rate:.0f}x seed"),
     ]
     for label, r, ratio in rows:
         print(f"   {label:<36} {r:>10,.0f}  {ratio}")
-    print(f"   (on-the-fly setup incl. the length pass for bucketing: {setup:.2f} s; conversion to a store: {convert_s:.2f} s)")
+    print(
+        f"   (on-the-fly setup incl. the length pass for bucketing: {setup:.2f} s; conversion to a store: {convert_s:.2f} s)"
+    )
     print("   padded share of the tokens sent:")
     for label, f in fractions.items():
         print(f"     {label:<44} {f:6.1%}")
@@ -183,9 +214,11 @@ def bench_one(name: str, texts: list[str], vocab_dir: Path, tmp: str, seconds: f
         "padded_fraction": {k: round(float(v), 4) for k, v in fractions.items()},
     }
     verdict = lambda ok: "PASS" if ok else "MISS"  # noqa: E731
-    print(f"   targets: on the fly >= 0.9x bare: {on_fly:.2f}x {verdict(on_fly >= 0.9)}; store >= 200x seed: "
-          f"{store_rate / seed_rate:.0f}x {verdict(store_rate / seed_rate >= 200)}; bucketed padding (multiple 1) <= 5 %: "
-          f"{fractions['stoker, bucketing, multiple of 1']:.1%} {verdict(fractions['stoker, bucketing, multiple of 1'] <= 0.05)}")
+    print(
+        f"   targets: on the fly >= 0.9x bare: {on_fly:.2f}x {verdict(on_fly >= 0.9)}; store >= 200x seed: "
+        f"{store_rate / seed_rate:.0f}x {verdict(store_rate / seed_rate >= 200)}; bucketed padding (multiple 1) <= 5 %: "
+        f"{fractions['stoker, bucketing, multiple of 1']:.1%} {verdict(fractions['stoker, bucketing, multiple of 1'] <= 0.05)}"
+    )
 
 
 def main() -> None:
@@ -205,7 +238,15 @@ def main() -> None:
         vocab_dir.mkdir()
         (vocab_dir / "vocab.txt").write_bytes((data / "vocab.txt").read_bytes())
         bench_one("friends lines", read_tsv_texts(data / "friends.tsv"), vocab_dir, tmp, args.seconds, results, checks)
-        bench_one("20 newsgroups docs", read_tsv_texts(data / "20news-train.tsv"), vocab_dir, tmp, args.seconds, results, checks)
+        bench_one(
+            "20 newsgroups docs",
+            read_tsv_texts(data / "20news-train.tsv"),
+            vocab_dir,
+            tmp,
+            args.seconds,
+            results,
+            checks,
+        )
     if args.json:
         save(results, args.json, checks)
 

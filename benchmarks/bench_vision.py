@@ -48,7 +48,11 @@ class SeedImageFolder(torch.utils.data.Dataset):
 
     def __init__(self, root: str, repeat: int = 1) -> None:
         classes = sorted(d.name for d in os.scandir(root) if d.is_dir())
-        self.samples = [(os.path.join(root, c, f), i) for i, c in enumerate(classes) for f in sorted(os.listdir(os.path.join(root, c)))] * repeat
+        self.samples = [
+            (os.path.join(root, c, f), i)
+            for i, c in enumerate(classes)
+            for f in sorted(os.listdir(os.path.join(root, c)))
+        ] * repeat
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -88,8 +92,10 @@ def main() -> None:
     res = stoker.convert.images(photos, os.path.join(tmp, "resized"), mode="resized", size=224)
     t_res = time.perf_counter() - t0
     sizes = [probe(b) for b in stoker.open(enc.path).gather(np.arange(min(200, enc.rows)), ["image"])["image"]]
-    print(f"data: {enc.rows} real photos from plasma-workspace-wallpapers, median {int(np.median([s.width for s in sizes]))}x"
-          f"{int(np.median([s.height for s in sizes]))} px; convert encoded {enc.rows / t_enc:,.0f} img/s, resized {res.rows / t_res:,.0f} img/s")
+    print(
+        f"data: {enc.rows} real photos from plasma-workspace-wallpapers, median {int(np.median([s.width for s in sizes]))}x"
+        f"{int(np.median([s.height for s in sizes]))} px; convert encoded {enc.rows / t_enc:,.0f} img/s, resized {res.rows / t_res:,.0f} img/s"
+    )
 
     results: list[Result] = []
     count = lambda b: len(b[1]) if isinstance(b, (list, tuple)) else len(b["label"])  # noqa: E731
@@ -101,16 +107,36 @@ def main() -> None:
     train = [vision.RandomResizedCrop(224), vision.RandomHorizontalFlip()]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
-        dl = torch.utils.data.DataLoader(SeedImageFolder(str(photos), args.repeat), batch_size=BATCH, shuffle=True, num_workers=2,
-                                         pin_memory=True, persistent_workers=True)  # fmt: skip
+        dl = torch.utils.data.DataLoader(
+            SeedImageFolder(str(photos), args.repeat),
+            batch_size=BATCH,
+            shuffle=True,
+            num_workers=2,
+            pin_memory=True,
+            persistent_workers=True,
+        )
         contenders = {
-            "seed 002: ImageFolder+PIL, DataLoader(2 workers, pin)": lambda: rate(lambda: dl, count, seconds=args.seconds)[0],
-            "1 thread: stoker's per-image work (DCT-scaled decode)": lambda: one_thread_images(blobs, args.seconds, False),
+            "seed 002: ImageFolder+PIL, DataLoader(2 workers, pin)": lambda: rate(
+                lambda: dl,  # noqa: F821 (dl is deleted after the runs)
+                count,
+                seconds=args.seconds,
+            )[0],
+            "1 thread: stoker's per-image work (DCT-scaled decode)": lambda: one_thread_images(
+                blobs, args.seconds, False
+            ),
             "1 thread: full simplejpeg decode + resize to 224": lambda: one_thread_images(blobs, args.seconds, True),
-            "stoker encoded store, uint8 (Normalize on the GPU)": lambda: rate(lambda: loader(enc.path, train), count, seconds=args.seconds)[0],
-            "stoker encoded store, Normalize on the CPU": lambda: rate(lambda: loader(enc.path, train + [vision.Normalize()]), count, seconds=args.seconds)[0],
-            "stoker resized store, uint8 (Normalize on the GPU)": lambda: rate(lambda: loader(res.path, None), count, seconds=args.seconds)[0],
-            "stoker resized store, Normalize on the CPU": lambda: rate(lambda: loader(res.path, [vision.Normalize()]), count, seconds=args.seconds)[0],
+            "stoker encoded store, uint8 (Normalize on the GPU)": lambda: rate(
+                lambda: loader(enc.path, train), count, seconds=args.seconds
+            )[0],
+            "stoker encoded store, Normalize on the CPU": lambda: rate(
+                lambda: loader(enc.path, train + [vision.Normalize()]), count, seconds=args.seconds
+            )[0],
+            "stoker resized store, uint8 (Normalize on the GPU)": lambda: rate(
+                lambda: loader(res.path, None), count, seconds=args.seconds
+            )[0],
+            "stoker resized store, Normalize on the CPU": lambda: rate(
+                lambda: loader(res.path, [vision.Normalize()]), count, seconds=args.seconds
+            )[0],
         }
         # Interleaved rounds, median per contender: the load other processes put on the machine drifts.
         samples: dict[str, list[float]] = {name: [] for name in contenders}
@@ -128,6 +154,7 @@ def main() -> None:
     single = medians[list(medians)[1]]
 
     limit = cores * single
+
     # Ratios per round (contenders measured minutes apart see different loads), then their median.
     def ratio(a: str, b: str, scale: float = 1.0) -> float:
         return float(np.median([x / (y * scale) for x, y in zip(samples[a], samples[b])]))
@@ -135,11 +162,15 @@ def main() -> None:
     names = list(samples)
     seed_n, single_n, enc_n, encf_n, res_n, resf_n = names[0], names[1], names[3], names[4], names[5], names[6]
     checks = {
-        "encoded_vs_seed": ratio(enc_n, seed_n), "encoded_vs_limit": ratio(enc_n, single_n, cores),
-        "resized_vs_seed": ratio(res_n, seed_n), "encoded_cpu_normalize_vs_seed": ratio(encf_n, seed_n),
+        "encoded_vs_seed": ratio(enc_n, seed_n),
+        "encoded_vs_limit": ratio(enc_n, single_n, cores),
+        "resized_vs_seed": ratio(res_n, seed_n),
+        "encoded_cpu_normalize_vs_seed": ratio(encf_n, seed_n),
         "resized_cpu_normalize_vs_seed": ratio(resf_n, seed_n),
-    }  # fmt: skip
-    print(f"\nphysical limit: {cores} cores x {single:,.0f} img/s = {limit:,.0f} img/s (medians); ratios are medians of per-round ratios")
+    }
+    print(
+        f"\nphysical limit: {cores} cores x {single:,.0f} img/s = {limit:,.0f} img/s (medians); ratios are medians of per-round ratios"
+    )
     for label, key, target in (
         ("encoded store vs seed 002", "encoded_vs_seed", 3.0),
         ("encoded store vs cores x 1 thread", "encoded_vs_limit", 0.8),

@@ -27,7 +27,14 @@ class Result:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def rate(make_iter: Callable[[], Iterable[Any]], count: Callable[[Any], int], *, seconds: float = 3.0, nbytes: Callable[[Any], int] | None = None, warmup: int = 2) -> tuple[float, float]:
+def rate(
+    make_iter: Callable[[], Iterable[Any]],
+    count: Callable[[Any], int],
+    *,
+    seconds: float = 3.0,
+    nbytes: Callable[[Any], int] | None = None,
+    warmup: int = 2,
+) -> tuple[float, float]:
     """(samples/s, MB/s) over whole passes of ``make_iter()``, at least ``seconds`` long, after ``warmup`` batches."""
     it = iter(make_iter())
     for _ in range(warmup):
@@ -66,7 +73,10 @@ def first_batch_fresh_process(store: str, **loader_options: Any) -> float:
         "next(it)\n"
         "print(time.perf_counter() - t0)\n"
     )
-    times = sorted(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout) for _ in range(3))
+    times = sorted(
+        float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+        for _ in range(3)
+    )
     return times[1]
 
 
@@ -158,4 +168,13 @@ def print_table(results: list[Result], baseline: str = "stoker") -> None:
 def save(results: list[Result], path: str, checks: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
-        json.dump({"date": date.today().isoformat(), "machine": machine(), "results": [asdict(r) for r in results], "checks": checks}, f, indent=2)
+        json.dump(
+            {
+                "date": date.today().isoformat(),
+                "machine": machine(),
+                "results": [asdict(r) for r in results],
+                "checks": checks,
+            },
+            f,
+            indent=2,
+        )

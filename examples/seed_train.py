@@ -51,9 +51,15 @@ def main() -> None:
         raise SystemExit(f"{root} is missing; run: python scripts/fetch_data.py images --out {args.data}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
-        loader = torch.utils.data.DataLoader(PhotoFolder(root), batch_size=32, shuffle=True, num_workers=2, pin_memory=True)
+        loader = torch.utils.data.DataLoader(
+            PhotoFolder(root), batch_size=32, shuffle=True, num_workers=2, pin_memory=True
+        )
         model = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, stride=2), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 100)
+            torch.nn.Conv2d(3, 16, 3, stride=2),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Flatten(),
+            torch.nn.Linear(16, 100),
         )
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         for step, (x, y) in enumerate(loader):

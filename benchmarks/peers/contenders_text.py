@@ -16,7 +16,6 @@ import glob
 from pathlib import Path
 
 import numpy as np
-
 from contenders import WORKERS, _identity, _nothing
 from workloads import MAX_LENGTH, Workload, texts
 
@@ -65,7 +64,9 @@ def stoker_load(w: Workload, raw: Path, work: Path):
     import stoker.text
 
     t, labels = texts(raw)
-    loader = stoker.text.Loader({"text": t, "label": labels.tolist()}, batch_size=w.batch_size, max_length=MAX_LENGTH, shuffle=True)
+    loader = stoker.text.Loader(
+        {"text": t, "label": labels.tolist()}, batch_size=w.batch_size, max_length=MAX_LENGTH, shuffle=True
+    )
     return (lambda: loader), (lambda b: len(b["input_ids"]))
 
 
@@ -100,9 +101,14 @@ class TextDataset:
 
             self._hf = BertTokenizerFast(vocab_file=self.vocab, do_lower_case=True)
         enc = self._hf(
-            self.texts[i], add_special_tokens=True, max_length=MAX_LENGTH, padding="max_length", truncation=True,
-            return_attention_mask=True, return_tensors="pt",
-        )  # fmt: skip
+            self.texts[i],
+            add_special_tokens=True,
+            max_length=MAX_LENGTH,
+            padding="max_length",
+            truncation=True,
+            return_attention_mask=True,
+            return_tensors="pt",
+        )
         return enc["input_ids"].squeeze(0), enc["attention_mask"].squeeze(0), int(self.labels[i])
 
 
@@ -116,7 +122,14 @@ class BatchedTextDataset(TextDataset):
 def torch_seed_load(w: Workload, raw: Path, work: Path):
     import torch
 
-    dl = torch.utils.data.DataLoader(TextDataset(raw), batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, pin_memory=True, persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        TextDataset(raw),
+        batch_size=w.batch_size,
+        shuffle=True,
+        num_workers=WORKERS,
+        pin_memory=True,
+        persistent_workers=True,
+    )
     return (lambda: dl), _count
 
 
@@ -125,9 +138,14 @@ def torch_tuned_load(w: Workload, raw: Path, work: Path, loader_cls=None):
 
     cls = loader_cls or torch.utils.data.DataLoader
     dl = cls(
-        BatchedTextDataset(raw), batch_size=w.batch_size, shuffle=True, num_workers=WORKERS,
-        collate_fn=_identity, persistent_workers=True, prefetch_factor=4,
-    )  # fmt: skip
+        BatchedTextDataset(raw),
+        batch_size=w.batch_size,
+        shuffle=True,
+        num_workers=WORKERS,
+        collate_fn=_identity,
+        persistent_workers=True,
+        prefetch_factor=4,
+    )
     return (lambda: dl), _count
 
 
@@ -145,7 +163,9 @@ def hf_prepare(w: Workload, raw: Path, work: Path) -> None:
     t, labels = texts(raw)
     tokenizer = BertTokenizerFast(vocab_file=str(raw / "vocab.txt"), do_lower_case=True)
     ds = Dataset.from_dict({"text": t, "label": labels})
-    ds = ds.map(lambda b: tokenizer(b["text"], truncation=True, max_length=MAX_LENGTH), batched=True, remove_columns=["text"])
+    ds = ds.map(
+        lambda b: tokenizer(b["text"], truncation=True, max_length=MAX_LENGTH), batched=True, remove_columns=["text"]
+    )
     ds.save_to_disk(str(work / "hf"))
 
 
@@ -157,9 +177,10 @@ class HFPad:
 
         pad = torch.nn.utils.rnn.pad_sequence
         return (
-            pad([r["input_ids"] for r in rows], batch_first=True), pad([r["attention_mask"] for r in rows], batch_first=True),
+            pad([r["input_ids"] for r in rows], batch_first=True),
+            pad([r["attention_mask"] for r in rows], batch_first=True),
             torch.stack([r["label"] for r in rows]),
-        )  # fmt: skip
+        )
 
 
 def hf_load(w: Workload, raw: Path, work: Path):
@@ -167,7 +188,9 @@ def hf_load(w: Workload, raw: Path, work: Path):
     from datasets import load_from_disk
 
     ds = load_from_disk(str(work / "hf")).with_format("torch", columns=["input_ids", "attention_mask", "label"])
-    dl = torch.utils.data.DataLoader(ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, collate_fn=HFPad(), persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_size=w.batch_size, shuffle=True, num_workers=WORKERS, collate_fn=HFPad(), persistent_workers=True
+    )
     return (lambda: dl), _count
 
 
@@ -187,9 +210,12 @@ def wds_load(w: Workload, raw: Path, work: Path):
 
     urls = sorted(glob.glob(str(work / "wds" / "shard-*.tar")))
     pipeline = (
-        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False).shuffle(1000).decode().to_tuple("txt", "cls")
+        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False)
+        .shuffle(1000)
+        .decode()
+        .to_tuple("txt", "cls")
         .batched(w.batch_size, collation_fn=TextCollate(str(raw / "vocab.txt")), partial=False)
-    )  # fmt: skip
+    )
     loader = wds.WebLoader(pipeline, batch_size=None, num_workers=WORKERS, persistent_workers=True)
     return (lambda: loader), _count
 
@@ -209,14 +235,25 @@ def litdata_prepare(w: Workload, raw: Path, work: Path) -> None:
     import litdata as ld
 
     n = len(np.load(raw / "labels.npy", mmap_mode="r"))
-    ld.optimize(fn=functools.partial(_lit_text_row, raw=str(raw)), inputs=list(range(n)), output_dir=str(work / "litdata"), chunk_bytes="64MB", num_workers=WORKERS)
+    ld.optimize(
+        fn=functools.partial(_lit_text_row, raw=str(raw)),
+        inputs=list(range(n)),
+        output_dir=str(work / "litdata"),
+        chunk_bytes="64MB",
+        num_workers=WORKERS,
+    )
 
 
 def litdata_load(w: Workload, raw: Path, work: Path):
     import litdata as ld
 
     ds = ld.StreamingDataset(str(work / "litdata"), shuffle=True)
-    dl = ld.StreamingDataLoader(ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=TextCollate(str(raw / "vocab.txt"), "text", "label"))
+    dl = ld.StreamingDataLoader(
+        ds,
+        batch_size=w.batch_size,
+        num_workers=WORKERS,
+        collate_fn=TextCollate(str(raw / "vocab.txt"), "text", "label"),
+    )
     return (lambda: dl), _count
 
 
@@ -232,7 +269,13 @@ def spdl_load(w: Workload, raw: Path, work: Path):
             yield order[b * w.batch_size : (b + 1) * w.batch_size]
 
     def epoch():
-        pipeline = PipelineBuilder().add_source(batches()).pipe(ds.__getitems__, concurrency=WORKERS).add_sink(4).build(num_threads=WORKERS)
+        pipeline = (
+            PipelineBuilder()
+            .add_source(batches())
+            .pipe(ds.__getitems__, concurrency=WORKERS)
+            .add_sink(4)
+            .build(num_threads=WORKERS)
+        )
         with pipeline.auto_stop():
             yield from pipeline
 
@@ -256,7 +299,13 @@ def mosaic_load(w: Workload, raw: Path, work: Path):
 
     clean_stale_shared_memory()
     ds = StreamingDataset(local=str(work / "mds"), shuffle=True, batch_size=w.batch_size)
-    dl = torch.utils.data.DataLoader(ds, batch_size=w.batch_size, num_workers=WORKERS, collate_fn=TextCollate(str(raw / "vocab.txt"), "text", "label"), persistent_workers=True)
+    dl = torch.utils.data.DataLoader(
+        ds,
+        batch_size=w.batch_size,
+        num_workers=WORKERS,
+        collate_fn=TextCollate(str(raw / "vocab.txt"), "text", "label"),
+        persistent_workers=True,
+    )
     return (lambda: dl), _count
 
 
@@ -278,7 +327,15 @@ TEXT = {
     "WebDataset": (wds_prepare, wds_load),
     "LitData": (litdata_prepare, litdata_load),
     "SPDL": (_nothing, spdl_load),
-    "NVIDIA DALI (CPU)": (no_text("DALI has no text reader or tokenizer operator (only a python_function escape hatch, which would not be DALI)"), None),
+    "NVIDIA DALI (CPU)": (
+        no_text(
+            "DALI has no text reader or tokenizer operator (only a python_function escape hatch, which would not be DALI)"
+        ),
+        None,
+    ),
     "MosaicML Streaming": (mosaic_prepare, mosaic_load),
-    "FFCV": (no_text("FFCV has no text field and its pipelines are numba-compiled array ops: no place for a tokenizer"), None),
+    "FFCV": (
+        no_text("FFCV has no text field and its pipelines are numba-compiled array ops: no place for a tokenizer"),
+        None,
+    ),
 }

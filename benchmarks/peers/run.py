@@ -67,7 +67,13 @@ def limit_rows(name: str, raw: Path, batch: int, seconds: float) -> list[dict]:
 
         tok = stoker.text.resolve("bert-base-uncased", max_length=MAX_LENGTH)
         n, dt = bare_passes(tok.tokenizer.encode_batch, texts(raw)[0])(seconds)
-        return [{"contender": "physical limit: bare tokenizers encode_batch (all cores)", "workload": name, "samples_per_s": n / dt}]
+        return [
+            {
+                "contender": "physical limit: bare tokenizers encode_batch (all cores)",
+                "workload": name,
+                "samples_per_s": n / dt,
+            }
+        ]
     if name == "images_jpeg":
         from common import one_thread_images
 
@@ -77,19 +83,43 @@ def limit_rows(name: str, raw: Path, batch: int, seconds: float) -> list[dict]:
         rows = []
         for full, how in ((False, "DCT-scaled decode, stoker's"), (True, "full simplejpeg decode")):
             rate = one_thread_images(blobs, seconds, full)
-            rows.append({"contender": f"physical limit: {cores} cores x 1 thread ({how})", "workload": name, "samples_per_s": cores * rate, "one_thread": rate})
+            rows.append(
+                {
+                    "contender": f"physical limit: {cores} cores x 1 thread ({how})",
+                    "workload": name,
+                    "samples_per_s": cores * rate,
+                    "one_thread": rate,
+                }
+            )
         return rows
     if name == "token_ids":
         return []
-    return [{"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": memcpy_rate(raw, batch)}]
+    return [
+        {"contender": "physical limit: memcpy (1 thread)", "workload": name, "samples_per_s": memcpy_rate(raw, batch)}
+    ]
 
 
 def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
     env = contenders_for(workload)[contender][0]
     python = env_python(env)
     if not python.exists():
-        return {"contender": contender, "workload": workload, "error": f"its environment {ENVS[env]} is not built (make bench builds it)"}
-    cmd = [str(python), str(HERE / "child.py"), "--contender", contender, "--workload", workload, "--root", str(root), "--seconds", str(seconds)]
+        return {
+            "contender": contender,
+            "workload": workload,
+            "error": f"its environment {ENVS[env]} is not built (make bench builds it)",
+        }
+    cmd = [
+        str(python),
+        str(HERE / "child.py"),
+        "--contender",
+        contender,
+        "--workload",
+        workload,
+        "--root",
+        str(root),
+        "--seconds",
+        str(seconds),
+    ]
     # Output goes to files and the wait is for the child itself, not for the end of its output:
     # worker processes it leaves behind (os._exit skips loaders' shutdown; some peers' workers
     # notice a dead parent only after minutes) would hold pipes open. They are then killed with
@@ -110,7 +140,11 @@ def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
         err.seek(0)
         lines = [line for line in out.read().splitlines() if line.startswith("{")]
         if not lines:
-            return {"contender": contender, "workload": workload, "error": f"exited {proc.returncode}: {err.read().strip()[-300:]}"}
+            return {
+                "contender": contender,
+                "workload": workload,
+                "error": f"exited {proc.returncode}: {err.read().strip()[-300:]}",
+            }
     return json.loads(lines[-1])
 
 
@@ -125,7 +159,7 @@ def print_table(rows: list[dict]) -> None:
                 print(f"{workload:<13} {r['contender']:<58} {'-':>11} {'-':>9}  not measured: {r['error'][:120]}")
                 continue
             ratio = f"{r['samples_per_s'] / base:.2f}x" if base else "-"
-            opt = lambda k, f: f.format(r[k]) if k in r else "-"  # noqa: E731
+            opt = lambda k, f, r=r: f.format(r[k]) if k in r else "-"  # noqa: E731
             print(
                 f"{workload:<13} {r['contender']:<58} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
                 f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_rss_mb', '{:.0f}'):>11}"
@@ -155,7 +189,12 @@ def markdown(rows: list[dict], day: str) -> str:
     names = list(dict.fromkeys(r["contender"] for r in rows))
     cell = {(r["contender"], r["workload"]): r for r in rows}
     base = {w: cell[("stoker", w)].get("samples_per_s") for w in workloads if ("stoker", w) in cell}
-    lines = [f"Samples/s and each as a fraction of stoker ({day}):", "", "| contender | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
+    lines = [
+        f"Samples/s and each as a fraction of stoker ({day}):",
+        "",
+        "| contender | " + " | ".join(workloads) + " |",
+        "| --- |" + " --- |" * len(workloads),
+    ]
     for name in names:
         cells = []
         for w in workloads:
@@ -166,11 +205,26 @@ def markdown(rows: list[dict], day: str) -> str:
                 reason = r["error"].split(": ", 1)[-1].replace("|", "/")
                 cells.append("not measured: " + (reason.split(" (")[0] if len(reason) > 100 else reason))
             else:
-                cells.append(f"{r['samples_per_s']:,.0f} ({r['samples_per_s'] / base[w]:.2f}×)" if base.get(w) else f"{r['samples_per_s']:,.0f}")
+                cells.append(
+                    f"{r['samples_per_s']:,.0f} ({r['samples_per_s'] / base[w]:.2f}×)"
+                    if base.get(w)
+                    else f"{r['samples_per_s']:,.0f}"
+                )
         lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
     best = best_peers(rows)
-    lines += ["", "stoker vs the fastest peer: " + "; ".join(f"{w} {ratio:.2f}× ({peer})" for w, (peer, ratio) in best.items()) + "."]
-    lines += ["", "Costs: write/convert s · MB on disk · time to first batch s · peak RSS MB:", "", "| contender | " + " | ".join(workloads) + " |", "| --- |" + " --- |" * len(workloads)]
+    lines += [
+        "",
+        "stoker vs the fastest peer: "
+        + "; ".join(f"{w} {ratio:.2f}× ({peer})" for w, (peer, ratio) in best.items())
+        + ".",
+    ]
+    lines += [
+        "",
+        "Costs: write/convert s · MB on disk · time to first batch s · peak RSS MB:",
+        "",
+        "| contender | " + " | ".join(workloads) + " |",
+        "| --- |" + " --- |" * len(workloads),
+    ]
     for name in names:
         if name.startswith("physical limit"):
             continue
@@ -178,7 +232,11 @@ def markdown(rows: list[dict], day: str) -> str:
         for w in workloads:
             r = cell.get((name, w))
             ok = r is not None and "samples_per_s" in r
-            cells.append(f"{r.get('write_s', 0):.1f} · {r.get('bytes_on_disk', 0) / 1e6:.0f} · {r['first_batch_s']:.2f} · {r['peak_rss_mb']:.0f}" if ok else "–")
+            cells.append(
+                f"{r.get('write_s', 0):.1f} · {r.get('bytes_on_disk', 0) / 1e6:.0f} · {r['first_batch_s']:.2f} · {r['peak_rss_mb']:.0f}"
+                if ok
+                else "–"
+            )
         lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -191,13 +249,28 @@ def chart(rows: list[dict], path: Path) -> None:
 
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
     sizes = [sum(1 for r in rows if r["workload"] == w and "samples_per_s" in r) for w in workloads]
-    fig, axes = plt.subplots(len(workloads), 1, figsize=(9, sum(0.22 * n + 0.9 for n in sizes)), squeeze=False, gridspec_kw={"height_ratios": sizes})
+    fig, axes = plt.subplots(
+        len(workloads),
+        1,
+        figsize=(9, sum(0.22 * n + 0.9 for n in sizes)),
+        squeeze=False,
+        gridspec_kw={"height_ratios": sizes},
+    )
     for ax, workload in zip(axes[:, 0], workloads):
         group = [r for r in rows if r["workload"] == workload and "samples_per_s" in r]
         base = next((r["samples_per_s"] for r in group if r["contender"] == "stoker"), None) or 1.0
         names = [r["contender"] for r in group]
         ratios = [r["samples_per_s"] / base for r in group]
-        colors = ["#d9480f" if n == "stoker" else "#f08c00" if n.startswith("stoker") else "#868e96" if "limit" in n else "#4263eb" for n in names]
+        colors = [
+            "#d9480f"
+            if n == "stoker"
+            else "#f08c00"
+            if n.startswith("stoker")
+            else "#868e96"
+            if "limit" in n
+            else "#4263eb"
+            for n in names
+        ]
         ax.barh(names[::-1], ratios[::-1], color=colors[::-1])
         ax.set_xscale("log")
         ax.set_xlim(min(0.005, min(ratios) / 1.5), max(30, max(ratios) * 3))
@@ -217,12 +290,18 @@ def chart(rows: list[dict], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
-    ap.add_argument("--only", default=None, help="comma-separated contenders, and \"limits\" for the physical-limit rows (default: all)")
+    ap.add_argument(
+        "--only",
+        default=None,
+        help='comma-separated contenders, and "limits" for the physical-limit rows (default: all)',
+    )
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--root", default="/tmp/stoker-peers", help="scratch directory for data and formats")
     ap.add_argument("--data", default="data", help="where scripts/fetch_data.py put the real text and photos")
     ap.add_argument("--out", default="results/peers")
-    ap.add_argument("--update", action="store_true", help="replace only the measured rows in an existing <out>.json, then redraw")
+    ap.add_argument(
+        "--update", action="store_true", help="replace only the measured rows in an existing <out>.json, then redraw"
+    )
     args = ap.parse_args()
     root = Path(args.root)
     rows: list[dict] = []
@@ -243,7 +322,9 @@ def main() -> None:
     print(f"\nstoker vs peers, {date.today().isoformat()}, {os.cpu_count()} vCPU; batches on the CPU, shuffled\n")
     print_table(rows)
     for workload, (peer, ratio) in best_peers(rows).items():
-        print(f"{workload}: stoker {ratio:.2f}x the fastest peer ({peer}){'' if ratio >= 1.5 else f'; short of 1.5x by {1.5 / ratio:.2f}x'}")
+        print(
+            f"{workload}: stoker {ratio:.2f}x the fastest peer ({peer}){'' if ratio >= 1.5 else f'; short of 1.5x by {1.5 / ratio:.2f}x'}"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"date": date.today().isoformat(), "rows": rows}, indent=2))
     chart(rows, out.with_suffix(".png"))

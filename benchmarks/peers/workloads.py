@@ -34,9 +34,13 @@ IMAGE_SIZE = 224  # images_jpeg
 IMAGE_REPEAT = 4  # images_jpeg: an epoch holds the photos this many times (epoch ends weigh as on a large set)
 
 WORKLOADS = {
-    "text_bert": Workload("text_bert", 0, 32, "raw text (Friends lines) -> bert-base-uncased, max_length 128, batches of 32"),
+    "text_bert": Workload(
+        "text_bert", 0, 32, "raw text (Friends lines) -> bert-base-uncased, max_length 128, batches of 32"
+    ),
     "token_ids": Workload("token_ids", 200_000, 32, "pre-tokenized ids (mean ~20) -> padded batches of 32"),
-    "images_jpeg": Workload("images_jpeg", 0, 128, "real JPEG photos -> RandomResizedCrop 224 + flip, uint8, batches of 128"),
+    "images_jpeg": Workload(
+        "images_jpeg", 0, 128, "real JPEG photos -> RandomResizedCrop 224 + flip, uint8, batches of 128"
+    ),
     "images_uint8": Workload("images_uint8", 6000, 256, "pre-resized uint8 224x224x3 -> batches of 256"),
     "tensors": Workload("tensors", 100_000, 512, "float32 3x32x32 + label -> batches of 512"),
 }
@@ -96,7 +100,12 @@ def _real_raw(workload: Workload, raw: Path, data: Path) -> Path:
         if not photos.is_dir():
             raise FileNotFoundError(f"{photos} is missing: run python scripts/fetch_data.py images --out {data}")
         classes = sorted(d.name for d in photos.iterdir() if d.is_dir())
-        files = [(str(f.resolve()), i) for i, c in enumerate(classes) for f in sorted((photos / c).iterdir()) if f.suffix.lower() in (".jpg", ".jpeg")]
+        files = [
+            (str(f.resolve()), i)
+            for i, c in enumerate(classes)
+            for f in sorted((photos / c).iterdir())
+            if f.suffix.lower() in (".jpg", ".jpeg")
+        ]
         files = files * IMAGE_REPEAT
         raw.mkdir(parents=True, exist_ok=True)
         (raw / "paths.txt").write_text("".join(p + "\n" for p, _ in files))

@@ -1,12 +1,12 @@
 """stoker keeps GPUs fed: a memory-mapped Arrow store and a batch loader for PyTorch.
 
-    import stoker
-    stoker.write("stores/digits", {"image": images, "label": labels})
-    ds = stoker.open("stores/digits")
-    for batch in stoker.Loader(ds, batch_size=256, shuffle=True, device="cuda"):
-        ...
-    with stoker.doctor("doctor-report") as report:   # where the step time goes, what to change
-        train()
+import stoker
+stoker.write("stores/digits", {"image": images, "label": labels})
+ds = stoker.open("stores/digits")
+for batch in stoker.Loader(ds, batch_size=256, shuffle=True, device="cuda"):
+    ...
+with stoker.doctor("doctor-report") as report:   # where the step time goes, what to change
+    train()
 """
 
 from stoker import convert, errors, sources

@@ -93,5 +93,8 @@ class LoaderConfig:
     def from_options(cls, **options: Any) -> LoaderConfig:
         unknown = set(options) - cls.names()
         if unknown:
-            raise ConfigError(f"unknown loader option(s) {sorted(unknown)}; the options are {sorted(cls.names())}", option=sorted(unknown)[0])
+            raise ConfigError(
+                f"unknown loader option(s) {sorted(unknown)}; the options are {sorted(cls.names())}",
+                option=sorted(unknown)[0],
+            )
         return cls(**options)

@@ -56,21 +56,41 @@ def as_source(data: Any, cfg: LoaderConfig, collate_fn: Callable[[Any], Any] | N
         data = Store(data)
     if isinstance(data, Store):
         return StoreSource(data, cfg.columns, cfg.pad_value, cfg.pad_to_multiple_of)
-    store_only = [n for n, v in (("columns", cfg.columns), ("pad_value", cfg.pad_value or None), ("pad_to_multiple_of", cfg.pad_to_multiple_of - 1 or None)) if v is not None]
+    store_only = [
+        n
+        for n, v in (
+            ("columns", cfg.columns),
+            ("pad_value", cfg.pad_value or None),
+            ("pad_to_multiple_of", cfg.pad_to_multiple_of - 1 or None),
+        )
+        if v is not None
+    ]
     if store_only:
-        raise ConfigError(f"{store_only[0]} applies to a store; {type(data).__name__} decides its own columns and padding", option=store_only[0])
+        raise ConfigError(
+            f"{store_only[0]} applies to a store; {type(data).__name__} decides its own columns and padding",
+            option=store_only[0],
+        )
     columns = tensor_columns(data) if collate_fn is None else None
     if columns is not None:  # the TensorDataset habit, read batch-level in threads
         return columns
     if isinstance(data, BatchSource):
         return data
     if callable(getattr(data, "read", None)) and hasattr(data, "__len__") and not hasattr(data, "__getitem__"):
-        raise ConfigError(f"{type(data).__name__} has read() but is not a stoker.BatchSource: subclass stoker.BatchSource", option="data")
+        raise ConfigError(
+            f"{type(data).__name__} has read() but is not a stoker.BatchSource: subclass stoker.BatchSource",
+            option="data",
+        )
     if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
         return DatasetSource(data)
     if isinstance(data, torch.utils.data.IterableDataset) or hasattr(data, "__iter__"):
-        raise ConfigError("stoker.Loader takes map-style data (with __len__ and __getitem__); an iterable dataset has no random access", option="data")
-    raise ConfigError(f"cannot load from {type(data).__name__}; pass a store, its path, a batch source or a map-style Dataset", option="data")
+        raise ConfigError(
+            "stoker.Loader takes map-style data (with __len__ and __getitem__); an iterable dataset has no random access",
+            option="data",
+        )
+    raise ConfigError(
+        f"cannot load from {type(data).__name__}; pass a store, its path, a batch source or a map-style Dataset",
+        option="data",
+    )
 
 
 class Work:
@@ -149,8 +169,15 @@ class Loader:
         **options: Any,
     ) -> None:
         self.config = cfg = LoaderConfig.from_options(
-            batch_size=batch_size, shuffle=shuffle, drop_last=drop_last, device=device, num_workers=num_workers,
-            pin_memory=pin_memory, prefetch_factor=prefetch_factor, timeout=timeout, **options,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            device=device,
+            num_workers=num_workers,
+            pin_memory=pin_memory,
+            prefetch_factor=prefetch_factor,
+            timeout=timeout,
+            **options,
         )
         if collate_fn is not None and not callable(collate_fn):
             raise ConfigError(f"collate_fn must be callable, got {collate_fn!r}", option="collate_fn")
@@ -164,15 +191,25 @@ class Loader:
         self.source.use_buffers(self.transfer.pool if self.engine == "threads" else BufferPool())
         if batch_sampler is None:
             rank, world = distributed_rank(cfg.rank, cfg.world_size)
-            sampler = Sampler(len(self.source), order_name(cfg.shuffle), cfg.seed, cfg.block_size, cfg.window, rank, world, cfg.uneven)
+            sampler = Sampler(
+                len(self.source), order_name(cfg.shuffle), cfg.seed, cfg.block_size, cfg.window, rank, world, cfg.uneven
+            )
             batch_sampler = FixedBatches(sampler, cfg.batch_size, cfg.drop_last)
         elif batch_size != 1 or shuffle or drop_last:
-            raise ConfigError("batch_sampler decides the batches: leave batch_size, shuffle and drop_last unset", option="batch_sampler")
+            raise ConfigError(
+                "batch_sampler decides the batches: leave batch_size, shuffle and drop_last unset",
+                option="batch_sampler",
+            )
         elif not isinstance(batch_sampler, BatchSampler):
-            raise ConfigError(f"batch_sampler must subclass stoker.BatchSampler, got {type(batch_sampler).__name__}", option="batch_sampler")
+            raise ConfigError(
+                f"batch_sampler must subclass stoker.BatchSampler, got {type(batch_sampler).__name__}",
+                option="batch_sampler",
+            )
         self.batch_sampler = batch_sampler
         if len(self.batch_sampler) == 0:
-            raise EmptyDatasetError(f"this loader has no batch: {len(self.source)} rows, batch_size={cfg.batch_size}, drop_last={cfg.drop_last}")
+            raise EmptyDatasetError(
+                f"this loader has no batch: {len(self.source)} rows, batch_size={cfg.batch_size}, drop_last={cfg.drop_last}"
+            )
         self._epoch = 0
         self._done = 0  # batches delivered in the current epoch
         self._resume = False  # the next iter continues after _done (set by load_state_dict)
@@ -185,13 +222,23 @@ class Loader:
     def _info(self) -> LoaderInfo:
         inner = self.source.dataset if isinstance(self.source, DatasetSource) else self.source
         kind = type(inner)
-        qualified = kind.__qualname__ if kind.__module__ in ("builtins", "__main__") else f"{kind.__module__}.{kind.__qualname__}"
+        qualified = (
+            kind.__qualname__
+            if kind.__module__ in ("builtins", "__main__")
+            else f"{kind.__module__}.{kind.__qualname__}"
+        )
         return LoaderInfo(
-            loader_id=id(self), name=f"{type(self).__module__.split('.')[0]}.Loader({qualified})", source=qualified,
-            source_id=id(inner), engine=self.engine, num_workers=self.num_workers,
+            loader_id=id(self),
+            name=f"{type(self).__module__.split('.')[0]}.Loader({qualified})",
+            source=qualified,
+            source_id=id(inner),
+            engine=self.engine,
+            num_workers=self.num_workers,
             batch_size=self.config.batch_size if isinstance(self.batch_sampler, FixedBatches) else None,
-            prefetch_factor=self.config.prefetch_factor, pin_memory=self.transfer.pin_memory,
-            device=str(self.transfer.device), store=isinstance(self.source, StoreSource),
+            prefetch_factor=self.config.prefetch_factor,
+            pin_memory=self.transfer.pin_memory,
+            device=str(self.transfer.device),
+            store=isinstance(self.source, StoreSource),
             persistent_workers=self.config.persistent_workers,
         )
 
@@ -242,7 +289,12 @@ class Loader:
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader stands: the epoch and the batches delivered in it (JSON-able)."""
-        return {"version": STATE_VERSION, "epoch": self._epoch, "batches_done": self._done, "order": self.batch_sampler.fingerprint()}
+        return {
+            "version": STATE_VERSION,
+            "epoch": self._epoch,
+            "batches_done": self._done,
+            "order": self.batch_sampler.fingerprint(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``: the next ``iter`` starts right after its last delivered batch."""
@@ -262,7 +314,15 @@ class Loader:
         in_threads = self.engine == "threads" or workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
         work = Work(self.source, collate, self.observers, self._start if in_threads else None)
-        executor = Executor(work, self.engine, workers, max(1, workers) * cfg.prefetch_factor, cfg.timeout or None, "read", cfg.persistent_workers)
+        executor = Executor(
+            work,
+            self.engine,
+            workers,
+            max(1, workers) * cfg.prefetch_factor,
+            cfg.timeout or None,
+            "read",
+            cfg.persistent_workers,
+        )
         if cfg.persistent_workers:
             self.close()
             self._executor = executor

@@ -24,9 +24,10 @@ sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "vision"))
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "text"))
 
-from parquet_source import ParquetRows  # noqa: E402
 from text_samples import SENTENCES  # noqa: E402
 from vision_images import photo, save  # noqa: E402
+
+from parquet_source import ParquetRows  # noqa: E402
 
 N = 53  # rows: a prime, so batches never divide evenly
 
@@ -78,24 +79,48 @@ def _parquet(tmp: Path) -> Path:
 
 
 def _text(**options):
-    return lambda tmp: stoker.text.Loader(SENTENCES * 4, tokenizer="bert-base-uncased", batch_size=5, max_length=32, seed=3, **options)
+    return lambda tmp: stoker.text.Loader(
+        SENTENCES * 4, tokenizer="bert-base-uncased", batch_size=5, max_length=32, seed=3, **options
+    )
 
 
 # Each case: (name, make(tmp) -> a fresh Loader). Built twice per check to compare runs.
 CASES = {
     "store": lambda tmp: stoker.Loader(_store(tmp), batch_size=7, shuffle=True, seed=3, num_workers=2),
-    "store-block": lambda tmp: stoker.Loader(_store(tmp), batch_size=6, shuffle="block", block_size=8, window=2, seed=3),
-    "arrays": lambda tmp: stoker.Loader(stoker.sources.Arrays(np.arange(N * 2).reshape(N, 2), np.arange(N)), batch_size=8, shuffle=True, seed=3),
-    "tensordataset": lambda tmp: stoker.Loader(torch.utils.data.TensorDataset(torch.arange(N), torch.arange(N) * 2), batch_size=8, shuffle=True, seed=3),
+    "store-block": lambda tmp: stoker.Loader(
+        _store(tmp), batch_size=6, shuffle="block", block_size=8, window=2, seed=3
+    ),
+    "arrays": lambda tmp: stoker.Loader(
+        stoker.sources.Arrays(np.arange(N * 2).reshape(N, 2), np.arange(N)), batch_size=8, shuffle=True, seed=3
+    ),
+    "tensordataset": lambda tmp: stoker.Loader(
+        torch.utils.data.TensorDataset(torch.arange(N), torch.arange(N) * 2), batch_size=8, shuffle=True, seed=3
+    ),
     "dataset-inline": lambda tmp: stoker.Loader(Squares(), batch_size=8, shuffle=True, seed=3, num_workers=0),
     "dataset-processes": lambda tmp: stoker.Loader(Squares(), batch_size=8, shuffle=True, seed=3, num_workers=2),
-    "dataset-collate": lambda tmp: stoker.Loader(Squares(), batch_size=8, shuffle=True, seed=3, num_workers=0, collate_fn=lambda s: {"i": np.asarray([x["i"] for x in s])}),
-    "hdf5": lambda tmp: stoker.Loader(stoker.sources.HDF5(_hdf5(tmp), "data,labels"), batch_size=8, shuffle=True, seed=3),
-    "images": lambda tmp: stoker.Loader(stoker.vision.ImageSource(_images(tmp), stoker.vision.train_transforms(16), seed=3), batch_size=5, shuffle=True, seed=3),
+    "dataset-collate": lambda tmp: stoker.Loader(
+        Squares(),
+        batch_size=8,
+        shuffle=True,
+        seed=3,
+        num_workers=0,
+        collate_fn=lambda s: {"i": np.asarray([x["i"] for x in s])},
+    ),
+    "hdf5": lambda tmp: stoker.Loader(
+        stoker.sources.HDF5(_hdf5(tmp), "data,labels"), batch_size=8, shuffle=True, seed=3
+    ),
+    "images": lambda tmp: stoker.Loader(
+        stoker.vision.ImageSource(_images(tmp), stoker.vision.train_transforms(16), seed=3),
+        batch_size=5,
+        shuffle=True,
+        seed=3,
+    ),
     "text-bucketed": _text(shuffle=True),
     "text-plain": _text(shuffle=True, bucketing=False),
     "text-packed": _text(shuffle=True, packing=True),
-    "parquet-example": lambda tmp: stoker.Loader(ParquetRows(_parquet(tmp)), batch_size=8, shuffle=True, seed=3, num_workers=2),
+    "parquet-example": lambda tmp: stoker.Loader(
+        ParquetRows(_parquet(tmp)), batch_size=8, shuffle=True, seed=3, num_workers=2
+    ),
 }
 
 

@@ -21,14 +21,16 @@ def inputs(tmp_path, monkeypatch):
     np.savez(tmp_path / "a.npz", x=np.arange(40))
     (tmp_path / "t.csv").write_text("a\n" + "".join(f"{i}\n" for i in range(40)))
     (tmp_path / "c.txt").write_text("".join(f"line number {i}\n" for i in range(40)))
-    (tmp_path / "convert_common_rows.py").write_text(textwrap.dedent("""
+    (tmp_path / "convert_common_rows.py").write_text(
+        textwrap.dedent("""
         class Rows:
             def __len__(self):
                 return 40
             def __getitem__(self, i):
                 return i
         rows = Rows()
-    """))
+    """)
+    )
     monkeypatch.chdir(tmp_path)
     return {
         "hdf5": ["d.h5", "--keys", "x", "--workers", "2"],

@@ -19,7 +19,11 @@ def test_convert_text_writes_a_store_and_reports(tmp_path, capsys):
 def test_convert_text_bad_utf8_exits_1_naming_the_line(tmp_path):
     src = tmp_path / "bad.txt"
     src.write_bytes(b"ok\n\xc3\x28 broken\n")
-    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "convert", "text", str(src), str(tmp_path / "s")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stoker.cli.main", "convert", "text", str(src), str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert "bad.txt, line 2" in proc.stderr and "--encoding-errors replace" in proc.stderr
     assert not (tmp_path / "s").exists()

@@ -36,7 +36,18 @@ def test_hdf5_ok(h5, tmp_path, capsys):
 
 
 def test_hdf5_workers_option(h5, tmp_path, capsys):
-    args = ["convert", "hdf5", str(h5), str(tmp_path / "s"), "--keys", "data,labels", "--shard-size", "400", "--workers", "3"]
+    args = [
+        "convert",
+        "hdf5",
+        str(h5),
+        str(tmp_path / "s"),
+        "--keys",
+        "data,labels",
+        "--shard-size",
+        "400",
+        "--workers",
+        "3",
+    ]
     assert main(args) == 0
     ds = stoker.open(tmp_path / "s", verify=True)
     assert ds.num_shards > 3 and ds[:]["labels"].tolist() == list(range(100))
@@ -126,7 +137,20 @@ def test_dataset_error_and_skip(module_dir, capsys):
 
 def test_killed_conversion_resumes(module_dir):
     """SIGKILL in the middle, then the same command finishes the job with every row once."""
-    cmd = [sys.executable, "-m", "stoker.cli.main", "convert", "dataset", "mydata:slow", "s", "--workers", "2", "--shard-size", "4KB", "--no-progress"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "stoker.cli.main",
+        "convert",
+        "dataset",
+        "mydata:slow",
+        "s",
+        "--workers",
+        "2",
+        "--shard-size",
+        "4KB",
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": str(module_dir)}
     proc = subprocess.Popen(cmd, cwd=module_dir, env=env, start_new_session=True)
     partial = module_dir / ".s.partial"

@@ -105,7 +105,21 @@ def doctor(tmp_path, source, *extra, args=()):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source))
     out = tmp_path / "report"
-    cmd = [sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(out), "--interval", "0.1", *extra, "--", sys.executable, str(script), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "stoker.cli.main",
+        "doctor",
+        "--out",
+        str(out),
+        "--interval",
+        "0.1",
+        *extra,
+        "--",
+        sys.executable,
+        str(script),
+        *args,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else None
     return proc, report, out
@@ -137,19 +151,35 @@ def test_trace_holds_steps_and_stages(input_bound):
 
 
 def _browser():
-    for name in (os.environ.get("STOKER_CHROMIUM"), "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+    for name in (
+        os.environ.get("STOKER_CHROMIUM"),
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ):
         if name and shutil.which(name):
             return shutil.which(name)
     return None
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(_browser() is None, reason="needs headless Chromium: apt-get install chromium (or set STOKER_CHROMIUM)")
+@pytest.mark.skipif(
+    _browser() is None, reason="needs headless Chromium: apt-get install chromium (or set STOKER_CHROMIUM)"
+)
 def test_html_report_renders_offline_in_headless_chromium(input_bound, tmp_path):
     _, report, out = input_bound
     html = out / "report.html"
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:|//)", html.read_text())  # nothing to fetch: it opens offline
-    cmd = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", html.as_uri()]
+    cmd = [
+        _browser(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--dump-dom",
+        html.as_uri(),
+    ]
     dom = subprocess.run(cmd, capture_output=True, text=True, timeout=90).stdout
     assert 'id="verdict">input-bound<' in dom
     for plot in ("plot-steps", "plot-resources", "plot-stages"):
@@ -213,7 +243,9 @@ def test_worker_processes_count_in_the_scripts_cpu(tmp_path):
     t = time.process_time()
     _work()
     expected = 24 * (time.process_time() - t)  # CPU seconds the workers must have spent
-    assert res["cpu_s_tree"] - res["cpu_s_root"] > 0.4 * expected  # sampled: margin for a loaded machine; 0 if workers were not counted
+    assert (
+        res["cpu_s_tree"] - res["cpu_s_root"] > 0.4 * expected
+    )  # sampled: margin for a loaded machine; 0 if workers were not counted
     (ld,) = report["loaders"]
     getitem = ld["stages"][0]
     assert getitem["stage"].endswith("Busy.__getitem__") and getitem["where"] == "2 worker processes"
@@ -221,10 +253,18 @@ def test_worker_processes_count_in_the_scripts_cpu(tmp_path):
 
 
 def test_usage_errors(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor", "--help"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stoker.cli.main", "doctor", "--help"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0 and "stoker doctor [options] -- COMMAND" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stoker.cli.main", "doctor"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "after '--'" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(tmp_path), "--", str(tmp_path / "nope")],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(tmp_path), "--", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1 and "cannot start" in proc.stderr and "Traceback" not in proc.stderr

@@ -20,5 +20,7 @@ def test_cuda_batches_equal_cpu_batches_and_ids_cross_the_bus_as_uint16(tmp_path
         assert len(cpu) == len(gpu)
         for a, b in zip(cpu, gpu):
             assert b["input_ids"].is_cuda and b["input_ids"].dtype == torch.int64
-            assert torch.equal(a["input_ids"], b["input_ids"].cpu()) and torch.equal(a["attention_mask"], b["attention_mask"].cpu())
+            assert torch.equal(a["input_ids"], b["input_ids"].cpu()) and torch.equal(
+                a["attention_mask"], b["attention_mask"].cpu()
+            )
         assert gpu_loader.report().real_tokens == sum(int(b["attention_mask"].sum()) for b in cpu)

@@ -11,13 +11,27 @@ from stoker.pipeline.sampler import FixedBatches, Sampler
 orders = st.sampled_from(["sequential", "global", "block"])
 
 
-@given(n=st.integers(1, 3000), order=orders, seed=st.integers(0, 2**31), epoch=st.integers(0, 50), block=st.integers(1, 300), window=st.integers(1, 8))
+@given(
+    n=st.integers(1, 3000),
+    order=orders,
+    seed=st.integers(0, 2**31),
+    epoch=st.integers(0, 50),
+    block=st.integers(1, 300),
+    window=st.integers(1, 8),
+)
 def test_epoch_is_a_permutation(n, order, seed, epoch, block, window):
     got = Sampler(n, order, seed, block, window).indices(epoch)
     np.testing.assert_array_equal(np.sort(got), np.arange(n))
 
 
-@given(n=st.integers(1, 2000), world=st.integers(1, 8), order=orders, seed=st.integers(0, 1000), batch=st.integers(1, 64), drop_last=st.booleans())
+@given(
+    n=st.integers(1, 2000),
+    world=st.integers(1, 8),
+    order=orders,
+    seed=st.integers(0, 1000),
+    batch=st.integers(1, 64),
+    drop_last=st.booleans(),
+)
 def test_ranks_partition_the_epoch(n, world, order, seed, batch, drop_last):
     samplers = [Sampler(n, order, seed, 64, 4, rank, world, "pad") for rank in range(world)]
     parts = [s.indices(3) for s in samplers]
@@ -47,7 +61,13 @@ def small_store(tmp_path_factory):
 
 
 @settings(max_examples=25, deadline=None)
-@given(batch=st.integers(1, 20), cut=st.integers(0, 100), shuffle=st.sampled_from([False, True, "block"]), workers=st.sampled_from([(0, 2), (2, 0), (1, 1)]), epoch=st.integers(0, 3))
+@given(
+    batch=st.integers(1, 20),
+    cut=st.integers(0, 100),
+    shuffle=st.sampled_from([False, True, "block"]),
+    workers=st.sampled_from([(0, 2), (2, 0), (1, 1)]),
+    epoch=st.integers(0, 3),
+)
 def test_resumed_stream_is_the_tail(small_store, batch, cut, shuffle, workers, epoch):
     opts = dict(batch_size=batch, shuffle=shuffle, seed=11, block_size=8, window=2)
     a = stoker.Loader(small_store, num_workers=workers[0], **opts)

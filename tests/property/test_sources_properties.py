@@ -29,7 +29,12 @@ def arrays(draw):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=arrays(), batches=st.lists(st.lists(st.integers(0, 10**6), min_size=1, max_size=8), min_size=1, max_size=4), dense=st.sampled_from([1.0, 4.0, 1e9]), mmap=st.booleans())
+@given(
+    data=arrays(),
+    batches=st.lists(st.lists(st.integers(0, 10**6), min_size=1, max_size=8), min_size=1, max_size=4),
+    dense=st.sampled_from([1.0, 4.0, 1e9]),
+    mmap=st.booleans(),
+)
 def test_hdf5_read_equals_sorted_fancy_indexing(data, batches, dense, mmap):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "a.h5"

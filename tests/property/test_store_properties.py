@@ -18,12 +18,32 @@ def tables(draw):
     n = draw(st.integers(1, 40))
     dtype = draw(st.sampled_from(DTYPES))
     shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, max_side=4))
-    tensor = draw(hnp.arrays(np.dtype(dtype), (n, *shape), elements={"allow_nan": False} if dtype.startswith(("float", "complex")) else None))
+    tensor = draw(
+        hnp.arrays(
+            np.dtype(dtype),
+            (n, *shape),
+            elements={"allow_nan": False} if dtype.startswith(("float", "complex")) else None,
+        )
+    )
     seq_dtype = draw(st.sampled_from(["uint16", "int32", "float32"]))
-    seqs = [draw(hnp.arrays(np.dtype(seq_dtype), draw(st.integers(0, 6)), elements={"allow_nan": False} if seq_dtype == "float32" else None)) for _ in range(n)]
+    seqs = [
+        draw(
+            hnp.arrays(
+                np.dtype(seq_dtype),
+                draw(st.integers(0, 6)),
+                elements={"allow_nan": False} if seq_dtype == "float32" else None,
+            )
+        )
+        for _ in range(n)
+    ]
     blobs = [draw(st.binary(max_size=20)) for _ in range(n)]
     texts = [draw(st.text(max_size=10)) for _ in range(n)]
-    return {"t": tensor, "s": seqs, "b": blobs, "x": texts}, {"t": stoker.Tensor(dtype, shape), "s": stoker.Sequence(seq_dtype), "b": stoker.Binary(), "x": stoker.String()}
+    return {"t": tensor, "s": seqs, "b": blobs, "x": texts}, {
+        "t": stoker.Tensor(dtype, shape),
+        "s": stoker.Sequence(seq_dtype),
+        "b": stoker.Binary(),
+        "x": stoker.String(),
+    }
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

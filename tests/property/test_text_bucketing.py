@@ -31,7 +31,9 @@ def test_ranks_get_equal_counts_and_the_epoch_covers_every_row(lengths, batch_si
     assert all(np.array_equal(a, b) for a, b in zip(tail, got[0][1:]))
 
 
-def _reference_epoch(lengths: np.ndarray, batch_size: int, window: int, shuffle: bool, seed: int, epoch: int) -> list[np.ndarray]:
+def _reference_epoch(
+    lengths: np.ndarray, batch_size: int, window: int, shuffle: bool, seed: int, epoch: int
+) -> list[np.ndarray]:
     """The fixed-batch_size epoch as first written: one lexsort of the epoch, np.split, a list shuffle."""
     rng = np.random.default_rng([seed, epoch])
     n = len(lengths)

@@ -22,7 +22,10 @@ def test_every_field_is_documented():
         assert f"{f.name}:" in doc, f.name
 
 
-@pytest.mark.parametrize("bad", [dict(batch_size=True), dict(batch_size=2.5), dict(window=0), dict(uneven="both"), dict(pad_to_multiple_of=0)])
+@pytest.mark.parametrize(
+    "bad",
+    [dict(batch_size=True), dict(batch_size=2.5), dict(window=0), dict(uneven="both"), dict(pad_to_multiple_of=0)],
+)
 def test_rejects(bad):
     with pytest.raises(ConfigError):
         LoaderConfig(**bad)

@@ -4,10 +4,30 @@ import stoker
 import stoker.errors
 
 EXPECTED = {
-    "BatchSampler", "BatchSource", "FixedBatches", "LoaderInfo", "Observer", "register_observer",
-    "Binary", "Column", "Loader", "LoaderConfig", "Ragged", "Sampler", "Scalar", "Sequence", "StokerError",
-    "Store", "StoreWriter", "String", "Tensor", "__version__", "errors", "open", "write",
-}  # fmt: skip
+    "BatchSampler",
+    "BatchSource",
+    "FixedBatches",
+    "LoaderInfo",
+    "Observer",
+    "register_observer",
+    "Binary",
+    "Column",
+    "Loader",
+    "LoaderConfig",
+    "Ragged",
+    "Sampler",
+    "Scalar",
+    "Sequence",
+    "StokerError",
+    "Store",
+    "StoreWriter",
+    "String",
+    "Tensor",
+    "__version__",
+    "errors",
+    "open",
+    "write",
+}
 
 
 def test_all_is_what_we_promise():
@@ -18,7 +38,19 @@ def test_all_is_what_we_promise():
 
 def test_public_names_are_in_all():
     public = {n for n in dir(stoker) if not n.startswith("_")}
-    modules = {"config", "convert", "device", "errors", "loader", "pipeline", "store", "cli", "text", "vision", "sources"}
+    modules = {
+        "config",
+        "convert",
+        "device",
+        "errors",
+        "loader",
+        "pipeline",
+        "store",
+        "cli",
+        "text",
+        "vision",
+        "sources",
+    }
     assert public - set(stoker.__all__) - modules == set()
 
 

@@ -1,5 +1,4 @@
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -98,7 +97,9 @@ def test_ranks_partition_the_epoch(mixed_store):
 
 
 def test_collate_fn_on_store_batches(mixed_store):
-    loader = stoker.Loader(mixed_store, batch_size=10, columns=["label"], collate_fn=lambda b: (b["label"] * 2, b["label"]))
+    loader = stoker.Loader(
+        mixed_store, batch_size=10, columns=["label"], collate_fn=lambda b: (b["label"] * 2, b["label"])
+    )
     doubled, plain = next(iter(loader))
     assert torch.equal(doubled, plain * 2)
 
@@ -487,7 +488,11 @@ def test_tensordatasets_that_need_their_own_getitem_keep_the_process_path():
             return a * 2, b
 
     plain = torch.utils.data.TensorDataset(x, y)
-    for data, kwargs in ((Doubled(x, y), {}), (plain, {"collate_fn": lambda s: s}), (torch.utils.data.TensorDataset(x.bfloat16()), {})):
+    for data, kwargs in (
+        (Doubled(x, y), {}),
+        (plain, {"collate_fn": lambda s: s}),
+        (torch.utils.data.TensorDataset(x.bfloat16()), {}),
+    ):
         loader = stoker.Loader(data, batch_size=5, num_workers=0, **kwargs)
         assert loader.source.dataset is data and loader.engine == "processes"
     xb, yb = next(iter(stoker.Loader(Doubled(x, y), batch_size=5, num_workers=0)))

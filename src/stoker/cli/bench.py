@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         dt = time.perf_counter() - t0
         first_ms = "-" if first is None else f"{first * 1000:.1f}"  # "-": the store gave no batch
         rows.append((workers, f"{samples / dt:,.0f}", f"{nbytes / dt / 1e6:,.0f}", first_ms))
-    print(f"store {ds.path}: {len(ds):,} rows, {human_bytes(ds.nbytes)}; batch_size={args.batch_size}, "
-          f"{'storage order' if args.no_shuffle else 'shuffled'}, device={args.device}")
+    print(
+        f"store {ds.path}: {len(ds):,} rows, {human_bytes(ds.nbytes)}; batch_size={args.batch_size}, "
+        f"{'storage order' if args.no_shuffle else 'shuffled'}, device={args.device}"
+    )
     table(["workers", "samples/s", "MB/s", "first batch ms"], rows)
     return 0

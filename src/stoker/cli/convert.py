@@ -21,7 +21,9 @@ KINDS: tuple[str, ...] = (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="build a store from text, images, HDF5, tables or a Dataset", description=DESCRIPTION)
+    p = sub.add_parser(
+        "convert", help="build a store from text, images, HDF5, tables or a Dataset", description=DESCRIPTION
+    )
     kinds = p.add_subparsers(dest="kind", metavar="KIND")
     for name in KINDS:
         importlib.import_module(name).register(kinds)

@@ -1,7 +1,7 @@
 """``stoker convert arrays SRC... STORE``: .npz files, or .npy files as NAME=FILE.npy, into a store.
 
-    stoker convert arrays train.npz stores/train
-    stoker convert arrays image=images.npy label=labels.npy stores/train
+stoker convert arrays train.npz stores/train
+stoker convert arrays image=images.npy label=labels.npy stores/train
 """
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ from stoker.errors import ConfigError
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser("arrays", help=".npy / .npz arrays (memory-mapped)", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = kinds.add_parser(
+        "arrays",
+        help=".npy / .npz arrays (memory-mapped)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("sources", nargs="+", metavar="SRC", help="an .npz file, or NAME=FILE.npy pairs")
     p.add_argument("store", help="the store directory to create")
     shared_options(p, workers="shards written at once (default: one per core, at most 4)")

@@ -14,7 +14,9 @@ def shared_options(p: argparse.ArgumentParser, workers: str | None) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace STORE if it exists")
     p.add_argument("--shard-size", default="256MB", help="bytes of data per shard at most (default 256MB)")
     p.add_argument(
-        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="progress bar on stderr (default: when it is a terminal)",
     )
     if workers is not None:

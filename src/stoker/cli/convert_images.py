@@ -26,16 +26,34 @@ def _size(text: str) -> int | tuple[int, int]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("images", help="image files to a store (JPEG bytes or resized uint8 arrays)", description=__doc__)
+    p = sub.add_parser(
+        "images", help="image files to a store (JPEG bytes or resized uint8 arrays)", description=__doc__
+    )
     p.add_argument("src", help="folder of images: SRC/<class>/<image>, or flat with labels.csv/labels.json")
     p.add_argument("store", help="the store directory to write")
-    p.add_argument("--mode", choices=("encoded", "resized"), default="encoded",
-                   help="encoded: keep JPEG bytes (decode and augment when loading); resized: uint8 arrays (default encoded)")
-    p.add_argument("--size", type=_size, default=256, help="resized: output side N or HxW (shorter side resized, center cropped; default 256)")
-    p.add_argument("--max-side", type=int, default=None, help="encoded: re-encode images whose longer side exceeds this")
+    p.add_argument(
+        "--mode",
+        choices=("encoded", "resized"),
+        default="encoded",
+        help="encoded: keep JPEG bytes (decode and augment when loading); resized: uint8 arrays (default encoded)",
+    )
+    p.add_argument(
+        "--size",
+        type=_size,
+        default=256,
+        help="resized: output side N or HxW (shorter side resized, center cropped; default 256)",
+    )
+    p.add_argument(
+        "--max-side", type=int, default=None, help="encoded: re-encode images whose longer side exceeds this"
+    )
     p.add_argument("--quality", type=int, default=90, help="JPEG quality of re-encoded images (default 90)")
     p.add_argument("--labels", default=None, help="a CSV (file,label) or JSON labels file for a flat folder")
-    p.add_argument("--on-error", choices=("raise", "skip"), default="raise", help="a bad image stops the conversion (raise) or is skipped and reported")
+    p.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="a bad image stops the conversion (raise) or is skipped and reported",
+    )
     shared_options(p, workers="decoding threads (default: the usable cores; 0: in this thread)")
     p.set_defaults(func=run)
 
@@ -44,8 +62,15 @@ def run(args: argparse.Namespace) -> int:
     import stoker.convert
 
     result = stoker.convert.images(
-        args.src, args.store, args.mode, size=args.size, max_side=args.max_side, quality=args.quality,
-        labels=args.labels, on_error=args.on_error, **shared(args),
+        args.src,
+        args.store,
+        args.mode,
+        size=args.size,
+        max_side=args.max_side,
+        quality=args.quality,
+        labels=args.labels,
+        on_error=args.on_error,
+        **shared(args),
     )
     summary(result, noun="images", skipped="bad image files")
     classes = result.report["classes"]

@@ -16,13 +16,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("text", help="tokenize a text file into a store", description=__doc__)
     p.add_argument("src", help="the text file: .txt, .jsonl, .csv or .tsv")
     p.add_argument("store", help="the store directory to write")
-    p.add_argument("--tokenizer", default="bert-base-uncased", help="bundled name, or a path to tokenizer.json / vocab.txt (default bert-base-uncased)")
+    p.add_argument(
+        "--tokenizer",
+        default="bert-base-uncased",
+        help="bundled name, or a path to tokenizer.json / vocab.txt (default bert-base-uncased)",
+    )
     p.add_argument("--max-length", type=int, default=512, help="cut longer examples, keeping [CLS]/[SEP] (default 512)")
     p.add_argument("--text-column", default="text", help="column holding the text (default text)")
     p.add_argument("--pair-column", default=None, help="column holding the second text of sentence pairs")
-    p.add_argument("--label-column", default="auto", help="column holding the label ('auto': 'label' when present; 'none': no label)")
+    p.add_argument(
+        "--label-column",
+        default="auto",
+        help="column holding the label ('auto': 'label' when present; 'none': no label)",
+    )
     p.add_argument("--keep-empty", action="store_true", help="keep empty lines (default: skip and count them)")
-    p.add_argument("--encoding-errors", choices=("strict", "replace"), default="strict", help="invalid UTF-8: fail (strict) or replace")
+    p.add_argument(
+        "--encoding-errors",
+        choices=("strict", "replace"),
+        default="strict",
+        help="invalid UTF-8: fail (strict) or replace",
+    )
     shared_options(p, workers="tokenizing threads (default: the usable cores; 0: in this thread)")
     p.set_defaults(func=run)
 
@@ -33,9 +46,16 @@ def run(args: argparse.Namespace) -> int:
 
     label = None if args.label_column.lower() == "none" else args.label_column
     result = stoker.convert.text(
-        args.src, args.store, args.tokenizer, max_length=args.max_length, text_column=args.text_column,
-        pair_column=args.pair_column, label_column=label, keep_empty=args.keep_empty,
-        encoding_errors=args.encoding_errors, **shared(args),
+        args.src,
+        args.store,
+        args.tokenizer,
+        max_length=args.max_length,
+        text_column=args.text_column,
+        pair_column=args.pair_column,
+        label_column=label,
+        keep_empty=args.keep_empty,
+        encoding_errors=args.encoding_errors,
+        **shared(args),
     )
     summary(result, noun="examples", skipped="empty lines")
     ds = Store(result.path)

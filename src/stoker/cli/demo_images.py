@@ -55,8 +55,10 @@ def run(data: Path, seconds: float) -> None:
     t1 = time.perf_counter()
     res = stoker.convert.images(photos, data / "stores" / "photos-224", mode="resized", size=224, overwrite=True)
     t2 = time.perf_counter()
-    print(f"\nPhotos (Debian plasma-workspace-wallpapers, {enc.rows:,} JPEGs ~500 px): encoded store in {t1 - t0:.1f} s, "
-          f"resized 224 store in {t2 - t1:.1f} s")
+    print(
+        f"\nPhotos (Debian plasma-workspace-wallpapers, {enc.rows:,} JPEGs ~500 px): encoded store in {t1 - t0:.1f} s, "
+        f"resized 224 store in {t2 - t1:.1f} s"
+    )
     train = [vision.RandomResizedCrop(224), vision.RandomHorizontalFlip()]
     enc_loader = stoker.Loader(vision.ImageSource(enc.path, train), batch_size=128, shuffle=True)
     res_loader = stoker.Loader(vision.ImageSource(res.path), batch_size=128, shuffle=True)
@@ -64,12 +66,24 @@ def run(data: Path, seconds: float) -> None:
     print("  a batch: " + ", ".join(f"{k} {tuple(v.shape)} {v.dtype}" for k, v in first.items()))
     count = lambda b: len(b["label"])  # noqa: E731
     rates = [
-        ("stoker encoded store (decode + RandomResizedCrop + flip, threads)", measure(lambda: enc_loader, count, seconds)),
+        (
+            "stoker encoded store (decode + RandomResizedCrop + flip, threads)",
+            measure(lambda: enc_loader, count, seconds),
+        ),
         ("stoker resized store (uint8 224, memory copy)", measure(lambda: res_loader, count, seconds)),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
         folder = cast("torch.utils.data.Dataset[Any]", _SeedImageFolder(photos))  # map-style, duck-typed
-        dl = torch.utils.data.DataLoader(folder, batch_size=128, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True)
-        rates.append(("torch DataLoader (ImageFolder + PIL Resize/ToTensor/Normalize, 2 workers)", measure(lambda: dl, lambda b: len(b[1]), seconds)))
-    print_rates("Photos to 224x224 training batches, shuffled, to CPU tensors (stoker: uint8; Normalize runs on the GPU)", rates)
+        dl = torch.utils.data.DataLoader(
+            folder, batch_size=128, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True
+        )
+        rates.append(
+            (
+                "torch DataLoader (ImageFolder + PIL Resize/ToTensor/Normalize, 2 workers)",
+                measure(lambda: dl, lambda b: len(b[1]), seconds),
+            )
+        )
+    print_rates(
+        "Photos to 224x224 training batches, shuffled, to CPU tensors (stoker: uint8; Normalize runs on the GPU)", rates
+    )

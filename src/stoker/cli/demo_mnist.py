@@ -35,7 +35,9 @@ def run(data: Path, seconds: float) -> None:
 
     src = data / "mnist"
     if not (src / "images.npy").is_file():
-        raise StoreNotFoundError(f"{src}/images.npy is missing; run: python scripts/fetch_data.py mnist --out {data}", path=src)
+        raise StoreNotFoundError(
+            f"{src}/images.npy is missing; run: python scripts/fetch_data.py mnist --out {data}", path=src
+        )
     images, labels = np.load(src / "images.npy"), np.load(src / "labels.npy")
     store = data / "stores" / "mnist"
     t0 = time.perf_counter()
@@ -46,7 +48,7 @@ def run(data: Path, seconds: float) -> None:
 
     loader = stoker.Loader(ds, batch_size=256, shuffle=True)
     first = next(iter(loader))
-    print(f"  a batch: " + ", ".join(f"{k} {tuple(v.shape)} {v.dtype}" for k, v in first.items()))
+    print("  a batch: " + ", ".join(f"{k} {tuple(v.shape)} {v.dtype}" for k, v in first.items()))
     rates = [("stoker.Loader (uint8, threads)", measure(lambda: loader, lambda b: len(b["label"]), seconds))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pin_memory without CUDA
@@ -54,5 +56,10 @@ def run(data: Path, seconds: float) -> None:
         dl = torch.utils.data.DataLoader(
             digits, batch_size=256, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True
         )
-        rates.append(("torch DataLoader (per-sample Dataset, 2 workers, pin_memory)", measure(lambda: dl, lambda b: len(b[1]), seconds)))
+        rates.append(
+            (
+                "torch DataLoader (per-sample Dataset, 2 workers, pin_memory)",
+                measure(lambda: dl, lambda b: len(b[1]), seconds),
+            )
+        )
     print_rates("MNIST, batches of 256, shuffled, to CPU tensors", rates)

@@ -34,7 +34,9 @@ class _PerSampleDataset:
 
                 self.tok = stoker.text.resolve(str(self.vocab), max_length=self.max_length).tokenizer
         if hasattr(self.tok, "backend_tokenizer"):
-            enc = self.tok(self.texts[i], max_length=self.max_length, padding="max_length", truncation=True, return_tensors="pt")
+            enc = self.tok(
+                self.texts[i], max_length=self.max_length, padding="max_length", truncation=True, return_tensors="pt"
+            )
             return enc["input_ids"].squeeze(0), enc["attention_mask"].squeeze(0)
         import torch
 
@@ -68,7 +70,12 @@ def run(data: Path, seconds: float) -> None:
         warnings.simplefilter("ignore")
         per_sample = cast("torch.utils.data.Dataset[Any]", _PerSampleDataset(texts, data / "text" / "vocab.txt", 128))
         dl = torch.utils.data.DataLoader(per_sample, batch_size=32, shuffle=True, num_workers=2)
-        rates.append(("seed 000: per-sample tokenizer, pad to 128, DataLoader(2 workers)", measure(lambda: dl, lambda b: len(b[0]), seconds)))
+        rates.append(
+            (
+                "seed 000: per-sample tokenizer, pad to 128, DataLoader(2 workers)",
+                measure(lambda: dl, lambda b: len(b[0]), seconds),
+            )
+        )
     print_rates("Friends lines, bert-base-uncased, max_length=128, batches of 32, shuffled", rates)
     print(f"  on the fly: {fly.report()}")
     print(f"  from the store: {stored.report()}")

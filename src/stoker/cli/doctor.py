@@ -15,11 +15,24 @@ from stoker.cli.main import EXIT_USAGE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="run a training script and find its data stalls", description=__doc__,
-                       usage="stoker doctor [options] -- COMMAND [ARGS ...]")  # fmt: skip
-    p.add_argument("--out", default="stoker-doctor", help="directory for report.json, report.html, trace.json (default stoker-doctor/)")
+    p = sub.add_parser(
+        "doctor",
+        help="run a training script and find its data stalls",
+        description=__doc__,
+        usage="stoker doctor [options] -- COMMAND [ARGS ...]",
+    )
+    p.add_argument(
+        "--out",
+        default="stoker-doctor",
+        help="directory for report.json, report.html, trace.json (default stoker-doctor/)",
+    )
     p.add_argument("--interval", type=float, default=0.5, help="seconds between resource samples (default 0.5)")
-    p.add_argument("--stall-threshold", type=float, default=0.2, help="data-wait share from which the run is input-bound (default 0.2)")
+    p.add_argument(
+        "--stall-threshold",
+        type=float,
+        default=0.2,
+        help="data-wait share from which the run is input-bound (default 0.2)",
+    )
     p.add_argument("--no-html", action="store_true", help="skip the HTML report (and matplotlib)")
     p.add_argument("--no-trace", action="store_true", help="skip the Chrome-trace JSON")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of the tables")
@@ -49,9 +62,17 @@ def run(args: argparse.Namespace) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        print("stoker doctor: give the command to run after '--', e.g. stoker doctor -- python train.py", file=sys.stderr)
+        print(
+            "stoker doctor: give the command to run after '--', e.g. stoker doctor -- python train.py", file=sys.stderr
+        )
         return EXIT_USAGE
-    cfg = DoctorConfig(interval=args.interval, stall_threshold=args.stall_threshold, out=args.out, html=not args.no_html, trace=not args.no_trace)
+    cfg = DoctorConfig(
+        interval=args.interval,
+        stall_threshold=args.stall_threshold,
+        out=args.out,
+        html=not args.no_html,
+        trace=not args.no_trace,
+    )
     report = run_command(command, cfg)
     write_outputs(report, cfg)
     if args.json:

@@ -12,7 +12,11 @@ from stoker.store.reader import Store, _describe
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="show a store's schema, rows, shards and sizes", description=__doc__)
     p.add_argument("store", help="path of the store directory")
-    p.add_argument("--verify", action="store_true", help="check every shard's checksum (xxh3_128; sha256 in format 1 stores) against the manifest")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every shard's checksum (xxh3_128; sha256 in format 1 stores) against the manifest",
+    )
     p.add_argument("--json", action="store_true", help="print the description as JSON")
     p.add_argument("--shards", action="store_true", help="list every shard")
     p.set_defaults(func=run)
@@ -40,7 +44,13 @@ def run(args: argparse.Namespace) -> int:
         print("metadata " + json.dumps(ds.metadata)[:400])
     if args.shards:
         print()
-        table(["shard", "rows", "bytes", "checksum"], [(s.file, f"{s.rows:,}", human_bytes(s.bytes), f"{s.algorithm}:{s.checksum[:16]}") for s in ds.manifest.shards])
+        table(
+            ["shard", "rows", "bytes", "checksum"],
+            [
+                (s.file, f"{s.rows:,}", human_bytes(s.bytes), f"{s.algorithm}:{s.checksum[:16]}")
+                for s in ds.manifest.shards
+            ],
+        )
     if args.verify:
         print(f"\nverified: all {ds.num_shards} shards match their checksums")
     return 0

@@ -24,7 +24,9 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     from stoker import __version__
 
-    parser = argparse.ArgumentParser(prog="stoker", description="Keep GPUs fed: build memory-mapped stores and load them fast.")
+    parser = argparse.ArgumentParser(
+        prog="stoker", description="Keep GPUs fed: build memory-mapped stores and load them fast."
+    )
     parser.add_argument("--version", action="version", version=f"stoker {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:

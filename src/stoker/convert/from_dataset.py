@@ -116,7 +116,12 @@ def convert(
         raise StoreExistsError(f"{store} exists; pass overwrite=True (--overwrite) to replace it", path=store)
     staging = staging_dir(store)
     kind = type(dataset)
-    source = {"kind": "dataset", "type": f"{kind.__module__}.{kind.__qualname__}", "rows": n, "names": list(names) if names else None}
+    source = {
+        "kind": "dataset",
+        "type": f"{kind.__module__}.{kind.__qualname__}",
+        "rows": n,
+        "names": list(names) if names else None,
+    }
     meta = options.with_metadata({"source": source})
     writer = StoreWriter(
         store, None, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta, staging=staging
@@ -131,7 +136,9 @@ def convert(
     if workers == 0:
         produced: Iterator[dict[str, Any]] = (collate([guarded[int(i)] for i in idx]) for idx in index_batches)
     else:
-        produced = process_map(guarded, index_batches, workers=workers, depth=2 * workers, collate_fn=collate, stage="convert")
+        produced = process_map(
+            guarded, index_batches, workers=workers, depth=2 * workers, collate_fn=collate, stage="convert"
+        )
     bar = options.bar(n, f"dataset {kind.__name__}", unit="samples", initial=start)
     try:
         with bar:
@@ -175,7 +182,11 @@ def _add(writer: StoreWriter, out: dict[str, Any]) -> None:
     for name, got in batch_schema.items():
         have = writer.schema.get(name)
         if have is None:
-            raise SchemaError(f"dataset[{int(index[0])}] has a field {name!r} that earlier samples lack", row=int(index[0]), column=name)
+            raise SchemaError(
+                f"dataset[{int(index[0])}] has a field {name!r} that earlier samples lack",
+                row=int(index[0]),
+                column=name,
+            )
         if not compatible(have, got):
             raise conflict(int(index[0]), name, have, got, None)
     before = writer.rows_written

@@ -50,10 +50,16 @@ class _Slabs:
     def __init__(self, source: HDF5) -> None:
         self.source = source
         self.handle = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
-        self.mappable = {info.key: info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype}
-        decodable = [info.key for info in source.infos if info.chunk_rows and chunk_layout(self.handle[info.key]) is not None]
+        self.mappable = {
+            info.key: info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype
+        }
+        decodable = [
+            info.key for info in source.infos if info.chunk_rows and chunk_layout(self.handle[info.key]) is not None
+        ]
         self.mapfile = MappedFile(source.path) if self.mappable or decodable else None
-        self.mapped = {key: self.mapfile.view(info, len(source)) for key, info in self.mappable.items()} if self.mapfile else {}
+        self.mapped = (
+            {key: self.mapfile.view(info, len(source)) for key, info in self.mappable.items()} if self.mapfile else {}
+        )
         self.decoded: dict[str, ChunkedReader] = {}
         if self.mapfile is not None:
             for key in decodable:
@@ -70,7 +76,10 @@ class _Slabs:
 
     def spans(self, start: int, stop: int) -> dict[str, tuple[int, int]]:
         """The bytes of the file holding rows ``start:stop`` of each mapped or decoded key, as (offset, size)."""
-        out = {key: (int(info.offset or 0) + start * info.row_bytes, (stop - start) * info.row_bytes) for key, info in self.mappable.items()}
+        out = {
+            key: (int(info.offset or 0) + start * info.row_bytes, (stop - start) * info.row_bytes)
+            for key, info in self.mappable.items()
+        }
         for key, reader in self.decoded.items():
             per = reader.layout.chunks[0]
             span = reader.index.span(start // per, (stop - 1) // per)
@@ -83,7 +92,9 @@ class _Slabs:
         if self.mapfile is None:
             return
         spans = list(self.spans(start, stop).values())
-        cached = not self.cold and all(self.mapfile.resident(offset, size, sample=True) >= _CACHED for offset, size in spans)
+        cached = not self.cold and all(
+            self.mapfile.resident(offset, size, sample=True) >= _CACHED for offset, size in spans
+        )
         pages = [self.mapfile.ahead(offset, size) for offset, size in spans]
         if not cached:
             self._paging[start] = pages
@@ -108,7 +119,9 @@ class _Slabs:
                 continue
             view = self._buffer(info, slot, rows)
             if key in self.decoded:
-                out[key] = functools.partial(self.decoded[key].rows, np.arange(start, stop), view)  # decoded on the writer thread
+                out[key] = functools.partial(
+                    self.decoded[key].rows, np.arange(start, stop), view
+                )  # decoded on the writer thread
                 continue
             self.handle[key].read_direct(view, np.s_[start:stop], np.s_[0:rows])
             out[key] = view
@@ -152,8 +165,17 @@ def convert(
     rows = len(source)
     try:
         write_slabs(
-            store, slabs.read, schema, rows, options, metadata={"source": described}, desc=f"hdf5 {Path(file).name}",
-            align=max(chunk_rows, 1), ahead=slabs.ahead, done=slabs.done, cold=slabs.cold,
+            store,
+            slabs.read,
+            schema,
+            rows,
+            options,
+            metadata={"source": described},
+            desc=f"hdf5 {Path(file).name}",
+            align=max(chunk_rows, 1),
+            ahead=slabs.ahead,
+            done=slabs.done,
+            cold=slabs.cold,
         )
     finally:
         slabs.close()

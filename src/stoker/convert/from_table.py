@@ -24,7 +24,15 @@ from stoker.store.format import Binary, Column, Scalar, String, Tensor
 from stoker.store.format import Sequence as SequenceColumn
 from stoker.store.writer import StoreWriter
 
-FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".tsv": "csv", ".jsonl": "json", ".ndjson": "json", ".json": "json"}
+FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".json": "json",
+}
 BATCH_ROWS = 65536
 
 
@@ -35,7 +43,9 @@ def table_format(path: Path, fmt: str | None) -> str:
         return fmt
     found = FORMATS.get(path.suffix.lower())
     if found is None:
-        raise ConfigError(f"cannot tell the format of {path} from its suffix; pass format='parquet', 'csv' or 'json'", option="format")
+        raise ConfigError(
+            f"cannot tell the format of {path} from its suffix; pass format='parquet', 'csv' or 'json'", option="format"
+        )
     return found
 
 
@@ -127,7 +137,11 @@ def to_values(name: str, col: Column, arr: pa.Array, first_row: int, path: Path)
         np.cumsum(lengths, out=offsets[1:])
         values = pc.list_flatten(arr)
         if values.null_count:
-            raise SchemaError(f"{path}: column {name!r} has a null inside a list near row {first_row}; fill it first", row=first_row, column=name)
+            raise SchemaError(
+                f"{path}: column {name!r} has a null inside a list near row {first_row}; fill it first",
+                row=first_row,
+                column=name,
+            )
         return Ragged(values.to_numpy(zero_copy_only=False).astype(col.numpy_dtype, copy=False), offsets)
     if col.shape:
         flat = arr

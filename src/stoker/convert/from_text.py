@@ -63,7 +63,9 @@ def convert(
     with writer, options.bar(None, "tokenizing") as bar:
         blocks = cast(
             Generator[tuple[TextBlock, Encoded], None, None],
-            ordered_map(encode, iter_blocks(source, columns), workers=workers, depth=2 * max(workers, 1), stage="tokenize"),
+            ordered_map(
+                encode, iter_blocks(source, columns), workers=workers, depth=2 * max(workers, 1), stage="tokenize"
+            ),
         )
         try:
             for block, enc in blocks:
@@ -75,7 +77,9 @@ def convert(
                 data: dict[str, Any] = {
                     "input_ids": enc.ids,
                     "length": lengths.astype(len_dtype),
-                    "truncated": np.zeros(len(lengths), np.uint8) if enc.truncated is None else enc.truncated.astype(np.uint8),
+                    "truncated": np.zeros(len(lengths), np.uint8)
+                    if enc.truncated is None
+                    else enc.truncated.astype(np.uint8),
                 }
                 full = dict(schema)
                 if enc.type_ids is not None:
@@ -91,7 +95,9 @@ def convert(
         finally:
             blocks.close()
         if writer.rows_written == 0:
-            raise EmptyDatasetError(f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
+            raise EmptyDatasetError(
+                f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
+            )
         report = {
             **tok.describe(),
             "source": describe_source(source),

@@ -85,7 +85,13 @@ class ConvertOptions:
 
         disable = (not sys.stderr.isatty()) if self.progress is None else not self.progress
         return tqdm(
-            total=total, initial=initial, desc=desc, unit=unit, unit_scale=True, disable=disable, file=sys.stderr,
+            total=total,
+            initial=initial,
+            desc=desc,
+            unit=unit,
+            unit_scale=True,
+            disable=disable,
+            file=sys.stderr,
             dynamic_ncols=True,
         )
 

@@ -169,7 +169,11 @@ class Columnize:
                     raise conflict(index, name, schema[name], None, first)
             for name, v in fields.items():
                 if name not in schema:
-                    raise SchemaError(f"dataset[{index}] has a field {name!r} that the samples from dataset[{first}] lack", row=index, column=name)
+                    raise SchemaError(
+                        f"dataset[{index}] has a field {name!r} that the samples from dataset[{first}] lack",
+                        row=index,
+                        column=name,
+                    )
                 got = infer(name, v, index)
                 if not compatible(schema[name], got):
                     raise conflict(index, name, schema[name], got, first)
@@ -184,4 +188,9 @@ class Columnize:
                 columns[name] = [r if r.size else np.empty(0, col.numpy_dtype) for r in rows]  # [] is float64 to numpy
             else:
                 columns[name] = [bytes(v) if isinstance(v, (bytearray, memoryview)) else v for v in vals]
-        return {"index": np.array([i for i, _ in good], dtype=np.int64), "failed": failed, "columns": columns, "schema": schema}
+        return {
+            "index": np.array([i for i, _ in good], dtype=np.int64),
+            "failed": failed,
+            "columns": columns,
+            "schema": schema,
+        }

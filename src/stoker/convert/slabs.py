@@ -58,19 +58,19 @@ def write_slabs(
 ) -> Path:
     """Write ``rows`` rows into ``store``, one shard per slab, ``options.workers`` shards at a time.
 
-``options.shard_size`` is an upper bound: a small input is cut into about ``2 * (writers + 1)``
-shards, or ``8 * (writers + 1)`` when ``cold`` (none under 32 MB; the count rounded up to a
-multiple of the writers), so that reading and writing overlap and the writers finish together.
-``metadata`` (what the conversion records about its input) is updated with ``options.metadata``.
+    ``options.shard_size`` is an upper bound: a small input is cut into about ``2 * (writers + 1)``
+    shards, or ``8 * (writers + 1)`` when ``cold`` (none under 32 MB; the count rounded up to a
+    multiple of the writers), so that reading and writing overlap and the writers finish together.
+    ``metadata`` (what the conversion records about its input) is updated with ``options.metadata``.
 
-    ``read(start, stop, slot) -> {column: array}`` returns rows ``start:stop``; it runs on this
-    thread, in order, while earlier slabs are written. ``slot`` (0 .. writers) names the buffer
-    set a reader that reuses buffers may fill: the slab read into a slot last time is written
-    and let go by then. A value may be a zero-argument callable instead of an array: it runs
-    on the writer thread (work that releases the GIL, such as decoding, then runs in parallel).
-    ``ahead(start, stop)``, if given, is told of each slab ``writers + 1`` slabs before it is
-    read (to start reading it from disk), and ``done(start, stop)`` once its shard is written.
-    ``cold``: the input comes from disk (not the page cache), which sizes slabs (see below).
+        ``read(start, stop, slot) -> {column: array}`` returns rows ``start:stop``; it runs on this
+        thread, in order, while earlier slabs are written. ``slot`` (0 .. writers) names the buffer
+        set a reader that reuses buffers may fill: the slab read into a slot last time is written
+        and let go by then. A value may be a zero-argument callable instead of an array: it runs
+        on the writer thread (work that releases the GIL, such as decoding, then runs in parallel).
+        ``ahead(start, stop)``, if given, is told of each slab ``writers + 1`` slabs before it is
+        read (to start reading it from disk), and ``done(start, stop)`` once its shard is written.
+        ``cold``: the input comes from disk (not the page cache), which sizes slabs (see below).
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")

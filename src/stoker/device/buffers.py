@@ -31,7 +31,9 @@ class BufferPool:
             (bounds memory when the user holds on to many batches).
     """
 
-    def __init__(self, allocate: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None, max_per_key: int = 16) -> None:
+    def __init__(
+        self, allocate: Callable[[tuple[int, ...], np.dtype], np.ndarray] | None = None, max_per_key: int = 16
+    ) -> None:
         self._allocate = allocate or (lambda shape, dtype: np.empty(shape, dtype))
         self._max = max_per_key
         self._free: dict[tuple, list[np.ndarray]] = {}

@@ -30,7 +30,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ConfigError(f"device {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'auto')", option="device") from exc
+        raise ConfigError(
+            f"device {device!r} is not a torch device ('cpu', 'cuda', 'cuda:1', 'auto')", option="device"
+        ) from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(
             f"device {device!r} was asked for but this torch ({torch.__version__}) sees no CUDA device; "

@@ -74,7 +74,9 @@ def bottleneck_resource(bound: str, res: dict[str, Any], gpu_status: str) -> str
     return f"the step's compute on the CPU ({gpu_status}; {busy_tree:.1f} of {cores} cores busy)"
 
 
-def recommend(loaders: dict[str, LoaderStats], res: dict[str, Any], bound: str, stall: float, gpu_status: str) -> list[Recommendation]:
+def recommend(
+    loaders: dict[str, LoaderStats], res: dict[str, Any], bound: str, stall: float, gpu_status: str
+) -> list[Recommendation]:
     recs: list[Recommendation] = []
     cores = res.get("cores", 1)
     has_gpu = "gpu_util_pct" in res
@@ -130,7 +132,7 @@ def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
         f"{heavy['stage']} takes {per:.1f} ms per batch and the loop waits on data {st.wait_s:.2f} s; "
         "a store is read with one gather per batch",
         'once: stoker.write("stores/train", {"x": xs, "y": ys})  (or: stoker convert text|images ...); '
-        'then: stoker.Loader("stores/train", batch_size=%s, shuffle=True)' % _batch_size(st, 64),
+        f'then: stoker.Loader("stores/train", batch_size={_batch_size(st, 64)}, shuffle=True)',
         0.8 * st.wait_s,
         st.name,
     )
@@ -161,8 +163,13 @@ def _pin(st: LoaderStats, has_gpu: bool) -> Recommendation | None:
         call = 'stoker.Loader(..., device="cuda")  (pins by default)'
     else:
         call = _call(st, pin_memory=True)
-    return Recommendation("Pinned memory for host-to-device copies", f"pin_memory is off for {st.name}; transfers took {h2d:.2f} s",
-                          call, 0.5 * h2d + 0.05 * st.wait_s, st.name)  # fmt: skip
+    return Recommendation(
+        "Pinned memory for host-to-device copies",
+        f"pin_memory is off for {st.name}; transfers took {h2d:.2f} s",
+        call,
+        0.5 * h2d + 0.05 * st.wait_s,
+        st.name,
+    )
 
 
 def _normalize_on_device(st: LoaderStats, has_gpu: bool) -> Recommendation | None:
@@ -189,8 +196,8 @@ def _bucketing(st: LoaderStats) -> Recommendation | None:
     return Recommendation(
         "Group similar lengths (bucketing)",
         f"{_pct(share)} of the token positions in the inspected batches are padding",
-        'stoker.text.Loader(texts, tokenizer=..., batch_size=%s, bucketing=True)  (or max_tokens=... for a token budget)'
-        % _batch_size(st, 32),
+        f"stoker.text.Loader(texts, tokenizer=..., batch_size={_batch_size(st, 32)}, bucketing=True)"
+        "  (or max_tokens=... for a token budget)",
         share * st.compute_s * 0.5,
         st.name,
     )
@@ -201,5 +208,10 @@ def _larger_batch(st: LoaderStats, res: dict[str, Any], bound: str) -> Recommend
     bs = st.info.batch_size
     if util is None or util >= 60 or bound != "compute-bound" or not isinstance(bs, int):
         return None
-    return Recommendation("A larger batch: the GPU is underused", f"GPU utilization averages {util:.0f} % while the loop is compute-bound",
-                          _call(st, batch_size=2 * bs), 0.2 * st.compute_s, st.name)  # fmt: skip
+    return Recommendation(
+        "A larger batch: the GPU is underused",
+        f"GPU utilization averages {util:.0f} % while the loop is compute-bound",
+        _call(st, batch_size=2 * bs),
+        0.2 * st.compute_s,
+        st.name,
+    )

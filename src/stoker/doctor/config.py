@@ -33,12 +33,27 @@ class DoctorConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.interval, bool) or not isinstance(self.interval, (int, float)) or not self.interval > 0:
-            raise ConfigError(f"interval must be a number of seconds > 0, like 0.5; got {self.interval!r}", option="interval")
-        if isinstance(self.stall_threshold, bool) or not isinstance(self.stall_threshold, (int, float)) or not 0 < self.stall_threshold < 1:
-            raise ConfigError(f"stall_threshold must be a share between 0 and 1, like 0.2; got {self.stall_threshold!r}", option="stall_threshold")
+            raise ConfigError(
+                f"interval must be a number of seconds > 0, like 0.5; got {self.interval!r}", option="interval"
+            )
+        if (
+            isinstance(self.stall_threshold, bool)
+            or not isinstance(self.stall_threshold, (int, float))
+            or not 0 < self.stall_threshold < 1
+        ):
+            raise ConfigError(
+                f"stall_threshold must be a share between 0 and 1, like 0.2; got {self.stall_threshold!r}",
+                option="stall_threshold",
+            )
         if self.out is not None:
             if not isinstance(self.out, (str, os.PathLike)):
                 raise ConfigError(f"out must be a directory path or None, got {type(self.out).__name__}", option="out")
             object.__setattr__(self, "out", os.fspath(self.out))
-        if isinstance(self.inspect_batches, bool) or not isinstance(self.inspect_batches, int) or self.inspect_batches < 0:
-            raise ConfigError(f"inspect_batches must be an integer >= 0, got {self.inspect_batches!r}", option="inspect_batches")
+        if (
+            isinstance(self.inspect_batches, bool)
+            or not isinstance(self.inspect_batches, int)
+            or self.inspect_batches < 0
+        ):
+            raise ConfigError(
+                f"inspect_batches must be an integer >= 0, got {self.inspect_batches!r}", option="inspect_batches"
+            )

@@ -27,7 +27,7 @@ def _svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _steps_plot(report: Report) -> str | None:
@@ -137,13 +137,26 @@ def render_html(report: Report) -> str:
         f"<p id='message'>{e(report.message)}</p>",
     ]
     if report.loaders:
-        parts.append(f"<p>bottleneck stage: <b>{e(report.bottleneck_stage or '-')}</b>; resource: {e(report.bottleneck_resource or '-')}</p>")
+        parts.append(
+            f"<p>bottleneck stage: <b>{e(report.bottleneck_stage or '-')}</b>; resource: {e(report.bottleneck_resource or '-')}</p>"
+        )
         parts.append("<h2>Recommendations</h2>")
-        parts.append(_table(["#", "change", "evidence", "how"], [[i, e(r.title), e(r.evidence), f"<code>{e(r.action)}</code>"]
-                                                                 for i, r in enumerate(report.recommendations, 1)]))  # fmt: skip
+        parts.append(
+            _table(
+                ["#", "change", "evidence", "how"],
+                [
+                    [i, e(r.title), e(r.evidence), f"<code>{e(r.action)}</code>"]
+                    for i, r in enumerate(report.recommendations, 1)
+                ],
+            )
+        )
         parts.append("<h2>Loaders</h2>")
         parts.append(_loaders_table(report))
-    for title, plot in (("Steps", _steps_plot(report)), ("Resources", _resources_plot(report)), ("Stages", _stages_plot(report))):
+    for title, plot in (
+        ("Steps", _steps_plot(report)),
+        ("Resources", _resources_plot(report)),
+        ("Stages", _stages_plot(report)),
+    ):
         if plot is not None:
             parts.append(f"<h2>{title}</h2><figure class='plot' id='plot-{title.lower()}'>{plot}</figure>")
     parts.append("</body></html>")

@@ -13,7 +13,7 @@ patches of torch's DataLoader (which has no public hook).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from threading import get_ident
 from time import perf_counter
 from typing import Any

@@ -50,13 +50,24 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "verdict": self.verdict, "stall_share": self.stall_share, "loop_s": self.loop_s, "wait_s": self.wait_s,
-            "wall_s": self.wall_s, "bottleneck_stage": self.bottleneck_stage, "bottleneck_resource": self.bottleneck_resource,
-            "message": self.message, "command": self.command, "exit_code": self.exit_code, "gpu_status": self.gpu_status,
-            "loaders": self.loaders, "resources": self.resources,
-            "recommendations": [r.to_json() for r in self.recommendations], "samples": self.samples, "steps": self.steps,
+            "verdict": self.verdict,
+            "stall_share": self.stall_share,
+            "loop_s": self.loop_s,
+            "wait_s": self.wait_s,
+            "wall_s": self.wall_s,
+            "bottleneck_stage": self.bottleneck_stage,
+            "bottleneck_resource": self.bottleneck_resource,
+            "message": self.message,
+            "command": self.command,
+            "exit_code": self.exit_code,
+            "gpu_status": self.gpu_status,
+            "loaders": self.loaders,
+            "resources": self.resources,
+            "recommendations": [r.to_json() for r in self.recommendations],
+            "samples": self.samples,
+            "steps": self.steps,
             "files": self.files,
-        }  # fmt: skip
+        }
 
     def write_json(self, path: str | os.PathLike) -> Path:
         path = Path(path)
@@ -65,9 +76,15 @@ class Report:
 
 
 def build_report(
-    events_dir: str | os.PathLike, samples: list[dict[str, Any]], gpu_status: str, config: DoctorConfig, *, wall: tuple[float, float],
-    command: list[str] | None = None, exit_code: int | None = None,
-) -> Report:  # fmt: skip
+    events_dir: str | os.PathLike,
+    samples: list[dict[str, Any]],
+    gpu_status: str,
+    config: DoctorConfig,
+    *,
+    wall: tuple[float, float],
+    command: list[str] | None = None,
+    exit_code: int | None = None,
+) -> Report:
     """Read every process's events under ``events_dir`` and judge the run."""
     loaders, _procs = build_loaders(list(read_events(events_dir)))
     active = {k: st for k, st in loaders.items() if st.steps}
@@ -82,10 +99,18 @@ def build_report(
     tree_s, root_s = cpu_seconds(samples, config.interval)
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
     report = Report(
-        verdict=bound, stall_share=stall, loop_s=loop, wait_s=wait, wall_s=wall[1] - wall[0], command=command,
-        exit_code=exit_code, gpu_status=gpu_status, resources=res, _stats=active,
+        verdict=bound,
+        stall_share=stall,
+        loop_s=loop,
+        wait_s=wait,
+        wall_s=wall[1] - wall[0],
+        command=command,
+        exit_code=exit_code,
+        gpu_status=gpu_status,
+        resources=res,
+        _stats=active,
         samples=[{**s, "t": s["t"] - wall[0]} for s in samples],
-    )  # fmt: skip
+    )
     report.origin = wall[0]
     if not active:
         report.message = NO_LOADER

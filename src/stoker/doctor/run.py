@@ -49,7 +49,9 @@ def run_command(argv: list[str], config: DoctorConfig) -> Report:
         try:
             proc = subprocess.Popen(argv, env=child_env(events, config))
         except OSError as exc:
-            raise ConfigError(f"cannot start {argv[0]!r}: {exc.strerror}; check the command after '--'", option="command") from exc
+            raise ConfigError(
+                f"cannot start {argv[0]!r}: {exc.strerror}; check the command after '--'", option="command"
+            ) from exc
         sampler = sampler_class(proc.pid, config.interval).start()
         try:
             code = proc.wait()
@@ -59,7 +61,9 @@ def run_command(argv: list[str], config: DoctorConfig) -> Report:
         t1 = time.perf_counter()
         samples = sampler.stop()
         code = 128 - code if code < 0 else code
-        report = build_report(events, samples, sampler.gpu_status, config, wall=(t0, t1), command=list(argv), exit_code=code)
+        report = build_report(
+            events, samples, sampler.gpu_status, config, wall=(t0, t1), command=list(argv), exit_code=code
+        )
         if not any(Path(events).glob("events-*.jsonl")):
             report.message = NOT_INSTRUMENTED.format(python=sys.executable)
         return report

@@ -42,7 +42,9 @@ class _Gpus:
             self.handles = []
             return
         self.nvml = pynvml
-        self.status = ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in names) or "no GPU (NVML sees no device)"
+        self.status = (
+            ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in names) or "no GPU (NVML sees no device)"
+        )
 
     def sample(self) -> list[dict[str, float]]:
         nv = self.nvml
@@ -52,7 +54,9 @@ class _Gpus:
             try:
                 u = nv.nvmlDeviceGetUtilizationRates(h)
                 m = nv.nvmlDeviceGetMemoryInfo(h)
-                row.update(util=float(u.gpu), mem_util=float(u.memory), mem_used=float(m.used), mem_total=float(m.total))
+                row.update(
+                    util=float(u.gpu), mem_util=float(u.memory), mem_used=float(m.used), mem_total=float(m.total)
+                )
             except nv.NVMLError:
                 pass
             try:  # KB/s over a 20 ms window; not every device reports it
@@ -119,12 +123,19 @@ class ResourceSampler:
                 disk, cpu = psutil.disk_io_counters(), psutil.cpu_times()
                 total = sum(cpu) - sum(last_cpu)
                 sample: dict[str, Any] = {
-                    "t": now, "cpu_tree": cpu_tree / dt, "cpu_root": cpu_root / dt, "cpu_cores": psutil.cpu_percent(percpu=True),
-                    "iowait": 100.0 * (getattr(cpu, "iowait", 0.0) - getattr(last_cpu, "iowait", 0.0)) / total if total > 0 else 0.0,
-                    "rss": rss, "procs": procs, "read_bps": read / dt,
+                    "t": now,
+                    "cpu_tree": cpu_tree / dt,
+                    "cpu_root": cpu_root / dt,
+                    "cpu_cores": psutil.cpu_percent(percpu=True),
+                    "iowait": 100.0 * (getattr(cpu, "iowait", 0.0) - getattr(last_cpu, "iowait", 0.0)) / total
+                    if total > 0
+                    else 0.0,
+                    "rss": rss,
+                    "procs": procs,
+                    "read_bps": read / dt,
                     "disk_read_bps": (disk.read_bytes - last_disk.read_bytes) / dt if disk and last_disk else 0.0,
                     "disk_iops": (disk.read_count - last_disk.read_count) / dt if disk and last_disk else 0.0,
-                }  # fmt: skip
+                }
                 if gpus.handles:
                     sample["gpu"] = gpus.sample()
                 self.samples.append(sample)

@@ -94,9 +94,14 @@ def write_outputs(report: Report, config: DoctorConfig) -> dict[str, str]:
 
 
 def doctor(
-    out: str | os.PathLike | None = None, *, interval: float = 0.5, stall_threshold: float = 0.2, html: bool = True,
-    trace: bool = True, inspect_batches: int = 4,
-) -> Doctor:  # fmt: skip
+    out: str | os.PathLike | None = None,
+    *,
+    interval: float = 0.5,
+    stall_threshold: float = 0.2,
+    html: bool = True,
+    trace: bool = True,
+    inspect_batches: int = 4,
+) -> Doctor:
     """Time the data loading of the ``with`` block and judge it::
 
         with stoker.doctor("doctor-report") as report:
@@ -105,6 +110,12 @@ def doctor(
 
     Options are those of :class:`stoker.doctor.DoctorConfig`.
     """
-    cfg = DoctorConfig(interval=interval, stall_threshold=stall_threshold, out=None if out is None else os.fspath(out),
-                       html=html, trace=trace, inspect_batches=inspect_batches)  # fmt: skip
+    cfg = DoctorConfig(
+        interval=interval,
+        stall_threshold=stall_threshold,
+        out=None if out is None else os.fspath(out),
+        html=html,
+        trace=trace,
+        inspect_batches=inspect_batches,
+    )
     return Doctor(cfg)

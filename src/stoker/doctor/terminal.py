@@ -26,7 +26,15 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
     if report.loaders:
         con.print(f"bottleneck: stage [bold]{report.bottleneck_stage or '-'}[/]; resource {report.bottleneck_resource}")
         t = Table(title="loaders", title_justify="left")
-        for col in ("loader", "steps", "data wait", "compute", "wait/step (median)", "compute/step (median)", "workers"):
+        for col in (
+            "loader",
+            "steps",
+            "data wait",
+            "compute",
+            "wait/step (median)",
+            "compute/step (median)",
+            "workers",
+        ):
             t.add_column(col, justify="left" if col == "loader" else "right", overflow="fold")
         for ld in report.loaders:
             wait, compute = f"{ld['wait_s']:.2f} s", f"{ld['compute_s']:.2f} s"
@@ -39,7 +47,13 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
                 for col in ("stage", "total", "per call", "calls", "runs in"):
                     st.add_column(col, justify="left" if col in ("stage", "runs in") else "right")
                 for row in ld["stages"]:
-                    st.add_row(row["stage"], f"{row['total_s']:.3f} s", f"{row['ms_per_call']:.2f} ms", str(row["calls"]), row["where"])
+                    st.add_row(
+                        row["stage"],
+                        f"{row['total_s']:.3f} s",
+                        f"{row['ms_per_call']:.2f} ms",
+                        str(row["calls"]),
+                        row["where"],
+                    )
                 con.print(st)
     con.print(_resources(report))
     if report.recommendations:
@@ -68,11 +82,16 @@ def _resources(report: Report) -> Any:
         t.add_row("samples", "none (the run was shorter than one interval)")
         t.add_row("GPU", report.gpu_status)
         return t
-    t.add_row("CPU, script + workers", f"{r['cpu_tree_cores']:.2f} of {r['cores']} cores (main process alone {r['cpu_root_cores']:.2f}); "
-              f"{r['cpu_s_tree']:.1f} CPU-s in all, up to {r['procs_max']} processes")  # fmt: skip
+    t.add_row(
+        "CPU, script + workers",
+        f"{r['cpu_tree_cores']:.2f} of {r['cores']} cores (main process alone {r['cpu_root_cores']:.2f}); "
+        f"{r['cpu_s_tree']:.1f} CPU-s in all, up to {r['procs_max']} processes",
+    )
     t.add_row("CPU, whole machine", f"{r['cpu_machine_pct']:.0f} % busy, {r['iowait_pct']:.0f} % I/O wait")
     t.add_row("memory (RSS, max)", f"{r['rss_max'] / 2**20:,.0f} MiB")
-    t.add_row("storage reads", f"script {_mb(r['read_bps'])}; disk {_mb(r['disk_read_bps'])}, {r['disk_iops']:.0f} reads/s")
+    t.add_row(
+        "storage reads", f"script {_mb(r['read_bps'])}; disk {_mb(r['disk_read_bps'])}, {r['disk_iops']:.0f} reads/s"
+    )
     gpu = report.gpu_status
     if "gpu_util_pct" in r:
         gpu += f": {r['gpu_util_pct']:.0f} % busy, memory up to {r['gpu_mem_max'] / 2**30:.1f} GiB, PCIe in {_mb(r.get('pcie_rx_bps'))}"

@@ -36,9 +36,29 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
         for i, step in enumerate(st.steps):
             t0, t1 = step.requested, step.ready
             if prev is not None and t0 > prev:
-                events.append({"name": "compute", "cat": "step", "ph": "X", "pid": pid, "tid": tid, "ts": (prev - origin) * _US, "dur": (t0 - prev) * _US})
-            events.append({"name": "data wait", "cat": "step", "ph": "X", "pid": pid, "tid": tid, "ts": (t0 - origin) * _US,
-                           "dur": (t1 - t0) * _US, "args": {"step": i}})  # fmt: skip
+                events.append(
+                    {
+                        "name": "compute",
+                        "cat": "step",
+                        "ph": "X",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": (prev - origin) * _US,
+                        "dur": (t0 - prev) * _US,
+                    }
+                )
+            events.append(
+                {
+                    "name": "data wait",
+                    "cat": "step",
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": (t0 - origin) * _US,
+                    "dur": (t1 - t0) * _US,
+                    "args": {"step": i},
+                }
+            )
             prev = t1
         for spid, span in st.spans:
             stid = track(spid, span.thread, f"stages: {st.name}" if spid == pid else f"worker {spid}: {st.name}")
@@ -48,7 +68,15 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
     pid0 = min((st.pid for st in report._stats.values()), default=0)
     for s in report.samples:
         ts = s["t"] * _US
-        events.append({"name": "CPU cores busy", "ph": "C", "pid": pid0, "ts": ts, "args": {"script+workers": s["cpu_tree"], "main": s["cpu_root"]}})
+        events.append(
+            {
+                "name": "CPU cores busy",
+                "ph": "C",
+                "pid": pid0,
+                "ts": ts,
+                "args": {"script+workers": s["cpu_tree"], "main": s["cpu_root"]},
+            }
+        )
         events.append({"name": "RSS MiB", "ph": "C", "pid": pid0, "ts": ts, "args": {"rss": s["rss"] / 2**20}})
         for i, g in enumerate(s.get("gpu", [])):
             if "util" in g:

@@ -54,7 +54,9 @@ def default_collate(samples: list[Any], path: str = "sample") -> Any:
     if isinstance(first, dict):
         return {k: default_collate([s[k] for s in samples], f"{path}[{k!r}]") for k in first}
     if isinstance(first, tuple) and hasattr(first, "_fields"):  # namedtuple
-        return type(first)(*(default_collate(list(col), f"{path}.{name}") for name, col in zip(first._fields, zip(*samples))))
+        return type(first)(
+            *(default_collate(list(col), f"{path}.{name}") for name, col in zip(first._fields, zip(*samples)))
+        )
     if isinstance(first, (tuple, list)):
         return type(first)(default_collate(list(col), f"{path}[{i}]") for i, col in enumerate(zip(*samples)))
     if isinstance(first, (str, bytes)) or first is None:

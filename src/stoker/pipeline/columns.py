@@ -80,8 +80,10 @@ class ArrayColumns(BatchSource):
             taken = {k: np.take(v, rows, axis=0) for k, v in self.columns.items()}
         else:
             # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
-            taken = {k: np.take(v, rows, axis=0, mode="clip", out=self._pool.get(k, (len(rows), *v.shape[1:]), v.dtype))
-                     for k, v in self.columns.items()}  # fmt: skip
+            taken = {
+                k: np.take(v, rows, axis=0, mode="clip", out=self._pool.get(k, (len(rows), *v.shape[1:]), v.dtype))
+                for k, v in self.columns.items()
+            }
         batches = [{k: v[bounds[b] : bounds[b + 1]] for k, v in taken.items()} for b in range(len(chunk))]
         if self.positional:
             return [tuple(b.values()) for b in batches]

@@ -62,7 +62,9 @@ class Executor:
 
     def map(self, items: Iterable[Any]) -> Generator[Any, None, None]:
         if not self.in_processes:
-            return ordered_map(self.fn, items, workers=self.workers, depth=self.depth, stage=self.stage, timeout=self.timeout)
+            return ordered_map(
+                self.fn, items, workers=self.workers, depth=self.depth, stage=self.stage, timeout=self.timeout
+            )
         if self._pool is None:
             self._pool = ProcessPool(self.fn, self.workers, self.stage)
         return self._pooled(self._pool, items)

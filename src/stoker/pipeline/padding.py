@@ -72,8 +72,7 @@ class PadGrid:
         """Batch ``k`` of a filled buffer as a ``(rows_k, widths[k])`` view, for every batch."""
         starts, widths, bounds = self.starts.tolist(), self.widths.tolist(), self.bounds.tolist()
         return [
-            flat[a:z].reshape(n1 - n0, w)
-            for a, z, n0, n1, w in zip(starts, starts[1:], bounds, bounds[1:], widths)
+            flat[a:z].reshape(n1 - n0, w) for a, z, n0, n1, w in zip(starts, starts[1:], bounds, bounds[1:], widths)
         ]
 
 

@@ -190,9 +190,11 @@ class ProcessPool:
         self._current = ctx.Value("q", 0, lock=False)
         self._procs = [
             ctx.Process(
-                target=_worker, args=(self.fn, self.token, self._tasks[w], self._results, self._current),
-                daemon=True, name=f"stoker-{self.stage}-{w}",
-            )  # fmt: skip
+                target=_worker,
+                args=(self.fn, self.token, self._tasks[w], self._results, self._current),
+                daemon=True,
+                name=f"stoker-{self.stage}-{w}",
+            )
             for w in range(self.workers)
         ]
         for p in self._procs:
@@ -295,7 +297,9 @@ def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batc
                     batch=batch,
                 ) from None
             if timeout and waited >= timeout:
-                raise WorkerError(f"stage {stage!r}: batch {batch} was not ready after timeout={timeout}s", stage=stage, batch=batch) from None
+                raise WorkerError(
+                    f"stage {stage!r}: batch {batch} was not ready after timeout={timeout}s", stage=stage, batch=batch
+                ) from None
 
 
 def _rebuild_error(payload: Any, stage: str, batch: int) -> BaseException:

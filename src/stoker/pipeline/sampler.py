@@ -71,13 +71,17 @@ class Sampler:
         if self.order not in ORDERS:
             raise ConfigError(f"order must be one of {ORDERS}, not {self.order!r}", option="order")
         if self.block_size <= 0 or self.window <= 0:
-            raise ConfigError(f"block_size and window must be positive, got {self.block_size}, {self.window}", option="block_size")
+            raise ConfigError(
+                f"block_size and window must be positive, got {self.block_size}, {self.window}", option="block_size"
+            )
         if self.world_size <= 0 or not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
         if self.uneven not in ("pad", "drop"):
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
         if self.uneven == "drop" and self.num_rows < self.world_size:
-            raise ConfigError(f"{self.num_rows} rows cannot be split over {self.world_size} ranks with uneven='drop'", option="uneven")
+            raise ConfigError(
+                f"{self.num_rows} rows cannot be split over {self.world_size} ranks with uneven='drop'", option="uneven"
+            )
 
     @property
     def samples_per_rank(self) -> int:

@@ -47,7 +47,9 @@ class StoreSource(BatchSource):
         self.columns = tuple(columns) if columns else tuple(store.schema)
         missing = [c for c in self.columns if c not in store.schema]
         if missing:
-            raise ConfigError(f"{store.path} has no column(s) {missing}; its columns are {list(store.schema)}", option="columns")
+            raise ConfigError(
+                f"{store.path} has no column(s) {missing}; its columns are {list(store.schema)}", option="columns"
+            )
         self.pad_value = pad_value
         self.pad_to_multiple_of = pad_to_multiple_of
         self.pool = BufferPool()

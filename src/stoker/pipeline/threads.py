@@ -93,7 +93,9 @@ def ordered_map(
         return
     it = iter(items)
     pending: deque[cf.Future[R]] = deque()
-    pool = cf.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"stoker-{stage}", initializer=one_torch_thread_here)
+    pool = cf.ThreadPoolExecutor(
+        max_workers=workers, thread_name_prefix=f"stoker-{stage}", initializer=one_torch_thread_here
+    )
     try:
         for item in itertools.islice(it, max(depth, 1)):
             pending.append(pool.submit(fn, item))

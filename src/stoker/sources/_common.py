@@ -74,5 +74,7 @@ def check_lengths(lengths: dict[str, int], where: str) -> int:
         raise ConfigError(f"{where}: no columns were given", option="keys")
     if len(set(lengths.values())) > 1:
         detail = ", ".join(f"{k}: {v}" for k, v in lengths.items())
-        raise SchemaError(f"{where}: the columns have different numbers of rows ({detail}); every column needs one value per row")
+        raise SchemaError(
+            f"{where}: the columns have different numbers of rows ({detail}); every column needs one value per row"
+        )
     return next(iter(lengths.values()))

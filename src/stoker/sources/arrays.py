@@ -34,7 +34,9 @@ def load_npy(path: Path) -> np.ndarray:
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as exc:
-        raise SchemaError(f"{path} holds Python objects ({exc}); only numeric arrays can be memory-mapped", column=str(path)) from exc
+        raise SchemaError(
+            f"{path} holds Python objects ({exc}); only numeric arrays can be memory-mapped", column=str(path)
+        ) from exc
 
 
 def load_npz(path: Path) -> dict[str, np.ndarray]:
@@ -57,12 +59,19 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
             extra_len = int.from_bytes(header[28:30], "little")
             raw.seek(info.header_offset + _ZIP_LOCAL_HEADER + name_len + extra_len)
             version = np.lib.format.read_magic(raw)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = read_header(raw)
             if dtype.hasobject:
-                raise SchemaError(f"{path}: member {name!r} holds Python objects; only numeric arrays can be memory-mapped", column=name)
+                raise SchemaError(
+                    f"{path}: member {name!r} holds Python objects; only numeric arrays can be memory-mapped",
+                    column=name,
+                )
             offset = raw.tell()
-            out[name] = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+            out[name] = np.memmap(
+                path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C"
+            )
     return out
 
 
@@ -71,7 +80,10 @@ def as_numpy(value: Any, name: str) -> np.ndarray:
     if isinstance(value, (str, os.PathLike)):
         path = Path(value)
         if path.suffix == ".npz":
-            raise ConfigError(f"column {name!r}: {path} is an .npz with several arrays; pass it alone, not as one column", option="arrays")
+            raise ConfigError(
+                f"column {name!r}: {path} is an .npz with several arrays; pass it alone, not as one column",
+                option="arrays",
+            )
         value = load_npy(path)
     elif _is_tensor(value):
         if str(value.dtype) == "torch.bfloat16":
@@ -80,8 +92,12 @@ def as_numpy(value: Any, name: str) -> np.ndarray:
     elif not isinstance(value, np.ndarray):
         value = np.asarray(value)
     if value.ndim == 0:
-        raise SchemaError(f"column {name!r} is a single value; a column needs one row per entry along its first axis", column=name)
-    check_numeric(value.dtype, f"column {name!r}", "convert it to a numeric dtype, or store it with stoker.write as str/bytes")
+        raise SchemaError(
+            f"column {name!r} is a single value; a column needs one row per entry along its first axis", column=name
+        )
+    check_numeric(
+        value.dtype, f"column {name!r}", "convert it to a numeric dtype, or store it with stoker.write as str/bytes"
+    )
     return value
 
 
@@ -94,7 +110,10 @@ def as_columns(arrays: tuple[Any, ...], named: Mapping[str, Any]) -> tuple[dict[
         if isinstance(only, (str, os.PathLike)) and Path(only).suffix == ".npz":
             return as_columns((), load_npz(Path(only)))
         if isinstance(only, np.lib.npyio.NpzFile):
-            raise ConfigError("pass the .npz path rather than np.load(...)'s result, so its members are memory-mapped", option="arrays")
+            raise ConfigError(
+                "pass the .npz path rather than np.load(...)'s result, so its members are memory-mapped",
+                option="arrays",
+            )
         tensors = getattr(only, "tensors", None)
         if isinstance(tensors, tuple) and tensors and all(_is_tensor(t) for t in tensors):  # torch TensorDataset
             arrays = tensors

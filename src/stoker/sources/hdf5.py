@@ -103,14 +103,19 @@ def describe(f: Any, path: Path, keys: tuple[str, ...] | None) -> tuple[tuple[Ke
             what = "is a group, not a dataset" if obj is not None else "is not in the file"
             raise SchemaError(f"{path}: key {key!r} {what}; the datasets present are {present}", column=key)
         if obj.ndim == 0:
-            raise SchemaError(f"{path}: dataset {key!r} is a scalar; a column needs one row per entry along its first axis", column=key)
+            raise SchemaError(
+                f"{path}: dataset {key!r} is a scalar; a column needs one row per entry along its first axis",
+                column=key,
+            )
         if h5py.check_vlen_dtype(obj.dtype) is not None or h5py.check_string_dtype(obj.dtype) is not None:
             raise SchemaError(
                 f"{path}: dataset {key!r} holds variable-length or string values ({obj.dtype}), which stoker cannot "
                 "batch as numbers; leave it out of keys, or convert it yourself (stoker.write with a str/bytes column)",
                 column=key,
             )
-        check_numeric(np.dtype(obj.dtype), f"{path}: dataset {key!r}", "leave it out of keys, or convert it to a numeric dtype")
+        check_numeric(
+            np.dtype(obj.dtype), f"{path}: dataset {key!r}", "leave it out of keys, or convert it to a numeric dtype"
+        )
         chunk_rows = obj.chunks[0] if obj.chunks else 0
         offset = None
         if obj.chunks is None and obj.compression is None and not obj.external and obj.dtype.kind in "biufc":
@@ -143,7 +148,15 @@ class HDF5(BatchSource):
     reads it in worker threads, each with its own handle.
     """
 
-    def __init__(self, path: str | os.PathLike[str], keys: str | list[str] | tuple[str, ...] | None = None, *, cache_bytes: int = DEFAULT_CACHE_BYTES, dense: float = 4.0, mmap: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        keys: str | list[str] | tuple[str, ...] | None = None,
+        *,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        dense: float = 4.0,
+        mmap: bool = True,
+    ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise FileNotFoundError(f"no HDF5 file at {self.path}")
@@ -185,7 +198,9 @@ class HDF5(BatchSource):
                 arr = self._maps.get(info.key)
                 if arr is None:
                     shape = (self._len, *info.shape)
-                    arr = self._maps[info.key] = np.memmap(self.path, dtype=info.file_dtype, mode="r", offset=info.offset, shape=shape)
+                    arr = self._maps[info.key] = np.memmap(
+                        self.path, dtype=info.file_dtype, mode="r", offset=info.offset, shape=shape
+                    )
         return arr
 
     def _chunk_reader(self, info: KeyInfo) -> ChunkedReader | None:

@@ -66,7 +66,9 @@ def chunk_layout(ds: Any) -> ChunkLayout | None:
     if not hasattr(ds.id, "chunk_iter"):  # h5py < 3.8 or HDF5 < 1.14: no fast chunk index
         return None
     fill = ds.fillvalue
-    return ChunkLayout(tuple(int(s) for s in ds.shape), tuple(int(c) for c in ds.chunks), np.dtype(ds.dtype), filters, fill)
+    return ChunkLayout(
+        tuple(int(s) for s in ds.shape), tuple(int(c) for c in ds.chunks), np.dtype(ds.dtype), filters, fill
+    )
 
 
 class ChunkIndex:
@@ -194,14 +196,20 @@ def inflate_into(raw: Any, out: np.ndarray) -> bool:
     size = ctypes.c_ulong(out.nbytes)
     rc = _LIBZ.uncompress(out.ctypes.data, ctypes.byref(size), src.ctypes.data, len(src))
     if rc != 0 or size.value != out.nbytes:  # Z_OK; Z_DATA_ERROR -3, Z_BUF_ERROR -5, ...
-        raise zlib.error(f"inflating a chunk failed (zlib code {rc}, {size.value} of {out.nbytes} bytes): is the file corrupt?")
+        raise zlib.error(
+            f"inflating a chunk failed (zlib code {rc}, {size.value} of {out.nbytes} bytes): is the file corrupt?"
+        )
     return True
 
 
 def chunked_reader(key: str, ds: Any, filemap: mmap.mmap, cache: DecodedChunks) -> ChunkedReader | None:
     """A reader of h5py dataset ``ds`` (column ``key``) from ``filemap``, or None if its layout needs h5py."""
     layout = chunk_layout(ds)
-    return None if layout is None else ChunkedReader(key, layout, ChunkIndex(ds, layout), filemap, cache, path=ds.file.filename)
+    return (
+        None
+        if layout is None
+        else ChunkedReader(key, layout, ChunkIndex(ds, layout), filemap, cache, path=ds.file.filename)
+    )
 
 
 class ChunkedReader:
@@ -211,7 +219,15 @@ class ChunkedReader:
     thread-safe. The map and the chunk index are this process's: a reader is not pickled.
     """
 
-    def __init__(self, key: str, layout: ChunkLayout, index: ChunkIndex, filemap: mmap.mmap, cache: DecodedChunks, path: str | None = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        layout: ChunkLayout,
+        index: ChunkIndex,
+        filemap: mmap.mmap,
+        cache: DecodedChunks,
+        path: str | None = None,
+    ) -> None:
         self.key = key
         self.path = path  # for error messages
         self.layout = layout
@@ -280,7 +296,9 @@ class ChunkedReader:
             block = np.empty((layout.chunks[0], *layout.shape[1:]), layout.file_dtype)
             for inner in itertools.product(*(range(g) for g in layout.grid[1:])):
                 chunk = self._chunk((c, *inner))
-                spans = [slice(i * n, min((i + 1) * n, s)) for i, n, s in zip(inner, layout.chunks[1:], layout.shape[1:])]
+                spans = [
+                    slice(i * n, min((i + 1) * n, s)) for i, n, s in zip(inner, layout.chunks[1:], layout.shape[1:])
+                ]
                 into, filled = (slice(None), *spans), (slice(None), *(slice(0, sp.stop - sp.start) for sp in spans))
                 block[into] = chunk[filled]
         self._cache.put(key, block)
@@ -291,7 +309,12 @@ class ChunkedReader:
         per = self.layout.chunks[0]
         if out is None:
             out = np.empty((len(indices), *self.layout.shape[1:]), self._dtype)
-        direct = self._whole_rows and not self._cache.budget and out.dtype == self.layout.file_dtype and out.flags.c_contiguous
+        direct = (
+            self._whole_rows
+            and not self._cache.budget
+            and out.dtype == self.layout.file_dtype
+            and out.flags.c_contiguous
+        )
         for c, a, b in chunk_groups(indices, per):
             if direct and b - a == per and indices[a] == c * per and indices[b - 1] == c * per + per - 1:
                 if self._decode_into(c, out[a:b]):  # a whole chunk, not cached (conversion): no copy

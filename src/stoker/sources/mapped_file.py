@@ -155,8 +155,6 @@ class MappedFile:
         os.close(self._fd)
 
 
-
-
 def page_cache_share(path: str | os.PathLike[str]) -> float:
     """Share of a file's pages in the page cache (1.0 where ``mincore`` is unavailable)."""
     f = MappedFile(Path(path))

@@ -190,12 +190,20 @@ def to_chunk(name: str, col: Column, values: Any, first_row: int) -> Any:
             try:
                 rag = Ragged.from_rows([as_array(v) for v in values])
             except ValueError as exc:
-                raise SchemaError(f"column {name!r}: rows from {first_row} are not flat lists of numbers ({exc})", column=name, row=first_row) from exc
+                raise SchemaError(
+                    f"column {name!r}: rows from {first_row} are not flat lists of numbers ({exc})",
+                    column=name,
+                    row=first_row,
+                ) from exc
             bad = [i for i, v in enumerate(values) if as_array(v).ndim != 1]
             if bad:
-                raise SchemaError(f"column {name!r}: row {first_row + bad[0]} is not 1-D", column=name, row=first_row + bad[0])
+                raise SchemaError(
+                    f"column {name!r}: row {first_row + bad[0]} is not 1-D", column=name, row=first_row + bad[0]
+                )
         _check_numeric(name, rag.values.dtype)
-        return Ragged(cast_numbers(name, rag.values, col.numpy_dtype, first_row), rag.offsets.astype(np.int64, copy=False))
+        return Ragged(
+            cast_numbers(name, rag.values, col.numpy_dtype, first_row), rag.offsets.astype(np.int64, copy=False)
+        )
     expected = bytes if col.kind == "binary" else str
     out = []
     for i, v in enumerate(values):

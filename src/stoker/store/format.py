@@ -269,7 +269,7 @@ class Manifest:
     @classmethod
     def from_json(cls, obj: Any, path: Path) -> Manifest:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
-            raise ManifestError(f"{path} is not a stoker manifest (no \"format\": \"{FORMAT_NAME}\")", path=path)
+            raise ManifestError(f'{path} is not a stoker manifest (no "format": "{FORMAT_NAME}")', path=path)
         version = obj.get("version")
         if version not in READABLE_VERSIONS:
             raise ManifestError(
@@ -284,7 +284,9 @@ class Manifest:
             metadata = dict(obj.get("metadata") or {})
             declared_rows = int(obj["num_rows"])
         except (KeyError, TypeError, ValueError, AttributeError, SchemaError) as exc:
-            raise ManifestError(f"{path} is malformed ({type(exc).__name__}: {exc}); the store is corrupt", path=path) from exc
+            raise ManifestError(
+                f"{path} is malformed ({type(exc).__name__}: {exc}); the store is corrupt", path=path
+            ) from exc
         manifest = cls(schema, shards, metadata, version)
         if manifest.num_rows != declared_rows:
             raise ManifestError(

@@ -22,7 +22,11 @@ JOURNAL_NAME = "journal.json"
 
 def write_journal(staging: Path, schema: dict[str, Column], shards: list[ShardInfo], metadata: dict[str, Any]) -> None:
     """Record ``shards`` in ``staging``'s journal (written to a part file, synced, then renamed)."""
-    obj = {"columns": {name: col.to_json() for name, col in schema.items()}, "shards": [s.to_json() for s in shards], "metadata": metadata}
+    obj = {
+        "columns": {name: col.to_json() for name, col in schema.items()},
+        "shards": [s.to_json() for s in shards],
+        "metadata": metadata,
+    }
     part = staging / (JOURNAL_NAME + ".part")
     with open(part, "w", encoding="utf-8") as f:
         json.dump(obj, f)
@@ -31,7 +35,9 @@ def write_journal(staging: Path, schema: dict[str, Column], shards: list[ShardIn
     os.replace(part, staging / JOURNAL_NAME)
 
 
-def read_journal(staging: Path, metadata: dict[str, Any], schema: dict[str, Column] | None) -> tuple[dict[str, Column], list[ShardInfo]]:
+def read_journal(
+    staging: Path, metadata: dict[str, Any], schema: dict[str, Column] | None
+) -> tuple[dict[str, Column], list[ShardInfo]]:
     """The schema and finished shards a staging directory holds for this input; raises if it holds other input."""
     journal = staging / JOURNAL_NAME
     try:
@@ -48,7 +54,9 @@ def read_journal(staging: Path, metadata: dict[str, Any], schema: dict[str, Colu
             option="staging",
         )
     if schema is not None and schema != stored:
-        raise SchemaError(f"{staging} was started with schema {stored}, this writer declares {schema}; delete it to start over")
+        raise SchemaError(
+            f"{staging} was started with schema {stored}, this writer declares {schema}; delete it to start over"
+        )
     for info in shards:
         shard = staging / info.file
         if not shard.is_file() or shard.stat().st_size != info.bytes:

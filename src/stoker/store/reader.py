@@ -58,7 +58,9 @@ class _Shard:
             else:
                 batch = reader.read_all().combine_chunks().to_batches()[0]
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
-            raise ShardError(f"shard {path} is not a readable Arrow IPC file ({exc}); the store is corrupt", path=path) from exc
+            raise ShardError(
+                f"shard {path} is not a readable Arrow IPC file ({exc}); the store is corrupt", path=path
+            ) from exc
         expected = arrow_schema(schema)
         if not batch.schema.equals(expected):
             raise ShardError(f"shard {path} has schema {batch.schema}, the manifest declares {expected}", path=path)
@@ -100,7 +102,9 @@ class Store:
         if not self.path.exists():
             raise StoreNotFoundError(f"no store at {self.path}: the path does not exist", path=self.path)
         if not self.path.is_dir():
-            raise StoreNotFoundError(f"{self.path} is a file; a store is a directory with a manifest.json", path=self.path)
+            raise StoreNotFoundError(
+                f"{self.path} is a file; a store is a directory with a manifest.json", path=self.path
+            )
         self.manifest = Manifest.read(self.path)
         if verify:
             self.verify()
@@ -149,7 +153,9 @@ class Store:
             if not path.is_file():
                 raise ShardError(f"shard {path} is missing", path=path)
             if path.stat().st_size != info.bytes:
-                raise ShardError(f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path)
+                raise ShardError(
+                    f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path
+                )
             digest = file_checksum(path, info.algorithm)
             if digest != info.checksum:
                 raise ShardError(

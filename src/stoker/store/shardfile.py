@@ -158,11 +158,16 @@ class ShardTask:
         ``first_row`` is the store row of the first value, for error messages.
         """
         if set(columns) != set(self.schema):
-            raise SchemaError(f"rows from {first_row}: columns {sorted(columns)} do not match the store's {sorted(self.schema)}", row=first_row)
+            raise SchemaError(
+                f"rows from {first_row}: columns {sorted(columns)} do not match the store's {sorted(self.schema)}",
+                row=first_row,
+            )
         chunks = {name: to_chunk(name, col, columns[name], first_row) for name, col in self.schema.items()}
         lengths = {name: len(c) for name, c in chunks.items()}
         if len(set(lengths.values())) > 1:
-            raise SchemaError(f"rows from {first_row}: columns have different numbers of rows: {lengths}", row=first_row)
+            raise SchemaError(
+                f"rows from {first_row}: columns have different numbers of rows: {lengths}", row=first_row
+            )
         if not next(iter(lengths.values()), 0):
             raise SchemaError(f"rows from {first_row}: a shard needs at least one row", row=first_row)
         return self.write_batch(record_batch(self.schema, chunks))

@@ -48,19 +48,35 @@ from stoker.store.shardfile import ShardTask, record_batch
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
 _ROWS_PER_FLUSH = 1024  # add() buffers this many rows before turning them into column chunks
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20, "g": 2**30, "gb": 2**30, "gib": 2**30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "kib": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "gib": 2**30,
+}
 
 
 def parse_size(size: int | str) -> int:
     """``268435456``, ``"256MB"`` or ``"1 GiB"`` -> bytes (binary units)."""
     if isinstance(size, bool):
-        raise ConfigError(f"shard_size must be a number of bytes or a string like '256MB', not {size!r}", option="shard_size")
+        raise ConfigError(
+            f"shard_size must be a number of bytes or a string like '256MB', not {size!r}", option="shard_size"
+        )
     if isinstance(size, int):
         value = size
     else:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(size))
         if not m or m.group(2).lower() not in _UNITS:
-            raise ConfigError(f"shard_size {size!r} is not a size like 268435456, '256MB' or '1GiB'", option="shard_size")
+            raise ConfigError(
+                f"shard_size {size!r} is not a size like 268435456, '256MB' or '1GiB'", option="shard_size"
+            )
         value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if value <= 0:
         raise ConfigError(f"shard_size must be positive, got {size!r}", option="shard_size")
@@ -106,7 +122,9 @@ class StoreWriter:
         if schema is not None:
             for name, col in schema.items():
                 if not isinstance(col, Column):
-                    raise SchemaError(f"schema[{name!r}] must be a stoker column (stoker.Tensor(...), ...), not {col!r}", column=name)
+                    raise SchemaError(
+                        f"schema[{name!r}] must be a stoker column (stoker.Tensor(...), ...), not {col!r}", column=name
+                    )
         self.schema: dict[str, Column] | None = dict(schema) if schema is not None else None
         if self.path.exists() and not overwrite:
             raise StoreExistsError(f"{self.path} exists; pass overwrite=True to replace it", path=self.path)
@@ -147,7 +165,10 @@ class StoreWriter:
     def add(self, sample: Mapping[str, Any]) -> None:
         """Add one row: a dict of column name -> value."""
         if not isinstance(sample, Mapping):
-            raise SchemaError(f"row {self.rows_written}: a sample must be a dict of column -> value, not {type(sample).__name__}", row=self.rows_written)
+            raise SchemaError(
+                f"row {self.rows_written}: a sample must be a dict of column -> value, not {type(sample).__name__}",
+                row=self.rows_written,
+            )
         if self.schema is None:
             self.schema = {name: infer_from_sample(name, value) for name, value in sample.items()}
         self._rows.append(sample)
@@ -250,7 +271,9 @@ class StoreWriter:
         if not self._pending_rows:
             return
         if self._reserved:
-            raise RuntimeError(f"{len(self._reserved)} reserved shard(s) must be committed before rows added with add()/add_batch() are written")
+            raise RuntimeError(
+                f"{len(self._reserved)} reserved shard(s) must be committed before rows added with add()/add_batch() are written"
+            )
         schema = self._schema()
         batch = record_batch(schema, {name: concat_chunks(col, self._chunks[name]) for name, col in schema.items()})
         self.commit_shard(self._reserve().write_batch(batch))

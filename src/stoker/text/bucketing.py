@@ -90,7 +90,10 @@ class LengthBuckets(BatchSampler):
         keys = lengths.astype(np.uint16) if len(lengths) and 0 <= lengths.min() and lengths.max() < 2**16 else lengths
         object.__setattr__(self, "_sort_keys", keys)
         if self.uneven == "drop" and self.total_batches < self.world_size:
-            raise ConfigError(f"{self.total_batches} batches cannot be split over {self.world_size} ranks with uneven='drop'", option="uneven")
+            raise ConfigError(
+                f"{self.total_batches} batches cannot be split over {self.world_size} ranks with uneven='drop'",
+                option="uneven",
+            )
 
     # -- sizes ------------------------------------------------------------------------------
     @property

@@ -24,7 +24,15 @@ import numpy as np
 
 from stoker.errors import ConfigError, EmptyDatasetError, InputError
 
-FORMATS = {".txt": "lines", ".text": "lines", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv", ".tab": "tsv"}
+FORMATS = {
+    ".txt": "lines",
+    ".text": "lines",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+}
 BLOCK_ROWS = 8192
 AUTO = "auto"
 
@@ -51,7 +59,9 @@ class TextColumns:
         if not isinstance(self.text, str) or not self.text:
             raise ConfigError(f"text_column must be a column name, got {self.text!r}", option="text_column")
         if self.encoding_errors not in ("strict", "replace"):
-            raise ConfigError(f"encoding_errors must be 'strict' or 'replace', not {self.encoding_errors!r}", option="encoding_errors")
+            raise ConfigError(
+                f"encoding_errors must be 'strict' or 'replace', not {self.encoding_errors!r}", option="encoding_errors"
+            )
 
 
 @dataclass
@@ -98,7 +108,9 @@ class LabelCoder:
             raise InputError(f"{where}: labels mix numbers and names ({sorted(kinds)}); use one kind of label")
         self.kind = kinds.pop() if kinds else self.kind
         if self.kind == "name":
-            return np.fromiter((self.names.setdefault(str(v), len(self.names)) for v in values), dtype=np.int64, count=len(values))
+            return np.fromiter(
+                (self.names.setdefault(str(v), len(self.names)) for v in values), dtype=np.int64, count=len(values)
+            )
         dtype = np.float32 if self.kind == "float" else np.int64
         return np.asarray([float(v) if self.kind == "float" else int(v) for v in values], dtype=dtype)
 
@@ -125,7 +137,9 @@ def _label_kind(value: Any) -> str:
 def describe_source(source: Any) -> str:
     if isinstance(source, (str, os.PathLike)):
         return str(source)
-    return f"a {type(source).__name__} of {len(source)} examples" if hasattr(source, "__len__") else type(source).__name__
+    return (
+        f"a {type(source).__name__} of {len(source)} examples" if hasattr(source, "__len__") else type(source).__name__
+    )
 
 
 def iter_blocks(source: Any, columns: TextColumns = TextColumns(), block_rows: int = BLOCK_ROWS) -> Iterator[TextBlock]:
@@ -134,10 +148,15 @@ def iter_blocks(source: Any, columns: TextColumns = TextColumns(), block_rows: i
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.is_file():
-            raise InputError(f"{path} does not exist or is not a file; pass a .txt, .jsonl, .csv or .tsv file, or a list of strings", path=path)
+            raise InputError(
+                f"{path} does not exist or is not a file; pass a .txt, .jsonl, .csv or .tsv file, or a list of strings",
+                path=path,
+            )
         fmt = FORMATS.get(path.suffix.lower())
         if fmt is None:
-            raise InputError(f"{path}: unknown text format {path.suffix!r}; stoker reads {', '.join(sorted(FORMATS))}", path=path)
+            raise InputError(
+                f"{path}: unknown text format {path.suffix!r}; stoker reads {', '.join(sorted(FORMATS))}", path=path
+            )
         reader = {"lines": _lines, "jsonl": _jsonl, "csv": _delimited, "tsv": _delimited}[fmt]
         rows: Iterable[Any] = reader(path, columns, fmt, replaced)
     elif isinstance(source, Mapping):
@@ -190,7 +209,9 @@ def read_table(source: Any, columns: TextColumns = TextColumns()) -> TextTable:
         skipped += block.skipped_empty
         replaced += block.replaced_lines
     if not texts:
-        raise EmptyDatasetError(f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
+        raise EmptyDatasetError(
+            f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
+        )
     label_array = np.concatenate(labels) if labels else None
     return TextTable(texts, pairs, label_array, coder.label_names, describe_source(source), skipped, replaced)
 
@@ -210,8 +231,9 @@ def _decoded(path: Path, columns: TextColumns, replaced: list[int]) -> Iterator[
                     raise InputError(
                         f"{path}, line {number}, byte {exc.start + 1}: invalid UTF-8 ({exc.reason}); fix the file, or pass "
                         "encoding_errors='replace' (--encoding-errors replace) to read it with U+FFFD in place of bad bytes",
-                        path=path, line=number,
-                    ) from None  # fmt: skip
+                        path=path,
+                        line=number,
+                    ) from None
                 line = raw.decode("utf-8", errors="replace")
                 replaced[0] += 1
             yield number, line.rstrip("\r\n")
@@ -219,18 +241,26 @@ def _decoded(path: Path, columns: TextColumns, replaced: list[int]) -> Iterator[
 
 def _lines(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
     if columns.pair:
-        raise ConfigError(f"{path}: a .txt file holds one text per line; sentence pairs need JSONL, CSV or TSV", option="pair_column")
+        raise ConfigError(
+            f"{path}: a .txt file holds one text per line; sentence pairs need JSONL, CSV or TSV", option="pair_column"
+        )
     if columns.label not in (None, AUTO):
-        raise ConfigError(f"{path}: a .txt file has no label column; use JSONL, CSV or TSV for labels", option="label_column")
+        raise ConfigError(
+            f"{path}: a .txt file has no label column; use JSONL, CSV or TSV for labels", option="label_column"
+        )
     for number, line in _decoded(path, columns, replaced):
         yield number, line, None, _NO_LABEL
 
 
-def _pick(record: Mapping[str, Any], columns: TextColumns, label: str | None, where: str, found: Iterable[str]) -> tuple[str, Any, Any]:
+def _pick(
+    record: Mapping[str, Any], columns: TextColumns, label: str | None, where: str, found: Iterable[str]
+) -> tuple[str, Any, Any]:
     wanted = [columns.text] + ([columns.pair] if columns.pair else []) + ([label] if label else [])
     missing = [c for c in wanted if c not in record]
     if missing:
-        raise InputError(f"{where}: no column {missing[0]!r}; the columns found are {sorted(found)} (choose with text_column=, pair_column=, label_column=)")
+        raise InputError(
+            f"{where}: no column {missing[0]!r}; the columns found are {sorted(found)} (choose with text_column=, pair_column=, label_column=)"
+        )
     text = record[columns.text]
     if text is None:
         text = ""
@@ -257,9 +287,17 @@ def _jsonl(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> I
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}, line {number}, column {exc.colno}: not JSON ({exc.msg}); JSONL holds one object per line", path=path, line=number) from None
+            raise InputError(
+                f"{path}, line {number}, column {exc.colno}: not JSON ({exc.msg}); JSONL holds one object per line",
+                path=path,
+                line=number,
+            ) from None
         if not isinstance(record, dict):
-            raise InputError(f"{path}, line {number}: a JSONL line must be an object like {{\"text\": ...}}, not {type(record).__name__}", path=path, line=number)
+            raise InputError(
+                f'{path}, line {number}: a JSONL line must be an object like {{"text": ...}}, not {type(record).__name__}',
+                path=path,
+                line=number,
+            )
         if label is _NO_LABEL:
             label = _label_name(columns, record)
         text, pair, value = _pick(record, columns, label, f"{path}, line {number}", record)  # type: ignore[arg-type]
@@ -291,7 +329,11 @@ def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) 
             yield _BLANK
             continue
         if len(row) < len(header):
-            raise InputError(f"{path}, line {numbered[0]}: {len(row)} fields, the header has {len(header)} ({header})", path=path, line=numbered[0])
+            raise InputError(
+                f"{path}, line {numbered[0]}: {len(row)} fields, the header has {len(header)} ({header})",
+                path=path,
+                line=numbered[0],
+            )
         text = row[wanted[0][1]]
         pair = row[wanted[1][1]] if columns.pair else None
         yield numbered[0], text, pair, row[label_pos] if label_pos is not None else _NO_LABEL
@@ -326,4 +368,13 @@ def _list_rows(source: list[Any] | tuple[Any, ...], columns: TextColumns) -> Ite
             raise InputError(f"row {i}: {type(item).__name__}; a list source holds strings, or (text, text_b) pairs")
 
 
-__all__ = ["FORMATS", "LabelCoder", "TextBlock", "TextColumns", "TextTable", "describe_source", "iter_blocks", "read_table"]
+__all__ = [
+    "FORMATS",
+    "LabelCoder",
+    "TextBlock",
+    "TextColumns",
+    "TextTable",
+    "describe_source",
+    "iter_blocks",
+    "read_table",
+]

@@ -137,7 +137,15 @@ def build(
     rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     uneven = options.get("uneven", LoaderConfig.uneven)
     buckets = LengthBuckets(
-        source.lengths(), batch_size, cfg.max_tokens, shuffled, seed, cfg.bucket_window, rank, world, uneven,
+        source.lengths(),
+        batch_size,
+        cfg.max_tokens,
+        shuffled,
+        seed,
+        cfg.bucket_window,
+        rank,
+        world,
+        uneven,
         round_to=cfg.pad_to_multiple_of,
     )
     return source, buckets

@@ -109,10 +109,17 @@ class PackedBatches(BatchSampler):
 
     def fingerprint(self) -> dict[str, Any]:
         return {
-            "kind": "PackedBatches", "docs": len(self.lengths), "lengths_crc32": zlib.crc32(self.lengths.tobytes()),
-            "block_length": self.block_length, "batch_size": self.batch_size, "shuffle": self.shuffle, "seed": self.seed,
-            "rank": self.rank, "world_size": self.world_size, "drop_last": self.drop_last,
-        }  # fmt: skip
+            "kind": "PackedBatches",
+            "docs": len(self.lengths),
+            "lengths_crc32": zlib.crc32(self.lengths.tobytes()),
+            "block_length": self.block_length,
+            "batch_size": self.batch_size,
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "drop_last": self.drop_last,
+        }
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,7 +180,9 @@ class PackedText(BatchSource):
             flat = starts[np.searchsorted(needed, doc)] + within
             shape = (len(pairs), self.block_length)
             tally = BatchTally(len(pairs), len(pos), 0, 0)
-            out.append({"input_ids": values[flat].reshape(shape), "position_ids": within.reshape(shape), TALLY_KEY: tally})
+            out.append(
+                {"input_ids": values[flat].reshape(shape), "position_ids": within.reshape(shape), TALLY_KEY: tally}
+            )
         return out
 
     def report(self) -> TextReport:

@@ -37,7 +37,9 @@ def _tokenizers() -> Any:
     try:
         import tokenizers
     except ImportError as exc:  # pragma: no cover - the text extra installs it
-        raise ConfigError("stoker.text needs the 'tokenizers' package: pip install 'stoker[text]'", option="tokenizer") from exc
+        raise ConfigError(
+            "stoker.text needs the 'tokenizers' package: pip install 'stoker[text]'", option="tokenizer"
+        ) from exc
     return tokenizers
 
 
@@ -58,9 +60,14 @@ def wordpiece_from_vocab(path: str | os.PathLike[str], lowercase: bool = True) -
     vocab = WordPiece.read_file(str(path))
     for special in ("[CLS]", "[SEP]", "[UNK]"):
         if special not in vocab:
-            raise ConfigError(f"{path}: a BERT vocab.txt must contain {special}; this one does not (is it a WordPiece vocabulary?)", option="tokenizer")
+            raise ConfigError(
+                f"{path}: a BERT vocab.txt must contain {special}; this one does not (is it a WordPiece vocabulary?)",
+                option="tokenizer",
+            )
     tok = tk.Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase)
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     cls, sep = vocab["[CLS]"], vocab["[SEP]"]
     tok.post_processor = processors.TemplateProcessing(
@@ -108,7 +115,9 @@ class TextTokenizer:
         ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=self.id_dtype, count=int(offsets[-1]))
         types = None
         if pairs is not None:
-            types = np.fromiter(itertools.chain.from_iterable(e.type_ids for e in encs), dtype=np.uint8, count=int(offsets[-1]))
+            types = np.fromiter(
+                itertools.chain.from_iterable(e.type_ids for e in encs), dtype=np.uint8, count=int(offsets[-1])
+            )
         truncated = None
         if self.max_length is not None:  # only an encoding of the full length can have been cut
             truncated = np.zeros(len(rows), dtype=bool)
@@ -143,7 +152,9 @@ def resolve(
     has no pad token is refused. ``lowercase`` applies to a ``vocab.txt`` only.
     """
     if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
-        raise ConfigError(f"max_length must be an integer >= 2 (room for [CLS] and [SEP]), got {max_length!r}", option="max_length")
+        raise ConfigError(
+            f"max_length must be an integer >= 2 (room for [CLS] and [SEP]), got {max_length!r}", option="max_length"
+        )
     tk = _tokenizers()
     hinted_pad: int | None = None
     if isinstance(tokenizer, tk.Tokenizer):
@@ -200,7 +211,9 @@ def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[A
                 path = path / candidate
                 break
         else:
-            raise ConfigError(f"{path} holds neither tokenizer.json nor vocab.txt; pass the file itself", option="tokenizer")
+            raise ConfigError(
+                f"{path} holds neither tokenizer.json nor vocab.txt; pass the file itself", option="tokenizer"
+            )
     if not path.is_file():
         raise ConfigError(
             f"tokenizer {str(spec)!r} is neither a bundled name ({', '.join(BUNDLED)}) nor an existing file; stoker does not "

@@ -201,7 +201,9 @@ def _tiff_orientation(tiff: bytes) -> int:
 
 def encode_jpeg(arr: np.ndarray, quality: int = 90) -> bytes:
     """RGB uint8 ``(h, w, 3)`` to baseline JPEG bytes (libjpeg-turbo)."""
-    return _simplejpeg().encode_jpeg(np.ascontiguousarray(arr), quality=quality, colorspace="RGB", colorsubsampling="420")
+    return _simplejpeg().encode_jpeg(
+        np.ascontiguousarray(arr), quality=quality, colorspace="RGB", colorsubsampling="420"
+    )
 
 
 __all__ = ["DEFAULT_MAX_PIXELS", "Probe", "decode", "encode_jpeg", "jpeg_orientation", "orient", "probe", "read_file"]

@@ -32,7 +32,9 @@ class ImageError(StokerError, ValueError):
         if row is not None:
             place.append(f"row {row}")
         message = f"{', '.join(place)}: {self.reason}" if place else self.reason
-        err = ImageError(message, path=path if path is not None else self.path, row=row if row is not None else self.row)
+        err = ImageError(
+            message, path=path if path is not None else self.path, row=row if row is not None else self.row
+        )
         err.reason = self.reason
         return err
 

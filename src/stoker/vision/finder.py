@@ -51,9 +51,14 @@ class ImageList:
         if self.labels is not None:
             labels = tuple(int(x) for x in self.labels)
             if len(labels) != len(self.paths):
-                raise ConfigError(f"{len(self.paths)} paths but {len(labels)} labels; give one label per image", option="labels")
+                raise ConfigError(
+                    f"{len(self.paths)} paths but {len(labels)} labels; give one label per image", option="labels"
+                )
             if self.classes is not None and labels and not 0 <= min(labels) <= max(labels) < len(self.classes):
-                raise ConfigError(f"labels range {min(labels)}..{max(labels)} but there are {len(self.classes)} classes", option="labels")
+                raise ConfigError(
+                    f"labels range {min(labels)}..{max(labels)} but there are {len(self.classes)} classes",
+                    option="labels",
+                )
             object.__setattr__(self, "labels", labels)
         if self.classes is not None:
             object.__setattr__(self, "classes", tuple(str(c) for c in self.classes))
@@ -116,7 +121,9 @@ def image_folder(root: str | os.PathLike[str], extensions: Sequence[str] = IMG_E
         if not found:
             empty.append(cls)
     if empty:
-        raise EmptyDatasetError(f"{root}: class folder(s) {empty} hold no image with an extension in {tuple(extensions)}")
+        raise EmptyDatasetError(
+            f"{root}: class folder(s) {empty} hold no image with an extension in {tuple(extensions)}"
+        )
     return ImageList(tuple(paths), tuple(labels), tuple(classes), str(root), tuple(ignored))
 
 
@@ -134,7 +141,9 @@ def read_labels(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise ConfigError(f"{path} is not valid JSON ({exc})", option="labels") from exc
         if isinstance(obj, Mapping):
             return {str(k): v for k, v in obj.items()}
-        if isinstance(obj, list) and all(isinstance(r, Mapping) and "label" in r and ("file" in r or "path" in r) for r in obj):
+        if isinstance(obj, list) and all(
+            isinstance(r, Mapping) and "label" in r and ("file" in r or "path" in r) for r in obj
+        ):
             return {str(r.get("file", r.get("path"))): r["label"] for r in obj}
         raise ConfigError(f'{path}: expected {{"file": label}} or [{{"file": ..., "label": ...}}]', option="labels")
     rows = [r for r in csv.reader(text.splitlines()) if r and any(c.strip() for c in r)]
@@ -148,6 +157,7 @@ def read_labels(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _encode_labels(values: list[Any]) -> tuple[tuple[int, ...], tuple[str, ...] | None]:
     """Integer labels stay as they are; names become indices of their sorted set."""
+
     def as_int(v: Any) -> int | None:
         if isinstance(v, bool):
             return None
@@ -165,8 +175,11 @@ def _encode_labels(values: list[Any]) -> tuple[tuple[int, ...], tuple[str, ...] 
     return tuple(index[str(v)] for v in values), classes
 
 
-def flat_folder(root: str | os.PathLike[str], labels: str | os.PathLike[str] | Mapping[str, Any] | None = None,
-                extensions: Sequence[str] = IMG_EXTENSIONS) -> ImageList:  # fmt: skip
+def flat_folder(
+    root: str | os.PathLike[str],
+    labels: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    extensions: Sequence[str] = IMG_EXTENSIONS,
+) -> ImageList:
     """Images directly in ``root``, labeled by a CSV/JSON file or a mapping of file name to label.
 
     With a labels file, exactly the files it names are used, in its order; a named file that
@@ -186,7 +199,9 @@ def flat_folder(root: str | os.PathLike[str], labels: str | os.PathLike[str] | M
     return ImageList(tuple(str(root / n) for n in names), ints, classes, str(root))
 
 
-def from_paths(paths: Iterable[str | os.PathLike[str]], labels: Sequence[Any] | None = None, classes: Sequence[str] | None = None) -> ImageList:
+def from_paths(
+    paths: Iterable[str | os.PathLike[str]], labels: Sequence[Any] | None = None, classes: Sequence[str] | None = None
+) -> ImageList:
     """A list of image files, optionally with labels (integers, or names turned into classes)."""
     files = tuple(str(p) for p in paths)
     if labels is None:
@@ -202,12 +217,17 @@ def from_dataset(dataset: Any) -> ImageList:
     """The files of a torchvision-style ImageFolder/DatasetFolder object (its ``samples``)."""
     samples = getattr(dataset, "samples", None) or getattr(dataset, "imgs", None)
     if samples is None:
-        raise ConfigError(f"{type(dataset).__name__} has no .samples list of (path, label); pass its image files instead", option="src")
+        raise ConfigError(
+            f"{type(dataset).__name__} has no .samples list of (path, label); pass its image files instead",
+            option="src",
+        )
     paths = tuple(str(s[0]) for s in samples)
     labels = tuple(int(s[1]) for s in samples)
     classes = getattr(dataset, "classes", None)
     root = getattr(dataset, "root", None)
-    return ImageList(paths, labels, tuple(classes) if classes is not None else None, str(root) if root is not None else None)
+    return ImageList(
+        paths, labels, tuple(classes) if classes is not None else None, str(root) if root is not None else None
+    )
 
 
 def find_images(src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EXTENSIONS) -> ImageList:
@@ -219,7 +239,10 @@ def find_images(src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EX
     if isinstance(src, (list, tuple)):
         return from_paths(src, labels)
     if not isinstance(src, (str, os.PathLike)):
-        raise ConfigError(f"cannot find images in a {type(src).__name__}; pass a folder, a list of paths or an ImageFolder dataset", option="src")
+        raise ConfigError(
+            f"cannot find images in a {type(src).__name__}; pass a folder, a list of paths or an ImageFolder dataset",
+            option="src",
+        )
     root = Path(src)
     if not root.exists():
         raise ConfigError(f"{root} does not exist", option="src")
@@ -235,4 +258,13 @@ def find_images(src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EX
     return flat_folder(root, None, extensions)
 
 
-__all__ = ["IMG_EXTENSIONS", "ImageList", "find_images", "flat_folder", "from_dataset", "from_paths", "image_folder", "read_labels"]
+__all__ = [
+    "IMG_EXTENSIONS",
+    "ImageList",
+    "find_images",
+    "flat_folder",
+    "from_dataset",
+    "from_paths",
+    "image_folder",
+    "read_labels",
+]

@@ -48,14 +48,28 @@ def resample(crop_hwc: np.ndarray, view: View, interpolation: str, out: torch.Te
     src = torch.from_numpy(np.ascontiguousarray(crop_hwc)).permute(2, 0, 1).unsqueeze(0)  # channels-last NCHW
     if src.shape[2:] != (view.height, view.width):
         antialias = interpolation != "nearest"
-        src = F.interpolate(src, size=(view.height, view.width), mode=interpolation, antialias=antialias, align_corners=None if interpolation == "nearest" else False)
+        src = F.interpolate(
+            src,
+            size=(view.height, view.width),
+            mode=interpolation,
+            antialias=antialias,
+            align_corners=None if interpolation == "nearest" else False,
+        )
     img = src[0]
     if view.flip:
         img = img.flip(-1)
     out.copy_(img if channels_first else img.permute(1, 2, 0))
 
 
-def render_bytes(data: bytes, info: Probe, view: View, interpolation: str, out: torch.Tensor, channels_first: bool, reduce: bool = True) -> None:
+def render_bytes(
+    data: bytes,
+    info: Probe,
+    view: View,
+    interpolation: str,
+    out: torch.Tensor,
+    channels_first: bool,
+    reduce: bool = True,
+) -> None:
     """Decode ``data`` (at reduced scale when it still covers the box) and render the view into ``out``."""
     min_h, min_w = decode_floor(info, view, reduce)
     arr = decode(data, info, min_h, min_w)

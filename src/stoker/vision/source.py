@@ -47,7 +47,14 @@ from stoker.vision.readers import (
 )
 from stoker.vision.transforms import Compose, as_compose
 
-_DTYPES = {"uint8": torch.uint8, "float32": torch.float32, "float": torch.float32, "float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16}
+_DTYPES = {
+    "uint8": torch.uint8,
+    "float32": torch.float32,
+    "float": torch.float32,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
 
 
 @dataclass(frozen=True)
@@ -87,12 +94,16 @@ class ImageOptions:
         dtype = self.dtype
         if isinstance(dtype, str):
             if dtype not in _DTYPES:
-                raise ConfigError(f"dtype must be one of {sorted(_DTYPES)} or a torch dtype, not {dtype!r}", option="dtype")
+                raise ConfigError(
+                    f"dtype must be one of {sorted(_DTYPES)} or a torch dtype, not {dtype!r}", option="dtype"
+                )
             dtype = _DTYPES[dtype]
         if dtype is None:
             dtype = torch.float32 if self.transforms.normalize is not None else torch.uint8
         if not isinstance(dtype, torch.dtype):
-            raise ConfigError(f"dtype must be a torch dtype or a name like 'float16', not {self.dtype!r}", option="dtype")
+            raise ConfigError(
+                f"dtype must be a torch dtype or a name like 'float16', not {self.dtype!r}", option="dtype"
+            )
         if self.transforms.normalize is not None and not dtype.is_floating_point:
             raise ConfigError(f"Normalize needs a floating dtype, not {dtype}", option="dtype")
         object.__setattr__(self, "dtype", dtype)
@@ -101,11 +112,15 @@ class ImageOptions:
         if not isinstance(self.max_pixels, int) or self.max_pixels <= 0:
             raise ConfigError(f"max_pixels must be a positive integer, not {self.max_pixels!r}", option="max_pixels")
         if self.decode_device not in ("cpu", "cuda"):
-            raise ConfigError(f"decode_device must be 'cpu' or 'cuda', not {self.decode_device!r}", option="decode_device")
+            raise ConfigError(
+                f"decode_device must be 'cpu' or 'cuda', not {self.decode_device!r}", option="decode_device"
+            )
 
 
 def _is_store(data: Any) -> bool:
-    return isinstance(data, Store) or (isinstance(data, (str, os.PathLike)) and (Path(data) / "manifest.json").is_file())
+    return isinstance(data, Store) or (
+        isinstance(data, (str, os.PathLike)) and (Path(data) / "manifest.json").is_file()
+    )
 
 
 def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | None:

@@ -53,9 +53,14 @@ class View:
         sx = (self.right - self.left) / self.width
         sy = (self.bottom - self.top) / self.height
         return View(
-            self.left + left * sx, self.top + top * sy, self.left + (left + width) * sx, self.top + (top + height) * sy,
-            height, width, self.flip,
-        )  # fmt: skip
+            self.left + left * sx,
+            self.top + top * sy,
+            self.left + (left + width) * sx,
+            self.top + (top + height) * sy,
+            height,
+            width,
+            self.flip,
+        )
 
     def resize(self, height: int, width: int) -> View:
         return View(self.left, self.top, self.right, self.bottom, height, width, self.flip)
@@ -75,7 +80,11 @@ def _size_pair(name: str, size: Any) -> tuple[int, int]:
         size = (size, size)
     elif isinstance(size, Sequence) and len(size) == 1:
         size = (size[0], size[0])
-    if not (isinstance(size, Sequence) and len(size) == 2 and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in size)):
+    if not (
+        isinstance(size, Sequence)
+        and len(size) == 2
+        and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in size)
+    ):
         raise ConfigError(f"{name}: size must be a positive int or (height, width), not {size!r}", option="size")
     return int(size[0]), int(size[1])
 
@@ -90,7 +99,9 @@ def _interpolation(name: str, mode: Any) -> str:
     if isinstance(value, str):
         value = {"nearest-exact": "nearest"}.get(value.lower(), value.lower())
     if value not in INTERPOLATIONS:
-        raise ConfigError(f"{name}: interpolation must be one of {INTERPOLATIONS}, not {mode!r}", option="interpolation")
+        raise ConfigError(
+            f"{name}: interpolation must be one of {INTERPOLATIONS}, not {mode!r}", option="interpolation"
+        )
     return value
 
 
@@ -188,9 +199,13 @@ class RandomResizedCrop:
         for name in ("scale", "ratio"):
             lo, hi = getattr(self, name)
             if not (0 < lo <= hi):
-                raise ConfigError(f"RandomResizedCrop: {name} must be (low, high) with 0 < low <= high, not {(lo, hi)}", option=name)
+                raise ConfigError(
+                    f"RandomResizedCrop: {name} must be (low, high) with 0 < low <= high, not {(lo, hi)}", option=name
+                )
         if self.scale[1] > 1:
-            raise ConfigError(f"RandomResizedCrop: scale is a fraction of the area, at most 1, not {self.scale}", option="scale")
+            raise ConfigError(
+                f"RandomResizedCrop: scale is a fraction of the area, at most 1, not {self.scale}", option="scale"
+            )
 
     def out_size(self, size: tuple[int, int] | None) -> tuple[int, int]:
         return _hw(self.size)
@@ -249,7 +264,9 @@ class Normalize:
     def __post_init__(self) -> None:
         mean, std = tuple(float(m) for m in self.mean), tuple(float(s) for s in self.std)
         if len(mean) not in (1, 3) or len(std) not in (1, 3) or any(s <= 0 for s in std):
-            raise ConfigError(f"Normalize: mean and std need 1 or 3 values, std > 0; got {self.mean}, {self.std}", option="std")
+            raise ConfigError(
+                f"Normalize: mean and std need 1 or 3 values, std > 0; got {self.mean}, {self.std}", option="std"
+            )
         object.__setattr__(self, "mean", mean * (3 // len(mean)))
         object.__setattr__(self, "std", std * (3 // len(std)))
 
@@ -269,7 +286,10 @@ class Compose:
         for k, op in enumerate(ops):
             if isinstance(op, Normalize):
                 if k != len(ops) - 1:
-                    raise ConfigError("Normalize must be the last transform (it runs on the device, after the copy)", option="transforms")
+                    raise ConfigError(
+                        "Normalize must be the last transform (it runs on the device, after the copy)",
+                        option="transforms",
+                    )
             elif not isinstance(op, GEOMETRIC):
                 raise ConfigError(
                     f"transform {op!r} is not one stoker runs; use {[c.__name__ for c in (*GEOMETRIC, Normalize)]} "

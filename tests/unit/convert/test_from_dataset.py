@@ -35,19 +35,29 @@ class Samples(torch.utils.data.Dataset):
 
 
 def test_every_kind_of_field_round_trips(tmp_path):
-    out = stoker.convert.dataset(Samples(), tmp_path / "s", workers=2, shard_size=2000, schema={"meta.tokens": stoker.Sequence("int32")}, progress=False)
+    out = stoker.convert.dataset(
+        Samples(),
+        tmp_path / "s",
+        workers=2,
+        shard_size=2000,
+        schema={"meta.tokens": stoker.Sequence("int32")},
+        progress=False,
+    )
     ds = stoker.open(out)
     assert ds.schema == {
-        "image": stoker.Tensor("uint8", (2, 3)), "label": stoker.Scalar("int64"), "score": stoker.Scalar("float32"),
-        "name": stoker.String(), "raw": stoker.Binary(), "meta.tokens": stoker.Sequence("int32"),
-    }  # fmt: skip
+        "image": stoker.Tensor("uint8", (2, 3)),
+        "label": stoker.Scalar("int64"),
+        "score": stoker.Scalar("float32"),
+        "name": stoker.String(),
+        "raw": stoker.Binary(),
+        "meta.tokens": stoker.Sequence("int32"),
+    }
     assert len(ds) == 200 and ds.num_shards > 1
     row = ds[7]
     assert row["image"].tolist() == [[7] * 3] * 2 and row["label"] == 7 and row["score"] == 3.5
     assert row["name"] == "s7" and row["raw"] == b"\x07" and row["meta.tokens"].tolist() == [0, 1, 2]
     assert ds[:]["label"].tolist() == list(range(200))
     assert not staging_dir(tmp_path / "s").exists()
-
 
 
 def test_tuple_samples_named(tmp_path):
@@ -59,7 +69,9 @@ def test_tuple_samples_named(tmp_path):
 
 
 def test_error_names_the_index_and_keeps_finished_shards(tmp_path):
-    with pytest.raises(SampleError, match=r"dataset\[150\] raised KeyError: 'sample 150 is broken'.*on_error='skip'") as info:
+    with pytest.raises(
+        SampleError, match=r"dataset\[150\] raised KeyError: 'sample 150 is broken'.*on_error='skip'"
+    ) as info:
         stoker.convert.dataset(Samples(bad=[150]), tmp_path / "s", workers=2, shard_size=1000, chunk_size=16)
     assert info.value.index == 150 and isinstance(info.value.__cause__, KeyError)
     assert not (tmp_path / "s").exists()
@@ -85,7 +97,9 @@ def test_resume_refuses_other_input(tmp_path):
 
 
 def test_skip_counts_and_lists_failures(tmp_path):
-    out = stoker.convert.dataset(Samples(bad=[3, 150, 199]), tmp_path / "s", workers=2, on_error="skip", shard_size=1000)
+    out = stoker.convert.dataset(
+        Samples(bad=[3, 150, 199]), tmp_path / "s", workers=2, on_error="skip", shard_size=1000
+    )
     ds = stoker.open(out)
     assert ds.metadata["skipped"] == 3 and ds.metadata["skipped_indices"] == [3, 150, 199]
     assert ds[:]["label"].tolist() == [i for i in range(200) if i not in (3, 150, 199)]
@@ -93,8 +107,12 @@ def test_skip_counts_and_lists_failures(tmp_path):
 
 def test_skip_then_resume_keeps_positions(tmp_path):
     with pytest.raises(KeyboardInterrupt):  # skips 10, then is interrupted at 150
-        stoker.convert.dataset(_FailAt(Samples(bad=[10]), 150), tmp_path / "s", workers=0, shard_size=1000, chunk_size=8, on_error="skip")
-    out = stoker.convert.dataset(_FailAt(Samples(bad=[10]), None), tmp_path / "s", workers=0, shard_size=1000, chunk_size=8, on_error="skip")
+        stoker.convert.dataset(
+            _FailAt(Samples(bad=[10]), 150), tmp_path / "s", workers=0, shard_size=1000, chunk_size=8, on_error="skip"
+        )
+    out = stoker.convert.dataset(
+        _FailAt(Samples(bad=[10]), None), tmp_path / "s", workers=0, shard_size=1000, chunk_size=8, on_error="skip"
+    )
     ds = stoker.open(out)
     assert ds[:]["label"].tolist() == [i for i in range(200) if i != 10]
     assert ds.metadata["skipped_indices"] == [10]
@@ -175,6 +193,8 @@ def test_many_failures_in_flight_do_not_hang(tmp_path):
         stoker.convert.dataset(Overflow(n=2000), tmp_path / "s", workers=2, chunk_size=64)
 
 
-@pytest.mark.parametrize(("rows", "skipped", "start"), [(0, [], 0), (5, [], 5), (5, [0, 2], 7), (5, [7], 5), (3, [0, 1, 2, 3], 7)])
+@pytest.mark.parametrize(
+    ("rows", "skipped", "start"), [(0, [], 0), (5, [], 5), (5, [0, 2], 7), (5, [7], 5), (3, [0, 1, 2, 3], 7)]
+)
 def test_resume_index(rows, skipped, start):
     assert resume_index(rows, skipped) == start

@@ -13,29 +13,44 @@ from stoker.errors import ConfigError, SchemaError
 
 @pytest.fixture
 def parquet(tmp_path):
-    t = pa.table({
-        "id": pa.array([1, 2, 3], pa.int32()),
-        "text": ["a", "bb", "ccc"],
-        "tokens": [[1, 2], [3], []],
-        "vec": pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float32(), 2)),
-        "blob": [b"x", b"", b"yz"],
-        "cat": pa.array(["u", "v", "u"]).dictionary_encode(),
-        "gap": [1.0, None, 3.0],
-        "when": pa.array([0, 1, 2], pa.timestamp("s")),
-    })  # fmt: skip
+    t = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int32()),
+            "text": ["a", "bb", "ccc"],
+            "tokens": [[1, 2], [3], []],
+            "vec": pa.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], pa.list_(pa.float32(), 2)),
+            "blob": [b"x", b"", b"yz"],
+            "cat": pa.array(["u", "v", "u"]).dictionary_encode(),
+            "gap": [1.0, None, 3.0],
+            "when": pa.array([0, 1, 2], pa.timestamp("s")),
+        }
+    )
     path = tmp_path / "t.parquet"
     pq.write_table(t, path, row_group_size=2)
     return path
 
 
 def test_parquet_columns_by_name(parquet, tmp_path):
-    ds = stoker.open(stoker.convert.table(parquet, tmp_path / "s", columns="id,text,tokens,vec,blob,cat", progress=False))
+    ds = stoker.open(
+        stoker.convert.table(parquet, tmp_path / "s", columns="id,text,tokens,vec,blob,cat", progress=False)
+    )
     assert ds.schema == {
-        "id": stoker.Scalar("int32"), "text": stoker.String(), "tokens": stoker.Sequence("int64"),
-        "vec": stoker.Tensor("float32", (2,)), "blob": stoker.Binary(), "cat": stoker.String(),
-    }  # fmt: skip
+        "id": stoker.Scalar("int32"),
+        "text": stoker.String(),
+        "tokens": stoker.Sequence("int64"),
+        "vec": stoker.Tensor("float32", (2,)),
+        "blob": stoker.Binary(),
+        "cat": stoker.String(),
+    }
     row = ds[2]
-    assert (row["id"], row["text"], row["tokens"].tolist(), row["vec"].tolist(), row["blob"], row["cat"]) == (3, "ccc", [], [5.0, 6.0], b"yz", "u")
+    assert (row["id"], row["text"], row["tokens"].tolist(), row["vec"].tolist(), row["blob"], row["cat"]) == (
+        3,
+        "ccc",
+        [],
+        [5.0, 6.0],
+        b"yz",
+        "u",
+    )
 
 
 def test_nulls_name_the_column_and_row(parquet, tmp_path):

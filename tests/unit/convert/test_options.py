@@ -15,7 +15,11 @@ from stoker.store.writer import DEFAULT_SHARD_SIZE
 def test_defaults_and_shard_size_kept_as_bytes():
     opts = ConvertOptions()
     assert (opts.overwrite, opts.shard_size, opts.progress, opts.workers, opts.metadata) == (
-        False, DEFAULT_SHARD_SIZE, None, None, None,
+        False,
+        DEFAULT_SHARD_SIZE,
+        None,
+        None,
+        None,
     )
     assert ConvertOptions(shard_size="2KB").shard_size == 2048
     assert ConvertOptions(shard_size=1000).shard_size == 1000

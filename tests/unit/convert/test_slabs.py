@@ -22,7 +22,9 @@ def test_slabs_are_even_cover_every_row_and_keep_whole_chunks():
         assert max(sizes) - min(sizes) <= unit  # no short last slab
         units = -(-rows // unit)
         fewest = -(-units // max(step // unit, 1))  # as few as the step allows ...
-        assert len(slabs) == min(-(-fewest // multiple) * multiple, max(units, fewest))  # ... rounded up to the multiple
+        assert len(slabs) == min(
+            -(-fewest // multiple) * multiple, max(units, fewest)
+        )  # ... rounded up to the multiple
     assert even_slabs(100, 30) == [(0, 25), (25, 50), (50, 75), (75, 100)]  # not 30, 30, 30, 10
     assert len(even_slabs(100, 30, multiple=3)) == 6  # two rounds for three writers
     assert len(even_slabs(5, 1, multiple=4)) == 5  # no more slabs than rows

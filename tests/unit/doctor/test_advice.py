@@ -26,8 +26,18 @@ def loop(key, n, wait, compute, t0=1.0):
 def samples(t0, t1, cpu_tree=0.5, machine=30.0, cores=4, gpu=None, iowait=0.0):
     out, t = [], t0
     while t <= t1:
-        s = {"t": t, "cpu_tree": cpu_tree, "cpu_root": cpu_tree, "cpu_cores": [machine] * cores, "iowait": iowait, "rss": 1e8, "procs": 1,
-             "read_bps": 0.0, "disk_read_bps": 0.0, "disk_iops": 0.0}  # fmt: skip
+        s = {
+            "t": t,
+            "cpu_tree": cpu_tree,
+            "cpu_root": cpu_tree,
+            "cpu_cores": [machine] * cores,
+            "iowait": iowait,
+            "rss": 1e8,
+            "procs": 1,
+            "read_bps": 0.0,
+            "disk_read_bps": 0.0,
+            "disk_iops": 0.0,
+        }
         if gpu is not None:
             s["gpu"] = [{"util": gpu, "mem_util": 10.0, "mem_used": 1e9, "mem_total": 8e9, "pcie_rx_bps": 1e8}]
         out.append(s)
@@ -107,7 +117,9 @@ def test_padding_asks_for_bucketing(tmp_path):
 def test_float_images_ask_for_uint8_and_device_normalization(tmp_path):
     batch = BatchDesc("list", (TensorDesc("0", "float32", (32, 3, 224, 224), "cpu"),))
     ev = [LoaderSeen(1, info())] + loop(1, 20, 0.02, 0.005) + [BatchSeen(1, batch)]
-    assert not any("normalize" in x.title for x in report_for(tmp_path, ev, samples(1.0, 2.0)).recommendations)  # no GPU: no bus to save
+    assert not any(
+        "normalize" in x.title for x in report_for(tmp_path, ev, samples(1.0, 2.0)).recommendations
+    )  # no GPU: no bus to save
     r = report_for(tmp_path, ev, samples(1.0, 2.0, gpu=50.0), gpu_status="NVIDIA Test")
     (n,) = [x for x in r.recommendations if "normalize" in x.title]
     assert ".float().div_(255)" in n.action and "float32[32, 3, 224, 224]" in n.evidence

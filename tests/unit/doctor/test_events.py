@@ -86,7 +86,15 @@ def test_records_of_a_copy_loaded_by_path_encode_the_same():
 
 def test_a_stoker_loader_description_reuses_the_loader_info_fields():
     shared = {"name": "stoker.Loader(Squares)", "source": "Squares", "source_id": 5, "engine": "processes"}
-    shared.update(num_workers=2, batch_size=None, prefetch_factor=4, pin_memory=True, device="cuda:0", store=False, persistent_workers=True)
+    shared.update(
+        num_workers=2,
+        batch_size=None,
+        prefetch_factor=4,
+        pin_memory=True,
+        device="cuda:0",
+        store=False,
+        persistent_workers=True,
+    )
     desc = LoaderDesc.from_info(LoaderInfo(loader_id=99, **shared))
     assert desc == LoaderDesc(kind="stoker", **shared)
     with pytest.raises(FrozenInstanceError):

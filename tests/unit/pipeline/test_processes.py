@@ -8,13 +8,17 @@ from stoker.pipeline.processes import sweep_stale_segments
 
 
 def test_sweep_removes_only_segments_of_dead_processes(tmp_path):
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    ).stdout.strip()
     (tmp_path / f"stoker_{dead}_abcd_1_2").write_bytes(b"x")
     (tmp_path / f"stoker_{os.getpid()}_abcd_1_2").write_bytes(b"x")
     (tmp_path / "stoker_notapid_x").write_bytes(b"x")
     (tmp_path / "other_1_2").write_bytes(b"x")
     assert sweep_stale_segments(str(tmp_path)) == 1
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"stoker_{os.getpid()}_abcd_1_2", "stoker_notapid_x", "other_1_2"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"stoker_{os.getpid()}_abcd_1_2", "stoker_notapid_x", "other_1_2"]
+    )
 
 
 def test_killed_consumer_leaves_nothing_after_the_next_pool(tmp_path):
@@ -47,4 +51,6 @@ def test_killed_consumer_leaves_nothing_after_the_next_pool(tmp_path):
             return i
 
     list(stoker.Loader(Tiny(), batch_size=2, num_workers=1))  # a new pool sweeps stale segments
-    assert not [f for f in os.listdir("/dev/shm") if f.startswith("stoker_") and not os.path.exists(f"/proc/{f.split('_')[1]}")]
+    assert not [
+        f for f in os.listdir("/dev/shm") if f.startswith("stoker_") and not os.path.exists(f"/proc/{f.split('_')[1]}")
+    ]

@@ -55,7 +55,14 @@ def test_fingerprint_mismatch_names_the_field():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(num_rows=0), dict(num_rows=5, order="random"), dict(num_rows=5, rank=2, world_size=2), dict(num_rows=5, uneven="x"), dict(num_rows=5, block_size=0), dict(num_rows=1, world_size=2, uneven="drop")],
+    [
+        dict(num_rows=0),
+        dict(num_rows=5, order="random"),
+        dict(num_rows=5, rank=2, world_size=2),
+        dict(num_rows=5, uneven="x"),
+        dict(num_rows=5, block_size=0),
+        dict(num_rows=1, world_size=2, uneven="drop"),
+    ],
 )
 def test_invalid_sampler(kwargs):
     with pytest.raises(ConfigError):

@@ -26,7 +26,9 @@ CHUNK = [np.array([5, 0, 17, 3]), np.array([], dtype=np.int64), np.array([10]), 
 @pytest.mark.parametrize("widen_on_device", [False, True])
 @pytest.mark.parametrize("token_type_ids", [False, True])
 def test_a_chunk_reads_like_its_batches_one_by_one(rows, widen_on_device, token_type_ids):
-    source = PaddedText(rows, pad_id=0, pad_to_multiple_of=8, token_type_ids=token_type_ids, widen_on_device=widen_on_device)
+    source = PaddedText(
+        rows, pad_id=0, pad_to_multiple_of=8, token_type_ids=token_type_ids, widen_on_device=widen_on_device
+    )
     together = source.read(CHUNK)
     assert len(together) == len(CHUNK)
     for idx, got in zip(CHUNK, together):

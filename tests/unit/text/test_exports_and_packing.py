@@ -14,7 +14,14 @@ TEXTS = [f"document {i} says " + "word " * (i % 13 + 1) for i in range(120)]
 
 def test_public_names():
     assert sorted(stoker.text.__all__) == [
-        "LengthBuckets", "Loader", "PackedBatches", "TextColumns", "TextConfig", "TextReport", "TextSource", "TextTokenizer",
+        "LengthBuckets",
+        "Loader",
+        "PackedBatches",
+        "TextColumns",
+        "TextConfig",
+        "TextReport",
+        "TextSource",
+        "TextTokenizer",
         "resolve",
     ]
     for name in stoker.text.__all__:
@@ -25,8 +32,14 @@ def test_public_names():
 
 def test_packing_from_a_store_equals_packing_on_the_fly_and_resumes(tmp_path):
     store = stoker.convert.text(TEXTS, tmp_path / "s", max_length=None)
-    fly = [b["input_ids"] for b in stoker.text.Loader(TEXTS, batch_size=3, max_length=16, packing=True, shuffle=True, seed=2)]
-    stored = [b["input_ids"] for b in stoker.text.Loader(store, batch_size=3, max_length=16, packing=True, shuffle=True, seed=2)]
+    fly = [
+        b["input_ids"]
+        for b in stoker.text.Loader(TEXTS, batch_size=3, max_length=16, packing=True, shuffle=True, seed=2)
+    ]
+    stored = [
+        b["input_ids"]
+        for b in stoker.text.Loader(store, batch_size=3, max_length=16, packing=True, shuffle=True, seed=2)
+    ]
     assert len(fly) == len(stored) > 3 and all(torch.equal(a, b) for a, b in zip(fly, stored))
     loader = stoker.text.Loader(store, batch_size=3, max_length=16, packing=True, shuffle=True, seed=2)
     it = iter(loader)
@@ -49,9 +62,16 @@ def test_packed_blocks_split_evenly_over_ranks(world):
 
 def test_pairs_through_a_store(tmp_path):
     p = tmp_path / "nli.jsonl"
-    p.write_text("\n".join(json.dumps({"premise": f"a man {i} sleeps", "hypothesis": "someone rests", "label": ["yes", "no"][i % 2]}) for i in range(20)))
+    p.write_text(
+        "\n".join(
+            json.dumps({"premise": f"a man {i} sleeps", "hypothesis": "someone rests", "label": ["yes", "no"][i % 2]})
+            for i in range(20)
+        )
+    )
     store = stoker.convert.text(p, tmp_path / "s", text_column="premise", pair_column="hypothesis", max_length=32)
-    fly = next(iter(stoker.text.Loader(p, batch_size=20, text_column="premise", pair_column="hypothesis", max_length=32)))
+    fly = next(
+        iter(stoker.text.Loader(p, batch_size=20, text_column="premise", pair_column="hypothesis", max_length=32))
+    )
     got = next(iter(stoker.text.Loader(store, batch_size=20)))
     for key in ("input_ids", "attention_mask", "token_type_ids", "labels"):
         assert torch.equal(fly[key], got[key]), key

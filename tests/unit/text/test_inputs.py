@@ -28,7 +28,12 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
 
 def test_jsonl_with_labels_and_missing_column(tmp_path):
     p = tmp_path / "a.jsonl"
-    p.write_text("\n".join(json.dumps(r) for r in [{"text": "a b", "label": "pos"}, {"text": "c", "label": "neg"}, {"text": "d", "label": "pos"}]))
+    p.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [{"text": "a b", "label": "pos"}, {"text": "c", "label": "neg"}, {"text": "d", "label": "pos"}]
+        )
+    )
     t = read_table(p)
     assert t.labels.tolist() == [0, 1, 0] and t.label_names == ("pos", "neg")
     with pytest.raises(InputError, match=r"no column 'body'; the columns found are \['label', 'text'\]"):

@@ -21,7 +21,9 @@ def test_batches_match_reference_and_are_dynamically_padded(reference):
     assert len(batches) == 4
     for k, b in enumerate(batches):
         texts = TEXTS[16 * k : 16 * (k + 1)]
-        ref = reference(texts, truncation=True, max_length=32, padding="longest", pad_to_multiple_of=8, return_tensors="pt")
+        ref = reference(
+            texts, truncation=True, max_length=32, padding="longest", pad_to_multiple_of=8, return_tensors="pt"
+        )
         assert torch.equal(b["input_ids"], ref["input_ids"])
         assert torch.equal(b["attention_mask"], ref["attention_mask"])
         assert b["input_ids"].dtype == torch.int64 and b["input_ids"].shape[1] % 8 == 0
@@ -48,7 +50,15 @@ def test_labels_pairs_and_token_type_ids(tmp_path, reference):
     p.write_text("\n".join(json.dumps(r) for r in rows))
     b = next(iter(Loader(p, batch_size=10, max_length=64, text_column="a", pair_column="b")))
     assert b["labels"].tolist() == [i % 3 for i in range(10)]
-    ref = reference([r["a"] for r in rows], [r["b"] for r in rows], truncation=True, max_length=64, padding="longest", pad_to_multiple_of=8, return_tensors="pt")
+    ref = reference(
+        [r["a"] for r in rows],
+        [r["b"] for r in rows],
+        truncation=True,
+        max_length=64,
+        padding="longest",
+        pad_to_multiple_of=8,
+        return_tensors="pt",
+    )
     assert torch.equal(b["input_ids"], ref["input_ids"]) and torch.equal(b["token_type_ids"], ref["token_type_ids"])
     single = next(iter(Loader(TEXTS[:4], batch_size=4, token_type_ids=True)))
     assert single["token_type_ids"].shape == single["input_ids"].shape and int(single["token_type_ids"].sum()) == 0

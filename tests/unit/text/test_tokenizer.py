@@ -32,14 +32,24 @@ def test_truncation_keeps_cls_and_sep_and_is_flagged():
     for i in range(len(SENTENCES)):
         row = enc.ids[i]
         assert row[0] == 101 and row[-1] == 102
-    assert enc.truncated.tolist() == [len(enc.ids[i]) == 10 and len(resolve("bert-base-uncased").encode([s]).ids[0]) > 10 for i, s in enumerate(SENTENCES)]
+    assert enc.truncated.tolist() == [
+        len(enc.ids[i]) == 10 and len(resolve("bert-base-uncased").encode([s]).ids[0]) > 10
+        for i, s in enumerate(SENTENCES)
+    ]
 
 
 def test_every_way_to_name_a_tokenizer_gives_the_same_ids(reference, vocab_dir, tmp_path):
     tokenizers = pytest.importorskip("tokenizers")
     json_path = tmp_path / "tokenizer.json"
     reference.backend_tokenizer.save(str(json_path))
-    specs = ["bert-base-uncased", vocab_dir / "vocab.txt", str(vocab_dir), json_path, tokenizers.Tokenizer.from_file(str(json_path)), reference]
+    specs = [
+        "bert-base-uncased",
+        vocab_dir / "vocab.txt",
+        str(vocab_dir),
+        json_path,
+        tokenizers.Tokenizer.from_file(str(json_path)),
+        reference,
+    ]
     ids = [resolve(s).encode(SENTENCES[:5]).ids.values.tolist() for s in specs]
     assert all(x == ids[0] for x in ids)
 

@@ -12,8 +12,7 @@ SENTENCES = [
     "Sounds like a date to me.",
     "The café served crème brûlée, naïvely priced at €4.50 — a bargain in Zürich.",
     "unaffable antidisestablishmentarianism hyperparameterization",
-    "In 1998, 3.14159 people said: \"hello\"; others said (goodbye)...",
+    'In 1998, 3.14159 people said: "hello"; others said (goodbye)...',
     " ".join(["the quick brown fox jumps over the lazy dog"] * 40),
     "東京 is a city; 北京 too.",
 ]
-

@@ -5,11 +5,10 @@ import io
 import numpy as np
 import pytest
 from PIL import Image, ImageOps
+from vision_images import corrupt_files, photo, save
 
 from stoker.vision.decode import decode, jpeg_orientation, probe, read_file
 from stoker.vision.errors import ImageError
-
-from vision_images import corrupt_files, photo, save
 
 
 def reference(path) -> np.ndarray:
@@ -17,8 +16,19 @@ def reference(path) -> np.ndarray:
         return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
 
 
-@pytest.mark.parametrize("fmt,mode,ext", [("JPEG", "RGB", "jpg"), ("PNG", "RGB", "png"), ("WEBP", "RGB", "webp"), ("PNG", "L", "png"),
-                                          ("JPEG", "L", "jpg"), ("PNG", "RGBA", "png"), ("JPEG", "CMYK", "jpg"), ("PNG", "P", "png")])
+@pytest.mark.parametrize(
+    "fmt,mode,ext",
+    [
+        ("JPEG", "RGB", "jpg"),
+        ("PNG", "RGB", "png"),
+        ("WEBP", "RGB", "webp"),
+        ("PNG", "L", "png"),
+        ("JPEG", "L", "jpg"),
+        ("PNG", "RGBA", "png"),
+        ("JPEG", "CMYK", "jpg"),
+        ("PNG", "P", "png"),
+    ],
+)
 def test_every_format_and_mode_comes_out_rgb(tmp_path, fmt, mode, ext):
     arr = photo(40, 56)
     img = Image.fromarray(arr).convert(mode)

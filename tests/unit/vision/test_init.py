@@ -6,11 +6,32 @@ import stoker
 from stoker import vision
 
 EXPECTED = {
-    "IMAGENET_MEAN", "IMAGENET_STD", "IMG_EXTENSIONS", "CenterCrop", "Compose", "ImageError", "ImageList",
-    "ImageOptions", "ImageSource", "Normalize", "RandomCrop", "RandomHorizontalFlip", "RandomResizedCrop", "Resize",
-    "Skipped", "decode", "eval_transforms", "find_images", "flat_folder", "from_dataset", "from_paths",
-    "gpu_available", "image_folder", "probe", "train_transforms",
-}  # fmt: skip
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "IMG_EXTENSIONS",
+    "CenterCrop",
+    "Compose",
+    "ImageError",
+    "ImageList",
+    "ImageOptions",
+    "ImageSource",
+    "Normalize",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "Resize",
+    "Skipped",
+    "decode",
+    "eval_transforms",
+    "find_images",
+    "flat_folder",
+    "from_dataset",
+    "from_paths",
+    "gpu_available",
+    "image_folder",
+    "probe",
+    "train_transforms",
+}
 
 
 def test_vision_all_is_exactly_the_public_surface():

@@ -67,7 +67,9 @@ def test_nhwc_layout_and_normalize_on_finalize(encoded):
 
 def test_augmentation_is_the_same_for_any_worker_count_and_resumes(encoded):
     def loader(workers):
-        return stoker.Loader(ImageSource(encoded, train_transforms(16), seed=7), batch_size=3, shuffle=True, num_workers=workers, seed=1)
+        return stoker.Loader(
+            ImageSource(encoded, train_transforms(16), seed=7), batch_size=3, shuffle=True, num_workers=workers, seed=1
+        )
 
     ref = images(loader(0))
     assert all(torch.equal(x, y) for x, y in zip(ref, images(loader(2))))
@@ -142,7 +144,13 @@ def test_bad_files_are_skipped_and_named(tmp_path):
     src = ImageSource(tmp_path / "bad", train_transforms(16), on_error="skip", max_pixels=50_000)
     batches = list(stoker.Loader(src, batch_size=2, num_workers=2, timeout=60))
     assert sum(len(b["image"]) for b in batches) == 1
-    assert sorted(s.file for s in src.report()) == ["corrupt.jpg", "empty.jpg", "huge.png", "notes.jpg", "truncated.jpg"]
+    assert sorted(s.file for s in src.report()) == [
+        "corrupt.jpg",
+        "empty.jpg",
+        "huge.png",
+        "notes.jpg",
+        "truncated.jpg",
+    ]
 
 
 def test_configuration_errors(encoded, tmp_path):

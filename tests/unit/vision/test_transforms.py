@@ -94,9 +94,18 @@ def test_torchvision_interpolation_mode_values_are_accepted():
         T.Resize(10, interpolation="lanczos-ish")
 
 
-@pytest.mark.parametrize("bad", [lambda: T.Resize(0), lambda: T.CenterCrop((1, 2, 3)), lambda: T.RandomResizedCrop(8, scale=(0.5, 0.1)),
-                                 lambda: T.RandomHorizontalFlip(1.5), lambda: T.Normalize((0.5, 0.5), (1, 1, 1)),
-                                 lambda: T.Compose((T.Normalize(), T.CenterCrop(3))), lambda: T.Compose((object(),))])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: T.Resize(0),
+        lambda: T.CenterCrop((1, 2, 3)),
+        lambda: T.RandomResizedCrop(8, scale=(0.5, 0.1)),
+        lambda: T.RandomHorizontalFlip(1.5),
+        lambda: T.Normalize((0.5, 0.5), (1, 1, 1)),
+        lambda: T.Compose((T.Normalize(), T.CenterCrop(3))),
+        lambda: T.Compose((object(),)),
+    ],
+)
 def test_bad_options_are_config_errors(bad):
     with pytest.raises(ConfigError):
         bad()
