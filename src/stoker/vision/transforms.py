@@ -137,41 +137,45 @@ class Resize:
 
 
 @dataclass(frozen=True)
-class CenterCrop:
-    """Crop the center. An image smaller than the crop is an error (torchvision pads it with black)."""
+class _FixedCrop:
+    """A crop of a fixed ``size``; subclasses say where (``corner``). No padding: a smaller image is an error."""
 
     size: int | tuple[int, int]
     random = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "size", _size_pair("CenterCrop", self.size))
+        object.__setattr__(self, "size", _size_pair(type(self).__name__, self.size))
 
     def out_size(self, size: tuple[int, int] | None) -> tuple[int, int]:
         return _hw(self.size)
 
+    def corner(self, spare_h: int, spare_w: int, rng: Any) -> tuple[int, int]:
+        """(top, left) of the crop, given the rows and columns left over around it."""
+        raise NotImplementedError(f"{type(self).__name__} must define corner")
+
     def apply(self, view: View, rng: Any) -> View:
         ch, cw = _hw(self.size)
         _check_fits(view, ch, cw)
-        return view.crop(int(round((view.height - ch) / 2.0)), int(round((view.width - cw) / 2.0)), ch, cw)
+        top, left = self.corner(view.height - ch, view.width - cw, rng)
+        return view.crop(top, left, ch, cw)
 
 
 @dataclass(frozen=True)
-class RandomCrop:
+class CenterCrop(_FixedCrop):
+    """Crop the center. An image smaller than the crop is an error (torchvision pads it with black)."""
+
+    def corner(self, spare_h: int, spare_w: int, rng: Any) -> tuple[int, int]:
+        return int(round(spare_h / 2.0)), int(round(spare_w / 2.0))
+
+
+@dataclass(frozen=True)
+class RandomCrop(_FixedCrop):
     """Crop at a random place (no padding: an image smaller than the crop is an error)."""
 
-    size: int | tuple[int, int]
     random = True
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "size", _size_pair("RandomCrop", self.size))
-
-    def out_size(self, size: tuple[int, int] | None) -> tuple[int, int]:
-        return _hw(self.size)
-
-    def apply(self, view: View, rng: Any) -> View:
-        ch, cw = _hw(self.size)
-        _check_fits(view, ch, cw)
-        return view.crop(_below(rng, view.height - ch + 1), _below(rng, view.width - cw + 1), ch, cw)
+    def corner(self, spare_h: int, spare_w: int, rng: Any) -> tuple[int, int]:
+        return _below(rng, spare_h + 1), _below(rng, spare_w + 1)
 
 
 def _check_fits(view: View, ch: int, cw: int) -> None:
