@@ -106,6 +106,15 @@ broken = Slow(300, bad=[42, 250])
 slow = Slow(4000, delay=float(os.environ.get("STOKER_TEST_DELAY", "0.002")))
 def factory():
     return Slow(50)
+class Fifty(Slow):
+    def __init__(self):
+        super().__init__(50)
+class Sized(Slow):
+    def __init__(self, n):
+        super().__init__(n)
+def not_a_dataset():
+    return 5
+number = 5
 """
 
 
@@ -124,6 +133,27 @@ def test_dataset_module_attribute(module_dir, capsys):
     assert main(["convert", "dataset", "mydata:nothing", "n"]) == 1
     assert main(["convert", "dataset", "nomodule:x", "n"]) == 1
     assert "cannot import module 'nomodule'" in capsys.readouterr().err
+
+
+def test_dataset_class_is_called(module_dir, capsys):
+    """Issue 16 item 18: a Dataset class (not an instance) is called, as the help says."""
+    assert main(["convert", "dataset", "mydata:Fifty", "c", "--workers", "0", "--no-progress"]) == 0
+    assert stoker.open(module_dir / "c")[:]["1"].tolist() == list(range(50))
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("mydata:Sized", "mydata:Sized needs arguments (n)"),
+        ("mydata:not_a_dataset", "mydata:not_a_dataset() returned an object of type int, not a map-style Dataset"),
+        ("mydata:number", "mydata:number is an object of type int, not a map-style Dataset"),
+    ],
+)
+def test_dataset_target_that_makes_no_dataset(module_dir, capsys, target, message):
+    assert main(["convert", "dataset", target, "c", "--workers", "0", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (module_dir / "c").exists()
 
 
 def test_dataset_error_and_skip(module_dir, capsys):

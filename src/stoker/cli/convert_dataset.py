@@ -1,7 +1,7 @@
 """``stoker convert dataset MODULE:ATTRIBUTE STORE``: any map-style torch Dataset into a store.
 
-ATTRIBUTE is a Dataset object, or a callable taking no arguments that returns one (a class,
-a factory). The current directory is importable, as with ``python -m``. ``__getitem__`` runs
+ATTRIBUTE is a Dataset object, or a class or function that makes one without arguments (it is
+called). The current directory is importable, as with ``python -m``. ``__getitem__`` runs
 in --workers processes; an interrupted conversion resumes when run again.
 
     stoker convert dataset mydata:train_set stores/train --workers 8 --names image,label
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import sys
 from typing import Any
@@ -56,13 +57,43 @@ def load_target(target: str) -> Any:
         if not hasattr(obj, part):
             raise ConfigError(f"module {module_name!r} has no attribute {attribute!r}", option="target")
         obj = getattr(obj, part)
-    if not (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")) and callable(obj):
-        obj = obj()
-    if not (hasattr(obj, "__getitem__") and hasattr(obj, "__len__")):
+    if _is_dataset(obj):
+        return obj
+    if not callable(obj):
         raise ConfigError(
-            f"{target} is a {type(obj).__name__}, not a map-style Dataset (__len__ and __getitem__)", option="target"
+            f"{target} is an object of type {type(obj).__name__}, not a map-style Dataset (__len__ and __getitem__) "
+            "nor a class or function that makes one without arguments",
+            option="target",
         )
-    return obj
+    _check_no_arguments(target, obj)
+    made = obj()
+    if not _is_dataset(made):
+        raise ConfigError(
+            f"{target}() returned an object of type {type(made).__name__}, not a map-style Dataset (__len__ and __getitem__)",
+            option="target",
+        )
+    return made
+
+
+def _is_dataset(obj: Any) -> bool:
+    """A map-style Dataset object: ``__len__`` and ``__getitem__`` on an instance (a class has them too)."""
+    return not isinstance(obj, type) and hasattr(obj, "__getitem__") and hasattr(obj, "__len__")
+
+
+def _check_no_arguments(target: str, factory: Any) -> None:
+    """A ConfigError when ``factory`` (a class or a function) cannot be called without arguments."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no signature to read (some builtins): calling it will tell
+        return
+    try:
+        signature.bind()
+    except TypeError:
+        raise ConfigError(
+            f"{target} needs arguments {signature}; point at a Dataset object, or at a class or function "
+            "that takes no arguments (for example a module-level train_set = MyDataset(...))",
+            option="target",
+        ) from None
 
 
 def main(args: argparse.Namespace) -> int:
