@@ -8,6 +8,7 @@ the (recycled) output buffer.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import pyarrow as pa
 from stoker.errors import ShardError, StoreNotFoundError
 from stoker.store.columns import Ragged
 from stoker.store.format import Column, Manifest, ShardInfo, arrow_schema
+from stoker.store.selection import check_indices, split_rows
 from stoker.store.shardfile import file_checksum
 
 
@@ -95,6 +97,10 @@ class Store:
 
     ``len(ds)`` rows; ``ds[i]`` one row as a dict; ``ds[[i, j, ...]]`` or ``ds[a:b]`` a batch
     (tensor columns stacked, sequence columns as :class:`Ragged`, binary/string as lists).
+
+    ``ds.select(indices)`` and ``ds.split(parts, seed=)`` return views: Stores over the same
+    memory-mapped shards whose row ``i`` is row ``indices[i]`` of this one. A view is read by the
+    loader, ``stoker.text`` and ``stoker.vision`` like any store (batch-level, no copy).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = False) -> None:
@@ -112,10 +118,41 @@ class Store:
         rows = np.array([s.rows for s in self._shards], dtype=np.int64)
         self._starts = np.concatenate([[0], np.cumsum(rows)])
         self._len = int(self._starts[-1])
+        self._rows: np.ndarray | None = None  # a view's rows of the whole store; None: all of them
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # memory maps do not pickle: a copy in another process opens the same path again
-        return (Store, (str(self.path),))
+        if self._rows is None:
+            return (Store, (str(self.path),))
+        return (_reopen_view, (str(self.path), self._rows))
+
+    # -- views ----------------------------------------------------------------------------
+    @property
+    def rows(self) -> np.ndarray | None:
+        """For a view, the rows of the whole store it shows (int64, in view order); None for a whole store."""
+        return None if self._rows is None else self._rows.copy()
+
+    def select(self, indices: Any) -> Store:
+        """A view of rows ``indices`` (in that order; repeats allowed) over the same shards, without a copy.
+
+        An index outside ``0..len(self)-1`` is a ConfigError naming the first bad one.
+        """
+        idx = check_indices(indices, self._len)
+        view = copy.copy(self)
+        view._rows = idx if self._rows is None else self._rows[idx]
+        view._len = len(idx)
+        return view
+
+    def split(self, parts: Sequence[float] | Sequence[int], *, seed: int = 0, shuffle: bool = True) -> list[Store]:
+        """One view per part: ``parts`` are fractions summing to 1 (``[0.8, 0.1, 0.1]``) or row counts
+        summing to ``len(self)``.
+
+        The rows are dealt from a permutation drawn from ``seed`` (the same parts for the same seed,
+        on every machine), or in order with ``shuffle=False``. Parts do not overlap and together
+        cover every row; inside a part rows keep storage order (the loader shuffles). See
+        ``store.selection.split_sizes`` for how fractions round.
+        """
+        return [self.select(rows) for rows in split_rows(self._len, parts, seed, shuffle)]
 
     # -- description ----------------------------------------------------------------------
     @property
@@ -137,14 +174,19 @@ class Store:
 
     @property
     def nbytes(self) -> int:
-        return sum(s.bytes for s in self.manifest.shards)
+        """Bytes of the shards on disk; for a view, its rows' share of them (rows x mean row size)."""
+        total = sum(s.bytes for s in self.manifest.shards)
+        if self._rows is None:
+            return total
+        return round(total * self._len / max(int(self._starts[-1]), 1))
 
     def __len__(self) -> int:
         return self._len
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{n}: {_describe(c)}" for n, c in self.schema.items())
-        return f"Store({str(self.path)!r}, rows={self._len}, shards={self.num_shards}, columns={{{cols}}})"
+        rows = str(self._len) if self._rows is None else f"{self._len} of {int(self._starts[-1])}"
+        return f"Store({str(self.path)!r}, rows={rows}, shards={self.num_shards}, columns={{{cols}}})"
 
     def verify(self) -> None:
         """Check every shard's size and checksum against the manifest; raise ShardError on the first bad one."""
@@ -165,9 +207,10 @@ class Store:
                 )
 
     def table(self) -> pa.Table:
-        """All shards as one pyarrow Table (zero-copy, memory-mapped)."""
+        """All shards as one pyarrow Table (zero-copy, memory-mapped); a view's rows are taken (a copy)."""
         tables = [pa.ipc.open_file(pa.memory_map(str(s.path), "r")).read_all() for s in self._shards]
-        return pa.concat_tables(tables)
+        table = pa.concat_tables(tables)
+        return table if self._rows is None else table.take(pa.array(self._rows))
 
     # -- access ---------------------------------------------------------------------------
     def __getitem__(self, key: int | slice | Sequence[int] | np.ndarray) -> dict[str, Any]:
@@ -202,6 +245,8 @@ class Store:
         if idx.size and (idx.min() < 0 or idx.max() >= self._len):
             bad = idx[(idx < 0) | (idx >= self._len)][0]
             raise IndexError(f"row {bad} is out of range for a store of {self._len} rows")
+        if self._rows is not None:
+            idx = self._rows[idx]
         names = list(self.schema) if columns is None else list(columns)
         plan = _Plan(idx, self._starts)
         result: dict[str, Any] = {}
@@ -305,6 +350,10 @@ def _gather_blobs(views: list[_ColumnView], plan: _Plan, as_text: bool) -> list[
             raw = view.data[off[j] : off[j + 1]].tobytes()
             result[i] = raw.decode("utf-8") if as_text else raw
     return result
+
+
+def _reopen_view(path: str, rows: np.ndarray) -> Store:
+    return Store(path).select(rows)
 
 
 def _first(col: Column, value: Any) -> Any:

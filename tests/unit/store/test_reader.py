@@ -1,11 +1,12 @@
 import hashlib
 import json
+import pickle
 
 import numpy as np
 import pytest
 
 import stoker
-from stoker.errors import ManifestError, ShardError, StoreNotFoundError
+from stoker.errors import ConfigError, ManifestError, ShardError, StoreNotFoundError
 
 
 def test_getitem_forms(mixed_store, mixed_columns):
@@ -152,3 +153,42 @@ def test_format_1_altered_shard_fails_sha256(mixed_store):
     stoker.open(mixed_store)
     with pytest.raises(ShardError, match="shard-00001.arrow has sha256.*altered"):
         stoker.open(mixed_store, verify=True)
+
+
+def test_select_is_a_view_in_the_given_order(mixed_store, mixed_columns):
+    ds = stoker.open(mixed_store)
+    view = ds.select([299, 5, 5, 100])
+    assert len(view) == 4 and isinstance(view, stoker.Store)
+    np.testing.assert_array_equal(view[0:4]["label"], [299, 5, 5, 100])
+    assert view[1]["text"] == mixed_columns["text"][5]
+    np.testing.assert_array_equal(view[-1]["image"], mixed_columns["image"][100])
+    np.testing.assert_array_equal(view.select([3, 0])[[0, 1]]["label"], [100, 299])  # views compose
+    np.testing.assert_array_equal(view.rows, [299, 5, 5, 100])
+    assert "rows=4 of 300" in repr(view)
+    assert view.table().column("label").to_pylist() == [299, 5, 5, 100]
+    with pytest.raises(IndexError):
+        view[4]
+    with pytest.raises(ConfigError, match=r"indices\[1\] = 300 is out of range"):
+        ds.select([0, 300, 400])
+    with pytest.raises(ConfigError, match=r"indices\[0\] = 4"):
+        view.select([4])
+
+
+def test_split_parts_partition_the_store(mixed_store):
+    ds = stoker.open(mixed_store)
+    train, val, test = ds.split([0.8, 0.1, 0.1], seed=1)
+    assert [len(p) for p in (train, val, test)] == [240, 30, 30]
+    labels = [p[0 : len(p)]["label"] for p in (train, val, test)]
+    np.testing.assert_array_equal(np.sort(np.concatenate(labels)), np.arange(300))
+    again = ds.split([0.8, 0.1, 0.1], seed=1)
+    np.testing.assert_array_equal(again[1][0:30]["label"], labels[1])
+    a, b = ds.split([100, 200], shuffle=False)
+    np.testing.assert_array_equal(b[0:3]["label"], [100, 101, 102])
+    with pytest.raises(ConfigError, match="sum to the 300 rows"):
+        ds.split([100, 100])
+
+
+def test_a_view_pickles_as_the_same_rows(mixed_store):
+    view = stoker.open(mixed_store).select([7, 3])
+    copy = pickle.loads(pickle.dumps(view))
+    np.testing.assert_array_equal(copy[0:2]["label"], [7, 3])
