@@ -32,6 +32,11 @@ class StepTime(Step):
 
     compute_before: float
 
+    @property
+    def wait(self) -> float:
+        """The data wait of this fetch."""
+        return self.ready - self.requested
+
 
 @dataclass
 class LoaderStats:

@@ -130,10 +130,6 @@ class Step(_OfLoader):
     requested: float
     ready: float
 
-    @property
-    def wait(self) -> float:
-        return self.ready - self.requested
-
 
 @dataclass(frozen=True)
 class StageSpan(_OfLoader):
