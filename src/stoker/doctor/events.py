@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, is_dataclass
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ class Meta:
         return Meta(**{**asdict(self), **known})
 
 
-Event = Union[LoaderSeen, Step, StageSpan, BatchSeen, Meta]
+Event = LoaderSeen | Step | StageSpan | BatchSeen | Meta
 RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Meta)}
 # the nested records, by the name a field declares them with (annotations are strings here)
 _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
