@@ -16,6 +16,7 @@ from stoker.loader import Loader
 from stoker.pipeline.observe import LoaderInfo, Observer, register_observer
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler
 from stoker.pipeline.source import BatchSource
+from stoker.pipeline.subset import Subset
 from stoker.store import (
     Binary,
     Column,
@@ -33,7 +34,7 @@ from stoker.store import (
 __version__ = "0.1.0"
 
 
-_LAZY = ("doctor", "text", "vision")  # subpackages of optional extras, imported when first used
+_LAZY = ("doctor", "lightning", "text", "vision")  # subpackages of optional extras, imported when first used
 
 
 def __getattr__(name: str):
@@ -62,11 +63,13 @@ __all__ = [
     "Store",
     "StoreWriter",
     "String",
+    "Subset",
     "Tensor",
     "__version__",
     "convert",
     "doctor",
     "errors",
+    "lightning",
     "open",
     "register_observer",
     "sources",

@@ -37,6 +37,7 @@ from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Obse
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
 from stoker.pipeline.source import BatchSource, overrides
 from stoker.pipeline.store_source import StoreSource
+from stoker.pipeline.subset import resolve_subset
 from stoker.pipeline.threads import default_workers
 from stoker.store.reader import Store
 
@@ -52,6 +53,7 @@ def distributed_rank(rank: int | None = None, world_size: int | None = None) -> 
 
 def as_source(data: Any, cfg: LoaderConfig, collate_fn: Callable[[Any], Any] | None = None) -> BatchSource:
     """The batch source for ``data``: a store (or its path), a BatchSource, or a map-style Dataset."""
+    data = resolve_subset(data)  # subsets (stoker's, torch's random_split) of stores and sources stay batch-level
     if isinstance(data, (str, os.PathLike)):
         data = Store(data)
     if isinstance(data, Store):

@@ -93,6 +93,7 @@ CASES = {
     "arrays": lambda tmp: stoker.Loader(
         stoker.sources.Arrays(np.arange(N * 2).reshape(N, 2), np.arange(N)), batch_size=8, shuffle=True, seed=3
     ),
+    "subset": lambda tmp: stoker.Loader(stoker.Subset(_store(tmp), range(3, N)), batch_size=7, shuffle=True, seed=3),
     "tensordataset": lambda tmp: stoker.Loader(
         torch.utils.data.TensorDataset(torch.arange(N), torch.arange(N) * 2), batch_size=8, shuffle=True, seed=3
     ),

@@ -22,6 +22,7 @@ EXPECTED = {
     "Store",
     "StoreWriter",
     "String",
+    "Subset",
     "Tensor",
     "__version__",
     "errors",
