@@ -59,8 +59,9 @@ def write_slabs(
     """Write ``rows`` rows into ``store``, one shard per slab, ``options.workers`` shards at a time.
 
     ``options.shard_size`` is an upper bound: a small input is cut into about ``2 * (writers + 1)``
-    shards, or ``8 * (writers + 1)`` when ``cold`` (none under 32 MB; the count rounded up to a
-    multiple of the writers), so that reading and writing overlap and the writers finish together.
+    shards, or ``8 * (writers + 1)`` when ``cold`` (none under 32 MB, so an input under 32 MB is one
+    shard; a count above one is rounded up to a multiple of the writers), so that reading and
+    writing overlap and the writers finish together.
     ``metadata`` (what the conversion records about its input) is updated with ``options.metadata``.
 
         ``read(start, stop, slot) -> {column: array}`` returns rows ``start:stop``; it runs on this
@@ -126,14 +127,16 @@ def even_slabs(rows: int, step: int, align: int = 1, multiple: int = 1) -> list[
     """Rows ``0:rows`` cut into as few slabs of at most ``step`` rows as can be, all of about one size.
 
     Sizes differ by at most one row, or by one ``align``-row unit (whole HDF5 chunks per read)
-    when ``step`` spans several units: no short last slab left for one writer alone. The count
-    is rounded up to a ``multiple`` (the writers), where there are rows enough, so that the
-    writers finish together.
+    when ``step`` spans several units: no short last slab left for one writer alone. When the
+    rows need several slabs anyway, the count is rounded up to a ``multiple`` (the writers),
+    where there are rows enough, so that the writers finish together; rows that fit in one slab
+    stay one slab (one shard), however many writers there are.
     """
     unit = align if 1 < align < step else 1
     units = -(-rows // unit)
     count = -(-units // max(step // unit, 1))
-    count = min(-(-count // multiple) * multiple, units)  # never more slabs than units
+    if count > 1:
+        count = min(-(-count // multiple) * multiple, units)  # never more slabs than units
     return [(min(rows, k * units // count * unit), min(rows, (k + 1) * units // count * unit)) for k in range(count)]
 
 

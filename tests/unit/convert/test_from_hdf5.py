@@ -217,3 +217,16 @@ def test_converting_a_warm_file_keeps_it_cached(tmp_path):
     path.read_bytes()  # every page cached
     stoker.convert.hdf5(path, tmp_path / "store", keys="x", shard_size=200_000, progress=False)
     assert page_cache_share(path) > 0.9
+
+
+def test_a_small_file_is_one_shard_whatever_the_writers(tmp_path):
+    # issue 16 item 24: a 6-row file became 2 shards (the slab count was rounded up to the writers)
+    path = tmp_path / "six.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(6 * 4, dtype=np.float32).reshape(6, 4)
+        f["y"] = np.arange(6)
+    for workers in (1, 2, 4):
+        out = stoker.convert.hdf5(path, tmp_path / f"s{workers}", workers=workers, progress=False)
+        ds = stoker.open(out)
+        assert ds.num_shards == 1 and len(ds) == 6
+        np.testing.assert_array_equal(ds[:]["y"], np.arange(6))

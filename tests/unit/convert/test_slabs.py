@@ -22,9 +22,9 @@ def test_slabs_are_even_cover_every_row_and_keep_whole_chunks():
         assert max(sizes) - min(sizes) <= unit  # no short last slab
         units = -(-rows // unit)
         fewest = -(-units // max(step // unit, 1))  # as few as the step allows ...
-        assert len(slabs) == min(
-            -(-fewest // multiple) * multiple, max(units, fewest)
-        )  # ... rounded up to the multiple
+        rounded = -(-fewest // multiple) * multiple if fewest > 1 else 1
+        assert len(slabs) == min(rounded, max(units, fewest))  # ... rounded up to the multiple when over one
     assert even_slabs(100, 30) == [(0, 25), (25, 50), (50, 75), (75, 100)]  # not 30, 30, 30, 10
     assert len(even_slabs(100, 30, multiple=3)) == 6  # two rounds for three writers
     assert len(even_slabs(5, 1, multiple=4)) == 5  # no more slabs than rows
+    assert even_slabs(6, 10**6, multiple=2) == [(0, 6)]  # rows that fit one slab stay one (issue 16 item 24)
