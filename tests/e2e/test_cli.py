@@ -1,6 +1,9 @@
 """The stoker command as a user runs it: exit codes and what it prints."""
 
+import argparse
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -8,7 +11,7 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker.cli.main import main
+from stoker.cli.main import build_parser, main
 
 
 def run(*args):
@@ -78,3 +81,77 @@ def test_bad_option_is_usage_error():
 def test_demo_without_data_says_how_to_fetch(tmp_path):
     code, _, err = run("demo", "--data", str(tmp_path))
     assert code == 1 and "fetch_data.py" in err
+
+
+def _closed_pipe_run(*args, cwd=None):
+    """The command with its stdout a pipe whose reading end is already closed (``| head`` that has exited)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "stoker.cli.main", *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            cwd=cwd,
+        )
+    finally:
+        os.close(write)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", "{store}", "--shards"],
+        ["inspect", "{store}", "--json"],
+        ["bench", "{store}", "--workers", "0", "--seconds", "0.1"],
+        ["convert", "arrays", "a.npz", "out", "--no-progress"],
+        ["--help"],
+    ],
+)
+def test_output_into_a_closed_pipe_ends_quietly(mixed_store, tmp_path, argv):
+    """Issue 16 item 20: ``stoker inspect X | head`` ends without a BrokenPipeError traceback."""
+    np.savez(tmp_path / "a.npz", x=np.arange(10))
+    code, err = _closed_pipe_run(*(a.format(store=mixed_store) for a in argv), cwd=tmp_path)
+    assert "Traceback" not in err and "BrokenPipeError" not in err and "Exception ignored" not in err, err
+    assert code in (0, 1)
+
+
+def test_errors_name_flags_not_keywords(tmp_path, capsys):
+    """Issue 16 item 21: the CLI says ``--overwrite``, not ``pass overwrite=True``."""
+    np.savez(tmp_path / "a.npz", x=np.arange(10))
+    argv = ["convert", "arrays", str(tmp_path / "a.npz"), str(tmp_path / "s"), "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "pass --overwrite to replace it" in err and "overwrite=True" not in err
+    (tmp_path / "t.data").write_text("a\n1\n")
+    assert main(["convert", "table", str(tmp_path / "t.data"), str(tmp_path / "t")]) == 1
+    err = capsys.readouterr().err
+    assert "pass --format parquet, csv or json" in err and "format=" not in err
+    assert main(["bench", str(tmp_path / "s"), "--batch-size", "0", "--seconds", "0.1"]) == 1
+    assert "stoker: error: --batch-size must be" in capsys.readouterr().err
+
+
+def _commands(parser, path=()):
+    yield list(path)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+RST = re.compile(r"``|`|:[a-z]+:|\bSECTIONS\b|\bKINDS\b|register\(")
+
+
+@pytest.mark.parametrize("command", list(_commands(build_parser())), ids=lambda c: " ".join(c) or "stoker")
+def test_help_has_no_rst_markup(command, capsys):
+    """Issue 16 item 22: no command's --help shows ``literals``, :roles: or the code's internal names."""
+    with pytest.raises(SystemExit) as info:
+        main([*command, "--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0 and out.startswith("usage: stoker")
+    assert not RST.findall(out), out

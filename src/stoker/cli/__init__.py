@@ -3,6 +3,8 @@
 Files:
     main.py     the entry point and the list of commands
     output.py   printing helpers (tables, sizes) and the progress bar
+    flags.py    library error messages in flag words (--overwrite, not overwrite=True)
+    helptext.py reST markup taken out of every --help
     inspect.py  stoker inspect STORE [--verify] [--json]
     bench.py    stoker bench STORE
     convert.py  stoker convert KIND ...: one module per kind registers itself here

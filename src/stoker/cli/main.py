@@ -1,16 +1,22 @@
 """``stoker``: the command-line entry point.
 
 Each command lives in its own module with ``register(subparsers)``, which adds its parser
-and sets ``func`` to a function ``(args) -> exit code``.
+and sets ``func`` to a function ``(args) -> exit code``. Here, for every command: the help texts
+lose their reST markup (``helptext.py``), a stoker error is printed in flag words (``flags.py``),
+and output into a closed pipe (``stoker inspect X | head``) ends quietly, as the Python docs'
+recipe for SIGPIPE says: stdout pointed at /dev/null, exit code 1, no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
+from stoker.cli.flags import command_parser, in_flag_words
+from stoker.cli.helptext import plain_help
 from stoker.errors import StokerError
 
 COMMANDS = ("stoker.cli.inspect", "stoker.cli.bench", "stoker.cli.convert", "stoker.cli.demo", "stoker.cli.doctor")
@@ -31,10 +37,34 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
+    plain_help(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code (argparse's own errors and --help exit through SystemExit)."""
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_ERROR
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null, so the exit's final flush has nowhere to fail."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture): nothing left to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -43,7 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except StokerError as exc:
-        print(f"stoker: error: {exc}", file=sys.stderr)
+        option = getattr(exc, "option", None)
+        message = in_flag_words(str(exc), command_parser(parser, args), option)
+        print(f"stoker: error: {message}", file=sys.stderr)
         return EXIT_ERROR
     except FileNotFoundError as exc:
         print(f"stoker: error: {exc}", file=sys.stderr)
