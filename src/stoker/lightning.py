@@ -9,9 +9,9 @@
 
 Each split is a view of the store (``store.split(sizes, seed=)``: disjoint rows that together cover
 the store, drawn once from a seeded permutation); each dataloader is a :class:`stoker.Loader` over
-its view, read batch-level as any store. The train loader shuffles; the
-val and test loaders read their rows in storage order and never drop a row. Lightning saves the
-train loader's position in checkpoints through ``state_dict``/``load_state_dict``, and moves it to
+its view, read batch-level as any store. The train loader shuffles; the val and test loaders read
+their rows in storage order and never drop a row. Lightning saves the train loader's position in
+checkpoints through ``state_dict``/``load_state_dict`` (refused over other splits), and moves it to
 the trainer's epoch at each epoch start (so ``limit_train_batches`` does not replay one order).
 
 Needs the ``lightning`` package (``pip install 'stoker[lightning]'``); ``import stoker`` does not.
