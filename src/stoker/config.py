@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -33,7 +34,8 @@ class LoaderConfig:
         uneven: ``"pad"`` (repeat rows so every rank gets as many) or ``"drop"`` (leave the rest out).
         block_size: rows per block for ``shuffle="block"``.
         window: blocks shuffled together for ``shuffle="block"``.
-        columns: the store columns to read (default: all).
+        columns: the store columns to read (default: all): a list, or a mapping
+            ``{"train/x": "x"}`` that also renames them in the batch.
         pad_value: padding of sequence columns.
         pad_to_multiple_of: the padded width of a batch's sequence columns is its longest row rounded
             up to a multiple of this (the same option of ``stoker.text`` defaults to 8).
@@ -57,7 +59,7 @@ class LoaderConfig:
     uneven: str = "pad"
     block_size: int = 4096
     window: int = 16
-    columns: tuple[str, ...] | None = None
+    columns: tuple[str, ...] | dict[str, str] | None = None
     pad_value: int | float = 0
     pad_to_multiple_of: int = 1
     persistent_workers: bool = False
@@ -82,7 +84,14 @@ class LoaderConfig:
             raise ConfigError(f"engine must be one of {ENGINES} or None, not {self.engine!r}", option="engine")
         if self.uneven not in ("pad", "drop"):
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
-        if self.columns is not None:
+        if isinstance(self.columns, str):
+            raise ConfigError(
+                f"columns must be a list of column names or a mapping {{column: new name}}, got {self.columns!r}",
+                option="columns",
+            )
+        if isinstance(self.columns, Mapping):
+            object.__setattr__(self, "columns", dict(self.columns))  # a mapping renames (StoreSource checks it)
+        elif self.columns is not None:
             object.__setattr__(self, "columns", tuple(self.columns))
 
     @classmethod

@@ -29,7 +29,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -114,17 +114,18 @@ class _Slabs:
         out: Slab = {}
         for info in self.source.infos:
             key = info.key
+            name = self.source.names[key]
             if key in self.mapped:
-                out[key] = self.mapped[key][start:stop]
+                out[name] = self.mapped[key][start:stop]
                 continue
             view = self._buffer(info, slot, rows)
             if key in self.decoded:
-                out[key] = functools.partial(
+                out[name] = functools.partial(
                     self.decoded[key].rows, np.arange(start, stop), view
                 )  # decoded on the writer thread
                 continue
             self.handle[key].read_direct(view, np.s_[start:stop], np.s_[0:rows])
-            out[key] = view
+            out[name] = view
         return out
 
     def _buffer(self, info: KeyInfo, slot: int, rows: int) -> np.ndarray:
@@ -144,24 +145,27 @@ class _Slabs:
 def convert(
     file: str | os.PathLike[str],
     store: str | os.PathLike[str],
-    keys: str | Sequence[str] | None,
+    keys: str | Sequence[str] | Mapping[str, str] | None,
     options: ConvertOptions,
 ) -> ConvertResult:
     """Convert datasets ``keys`` of an HDF5 file into a store, one shard-sized slab at a time.
 
-    Every numeric dtype and per-row shape is kept (column name = key). A missing key, keys of
+    Every numeric dtype and per-row shape is kept (column name = key, or ``keys[key]`` when ``keys``
+    is a mapping ``{"train/x": "x"}``). A missing key, keys of
     different lengths, and object / variable-length / string datasets raise SchemaError.
     ``options.workers``: shards written at once (default: one per core, at most 4).
     """
-    source = HDF5(file, parse_keys(keys if keys is None or isinstance(keys, str) else tuple(keys)))
+    source = HDF5(file, keys if keys is None or isinstance(keys, (str, Mapping)) else parse_keys(tuple(keys)))
     try:
         slabs = _Slabs(source)
     except BaseException:
         source.close()
         raise
-    schema = {info.key: Tensor(info.dtype, info.shape) for info in source.infos}
+    schema = {source.names[info.key]: Tensor(info.dtype, info.shape) for info in source.infos}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
-    described = {"kind": "hdf5", "file": os.path.basename(str(file)), "keys": list(source.keys)}
+    described: dict[str, object] = {"kind": "hdf5", "file": os.path.basename(str(file)), "keys": list(source.keys)}
+    if any(key != name for key, name in source.names.items()):
+        described["names"] = dict(source.names)
     rows = len(source)
     try:
         write_slabs(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
+from stoker.pipeline.names import column_names
 from stoker.pipeline.padding import pad_groups
 from stoker.pipeline.source import Batch, BatchSource
 from stoker.pipeline.threads import default_workers
@@ -31,7 +32,8 @@ class StoreSource(BatchSource):
 
     Args:
         store: the store to read.
-        columns: the columns to read (default: all).
+        columns: the columns to read (default: all): a list, or a mapping ``{column: name}`` that
+            also renames them in the batch (a sequence column's lengths follow: ``name_lengths``).
         pad_value: padding of sequence columns.
         pad_to_multiple_of: sequence columns are padded to a multiple of this length.
     """
@@ -39,16 +41,21 @@ class StoreSource(BatchSource):
     def __init__(
         self,
         store: Store,
-        columns: Sequence[str] | None = None,
+        columns: Any = None,
         pad_value: int | float = 0,
         pad_to_multiple_of: int = 1,
     ) -> None:
         self.store = store
-        self.columns = tuple(columns) if columns else tuple(store.schema)
-        missing = [c for c in self.columns if c not in store.schema]
-        if missing:
+        self.names = column_names(columns or None, list(store.schema), str(store.path))
+        self.columns = tuple(self.names)
+        keys = [
+            k for c, n in self.names.items() for k in (n, f"{n}_lengths")[: 1 + (store.schema[c].kind == "sequence")]
+        ]
+        clash = sorted({k for k in keys if keys.count(k) > 1})
+        if clash:
             raise ConfigError(
-                f"{store.path} has no column(s) {missing}; its columns are {list(store.schema)}", option="columns"
+                f"columns={columns!r} gives the batch key {clash[0]!r} twice (a sequence column adds <name>_lengths)",
+                option="columns",
             )
         self.pad_value = pad_value
         self.pad_to_multiple_of = pad_to_multiple_of
@@ -58,7 +65,10 @@ class StoreSource(BatchSource):
         return len(self.store)
 
     def __repr__(self) -> str:
-        return f"StoreSource({str(self.store.path)!r}, columns={list(self.columns)})"
+        renamed = {c: n for c, n in self.names.items() if c != n}
+        return f"StoreSource({str(self.store.path)!r}, columns={list(self.columns)}" + (
+            f", renamed={renamed})" if renamed else ")"
+        )
 
     def use_buffers(self, pool: BufferPool) -> None:
         self.pool = pool
@@ -85,8 +95,8 @@ class StoreSource(BatchSource):
         bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
         np.cumsum([len(c) for c in chunk], out=bounds[1:])
         batches: list[Batch] = [{} for _ in chunk]
-        for name in self.columns:
-            value = raw[name]
+        for column in self.columns:
+            value, name = raw[column], self.names[column]
             if isinstance(value, Ragged):
                 padded = pad_groups(value, bounds, self.pad_value, self.pad_to_multiple_of)
                 lengths = value.lengths

@@ -26,12 +26,14 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.columns import check_rows, gather_plan
+from stoker.pipeline.names import column_names
 from stoker.pipeline.source import BatchSource
 from stoker.sources._common import PerThread, check_lengths, check_numeric
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_groups, chunk_layout, chunked_reader
@@ -67,10 +69,12 @@ class KeyInfo:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
 
-def parse_keys(keys: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """``"data,labels"`` or ``["data", "labels"]`` -> a tuple; ``None`` stays None (all datasets)."""
+def parse_keys(keys: str | list[str] | tuple[str, ...] | Mapping[str, str] | None) -> tuple[str, ...] | None:
+    """``"data,labels"``, ``["data", "labels"]`` or a mapping's keys -> a tuple; ``None`` stays None (all datasets)."""
     if keys is None:
         return None
+    if isinstance(keys, Mapping):
+        keys = list(keys)
     if isinstance(keys, str):
         keys = [k.strip() for k in keys.split(",")]
     out = tuple(str(k) for k in keys)
@@ -131,7 +135,8 @@ class HDF5(BatchSource):
 
     Args:
         path: the ``.h5``/``.hdf5`` file.
-        keys: dataset names (``"data,labels"`` or a list; nested ones as ``"group/data"``);
+        keys: dataset names (``"data,labels"`` or a list; nested ones as ``"group/data"``), or a
+            mapping ``{"train/x": "x", "train/y": "y"}`` that also names them in the batch;
             ``None`` takes every dataset in the file. All must have the same first dimension.
         cache_bytes: decoded chunks of chunked datasets kept in memory, shared by the worker
             threads (and h5py's chunk cache per handle for datasets read through h5py). For
@@ -143,7 +148,7 @@ class HDF5(BatchSource):
             chunked ones chunk by chunk from a map of the file (decoded here), instead of
             reading them through h5py.
 
-    Batches are dicts ``key -> array``; rows inside a batch come in storage order (which rows
+    Batches are dicts ``key -> array`` (``names[key]`` when ``keys`` is a mapping); rows inside a batch come in storage order (which rows
     form a batch follows the loader's sampler). ``Loader(HDF5(...), batch_size=..., shuffle=...)``
     reads it in worker threads, each with its own handle.
     """
@@ -151,7 +156,7 @@ class HDF5(BatchSource):
     def __init__(
         self,
         path: str | os.PathLike[str],
-        keys: str | list[str] | tuple[str, ...] | None = None,
+        keys: str | list[str] | tuple[str, ...] | Mapping[str, str] | None = None,
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         dense: float = 4.0,
@@ -169,6 +174,8 @@ class HDF5(BatchSource):
         with self._open() as f:
             self.infos, self._len = describe(f, self.path, parse_keys(keys))
         self.keys = tuple(info.key for info in self.infos)
+        #: key -> name of its column in a batch (the key itself unless ``keys`` renames it)
+        self.names = column_names(keys if isinstance(keys, Mapping) else None, self.keys, str(self.path), "keys")
         self._handles: PerThread[Any] = PerThread(self._open, _close)
         self.mmap = bool(mmap)
         self._maps: dict[str, np.ndarray] = {}
@@ -281,7 +288,8 @@ class HDF5(BatchSource):
         rows = self.read_rows(unique)
         if len(unique) != len(where) or np.any(where != np.arange(len(where))):
             rows = {k: np.take(v, where, axis=0) for k, v in rows.items()}
-        return [{k: v[bounds[b] : bounds[b + 1]] for k, v in rows.items()} for b in range(len(chunk))]
+        names = self.names
+        return [{names[k]: v[bounds[b] : bounds[b + 1]] for k, v in rows.items()} for b in range(len(chunk))]
 
     def close(self) -> None:
         """Close the handles and memory maps opened in this process (they reopen on the next read)."""

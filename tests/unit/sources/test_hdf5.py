@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker.errors import SchemaError
+from stoker.errors import ConfigError, SchemaError
 
 h5py = pytest.importorskip("h5py")
 
@@ -116,3 +116,24 @@ def test_object_string_and_vlen_dtypes_are_refused(h5, key):
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no HDF5 file"):
         stoker.sources.HDF5(tmp_path / "none.h5", "x")
+
+
+def test_keys_mapping_selects_and_renames(tmp_path):
+    path = tmp_path / "nested.h5"
+    with h5py.File(path, "w") as f:
+        f["train/x"] = np.arange(20, dtype=np.float32).reshape(10, 2)
+        f["train/y"] = np.arange(10)
+        f["other"] = np.zeros(10)
+    source = stoker.sources.HDF5(path, {"train/x": "x", "train/y": "y"})
+    batch = next(iter(stoker.Loader(source, batch_size=4)))
+    assert set(batch) == {"x", "y"}
+    np.testing.assert_array_equal(batch["y"].numpy(), [0, 1, 2, 3])
+    assert set(next(iter(stoker.Loader(stoker.sources.HDF5(path, "train/x"), batch_size=2)))) == {"train/x"}
+    with pytest.raises(ConfigError, match="two columns the name 'x'"):
+        stoker.sources.HDF5(path, {"train/x": "x", "train/y": "x"})
+    with pytest.raises(SchemaError, match="'nope' is not in the file"):
+        stoker.sources.HDF5(path, {"nope": "x"})
+    out = stoker.convert.hdf5(path, tmp_path / "store", {"train/x": "x", "train/y": "y"}, progress=False)
+    ds = stoker.open(out)
+    assert list(ds.schema) == ["x", "y"]
+    np.testing.assert_array_equal(ds[:]["x"], np.arange(20, dtype=np.float32).reshape(10, 2))
