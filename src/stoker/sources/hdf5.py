@@ -24,9 +24,9 @@ from __future__ import annotations
 import mmap as _mmap
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
