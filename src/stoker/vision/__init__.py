@@ -10,6 +10,7 @@
 See README.md in this folder for the file map and the life of a batch.
 """
 
+from stoker.vision.batch_ops import ColorJitter, CutMix, MixUp, RandomErasing
 from stoker.vision.decode import decode, probe
 from stoker.vision.errors import ImageError
 from stoker.vision.finder import (
@@ -42,13 +43,17 @@ __all__ = [
     "IMAGENET_STD",
     "IMG_EXTENSIONS",
     "CenterCrop",
+    "ColorJitter",
     "Compose",
+    "CutMix",
     "ImageError",
     "ImageList",
     "ImageOptions",
     "ImageSource",
+    "MixUp",
     "Normalize",
     "RandomCrop",
+    "RandomErasing",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",

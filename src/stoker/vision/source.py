@@ -31,6 +31,7 @@ from stoker.pipeline.columns import check_rows
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
 from stoker.store.reader import Store
+from stoker.vision.augment import Augment
 from stoker.vision.decode import DEFAULT_MAX_PIXELS
 from stoker.vision.finder import ImageList, find_images
 from stoker.vision.gpu import GpuDecode, gpu_available
@@ -62,8 +63,9 @@ class ImageOptions:
     """How an ImageSource makes its batches.
 
     Attributes:
-        transforms: a :class:`~stoker.vision.transforms.Compose` (or list) of geometric ops, then
-            an optional Normalize; they must end at a fixed size.
+        transforms: a :class:`~stoker.vision.transforms.Compose` (or list): geometric ops that end
+            at a fixed size, then any of ColorJitter, RandomErasing, MixUp, CutMix, Normalize and
+            callables (``vision/augment.py`` says where each runs).
         layout: ``"NCHW"`` (torch's default) or ``"NHWC"`` for the image batches.
         dtype: the image dtype after ``finalize``: None means float32 when Normalize is given,
             else uint8; a float dtype without Normalize scales to [0, 1].
@@ -173,7 +175,6 @@ class ImageSource(BatchSource):
         self.options = opts = ImageOptions(transforms=as_compose(transforms), **options)
         self._pool = BufferPool()
         self._threads = threading.local()  # per worker thread: torch limited to one thread there
-        self._norm_cache: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
         self.image_column, self.label_column = image_column, label_column
         self._data: Store | ImageList  # where the rows come from: see the ``store`` and ``images`` properties
         self._labels: np.ndarray | None = None  # the labels of image files (a store's are gathered per batch)
@@ -198,6 +199,14 @@ class ImageSource(BatchSource):
         self.rng = RowRandom(opts.seed, opts.transforms.random)  # rng(row): the row's generator this epoch
         self.errors = RowErrors(opts.on_error, self.describe)
         self.reader = self._choose_reader(arrays)
+        self.augment = Augment(
+            opts.transforms,
+            seed=opts.seed,
+            layout=opts.layout,
+            dtype=opts.dtype,
+            in_workers=self.reader.fills_buffer,
+            labeled=self.has_labels,
+        )
 
     def _choose_reader(self, arrays: tuple[bool, tuple[int, int]] | None) -> ImageReader:
         opts, column, data = self.options, self.image_column, self._data
@@ -283,7 +292,11 @@ class ImageSource(BatchSource):
             shape = (len(idx), 3, h, w) if self.options.layout == "NCHW" else (len(idx), h, w, 3)
             out = self._pool.get("image", shape, np.uint8)
         batch, kept = self.reader.read_batch(idx, out)
-        return self._with_labels(batch, kept)
+        if self.reader.fills_buffer:
+            self.augment.run_workers(batch["image"])
+        batch = self._with_labels(batch, kept)
+        self.augment.draw(batch, kept, self.rng.epoch, self.size)
+        return batch
 
     def _with_labels(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
         if not self.has_labels:
@@ -302,23 +315,18 @@ class ImageSource(BatchSource):
         return f"{self._data.path} row {row}"
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
-        """On the device: the reader's device work (GPU decode), then uint8 -> dtype and Normalize, one batch op."""
-        batch = self.reader.finalize(batch)
-        opts = self.options
-        img = batch["image"]
-        if opts.dtype == torch.uint8:
-            return batch
-        norm = opts.transforms.normalize
-        key = (img.device, opts.dtype, opts.layout)
-        if key not in self._norm_cache:
-            mean = torch.tensor(norm.mean if norm else (0.0, 0.0, 0.0), dtype=torch.float32) * 255
-            std = torch.tensor(norm.std if norm else (1.0, 1.0, 1.0), dtype=torch.float32) * 255
-            shape = (1, 3, 1, 1) if opts.layout == "NCHW" else (1, 1, 1, 3)
-            inv_std = (1 / std).view(shape).to(img.device, opts.dtype)
-            self._norm_cache[key] = (mean.view(shape).to(img.device, opts.dtype), inv_std)
-        mean, inv_std = self._norm_cache[key]
-        batch["image"] = img.to(opts.dtype).sub_(mean).mul_(inv_std)
-        return batch
+        """On the device: the reader's device work (GPU decode), then the transforms after the crop
+        (batch ops, Normalize, consumer-side callables) and uint8 -> dtype (``vision/augment.py``)."""
+        return self.augment.finalize(self.reader.finalize(batch))
+
+    def transform_plan(self) -> list[str]:
+        """``"transform -> where it runs"`` for every transform, in order.
+
+        The geometric ones are one planned crop and resample per image (in the workers, or on the
+        device with ``decode_device="cuda"``); the rest as ``vision/augment.py`` places them.
+        """
+        where = "device, one planned crop (finalize)" if not self.reader.fills_buffer else "workers, one planned crop"
+        return [f"{type(op).__name__} -> {where}" for op in self.options.transforms.geometric] + self.augment.plan()
 
     # -- reporting ------------------------------------------------------------------------
     def report(self) -> list[Skipped]:
@@ -330,7 +338,7 @@ class ImageSource(BatchSource):
         where = data.path if isinstance(data, Store) else (data.root or f"{len(data)} files")
         return (
             f"ImageSource({str(where)!r}, reader={self.reader!r}, rows={len(self)}, size={self.size}, "
-            f"layout={self.options.layout})"
+            f"layout={self.options.layout}, transforms={self.transform_plan()})"
         )
 
 

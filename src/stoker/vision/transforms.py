@@ -6,7 +6,8 @@ in the source image's pixels, the size the next op sees, and a flip flag. After 
 the box says which source pixels make the output, so each image is decoded once (at reduced
 scale when the box is much larger than the output), cropped once and resampled once
 (see ``render.py``). ``Normalize`` is not run here: the source runs it on the device, after
-the copy, as one batch operation.
+the copy, as one batch operation. Transforms after the geometric ones (``batch_ops.py``'s ColorJitter,
+RandomErasing, MixUp, CutMix, or any callable) are placed and run by ``augment.py``.
 
 Randomness comes from a generator the caller derives from ``(seed, epoch, row)``, so the
 same row in the same epoch gets the same crop whatever the worker count or a resume. Ops
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.vision.batch_ops import BATCH_OPS, BatchOp
 from stoker.vision.errors import ImageError
 
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
@@ -278,32 +280,75 @@ class Normalize:
 GEOMETRIC = (Resize, CenterCrop, RandomCrop, RandomResizedCrop, RandomHorizontalFlip)
 
 
+# torchvision's conversions: stoker's batches are uint8 tensors until finalize, which applies ``dtype``.
+CONVERSIONS = ("ToTensor", "PILToTensor", "ToImage", "ToDtype", "ConvertImageDtype", "ToPureTensor", "ToPILImage")
+
+
 @dataclass(frozen=True)
 class Compose:
-    """A list of transforms; the geometric ones first, then at most one Normalize at the end."""
+    """A list of transforms: stoker's geometric ops first (planned as one crop), then anything else.
+
+    After the leading geometric ops may come, in any order: stoker's batch ops (``ColorJitter``,
+    ``RandomErasing``, ``MixUp``, ``CutMix``), at most one ``Normalize``, and any callable (a torchvision
+    transform, a function) that maps a CHW uint8 tensor to one of the same shape. Where each runs is
+    decided by ``vision/augment.py``. Refused with a ConfigError naming the op: a geometric op after a
+    non-geometric one, an op that needs pixel values after Normalize, torchvision's dtype conversions,
+    and anything that is not callable.
+    """
 
     transforms: tuple[Any, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         ops = tuple(self.transforms)
         object.__setattr__(self, "transforms", ops)
-        for k, op in enumerate(ops):
+        lead = 0
+        while lead < len(ops) and isinstance(ops[lead], GEOMETRIC):
+            lead += 1
+        normalized = False
+        for op in ops[lead:]:
+            name = type(op).__name__
+            if isinstance(op, GEOMETRIC):
+                raise ConfigError(
+                    f"transform {op!r} comes after {ops[lead]!r}: stoker's geometric transforms "
+                    f"({', '.join(c.__name__ for c in GEOMETRIC)}) are planned as one crop before anything else "
+                    "runs; put them first",
+                    option="transforms",
+                )
             if isinstance(op, Normalize):
-                if k != len(ops) - 1:
+                if normalized:
+                    raise ConfigError("transforms hold two Normalize; give one", option="transforms")
+                normalized = True
+            elif isinstance(op, BatchOp):
+                if op.pixels and normalized:
                     raise ConfigError(
-                        "Normalize must be the last transform (it runs on the device, after the copy)",
+                        f"transform {op!r} works on pixel values and comes after Normalize; put it before Normalize",
                         option="transforms",
                     )
-            elif not isinstance(op, GEOMETRIC):
+            elif name in CONVERSIONS:
                 raise ConfigError(
-                    f"transform {op!r} is not one stoker runs; use {[c.__name__ for c in (*GEOMETRIC, Normalize)]} "
-                    "(torchvision's ToTensor/PILToTensor/ConvertImageDtype are implied: batches are uint8 tensors)",
+                    f"transform {op!r}: batches are uint8 tensors until the device, where ImageSource's dtype= "
+                    "(e.g. dtype='float16') and Normalize convert them; drop it",
+                    option="transforms",
+                )
+            elif not callable(op):
+                raise ConfigError(
+                    f"transform {op!r} is not callable; use {[c.__name__ for c in (*GEOMETRIC, Normalize)]}, "
+                    f"{[c.__name__ for c in BATCH_OPS]} or a callable taking and returning a CHW uint8 tensor",
                     option="transforms",
                 )
 
     @property
     def geometric(self) -> tuple[Any, ...]:
-        return tuple(op for op in self.transforms if not isinstance(op, Normalize))
+        """The leading geometric ops, planned as one crop and resample per image."""
+        lead = 0
+        while lead < len(self.transforms) and isinstance(self.transforms[lead], GEOMETRIC):
+            lead += 1
+        return self.transforms[:lead]
+
+    @property
+    def after(self) -> tuple[Any, ...]:
+        """Everything after the geometric ops, in order (Normalize included)."""
+        return self.transforms[len(self.geometric) :]
 
     @property
     def normalize(self) -> Normalize | None:
