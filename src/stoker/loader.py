@@ -147,11 +147,12 @@ class Loader:
             ``pad_to_multiple_of``, ``persistent_workers``, ``engine``).
 
     Rows inside a store batch come in storage order; which rows form each batch follows the
-    (shuffled) sampler. Each ``iter(loader)`` starts the current epoch from its first batch, as a
-    DataLoader does (a ``break`` or a peek does not shift the next pass); an epoch iterated to its
-    end moves the loader to the next. ``state_dict()`` records the epoch and the batches delivered
-    so far; after ``load_state_dict()`` the next ``iter`` (only that one) continues right after
-    them, with any number of workers.
+    (shuffled) sampler. Each pass (``for batch in loader``) starts from the first batch of a new
+    epoch, as each pass of a DataLoader draws a new order: a pass left early (a peek, a ``break``)
+    still used up its epoch, and nothing of it carries over. ``set_epoch(e)`` chooses the epoch of
+    the next pass. ``state_dict()`` records the epoch and the batches delivered so far; after
+    ``load_state_dict()`` the next pass (only that one) continues right after them, with any
+    number of workers.
     """
 
     def __init__(
@@ -215,6 +216,7 @@ class Loader:
         self._epoch = 0
         self._done = 0  # batches delivered in the current epoch
         self._resume = False  # the next iter continues after _done (set by load_state_dict)
+        self._started = False  # a pass of the current epoch has begun (the next pass takes the next epoch)
         self._executor: Executor | None = None  # kept between epochs only with persistent_workers
         self._finalizer: weakref.finalize | None = None
         self.observers = Observers(self._info(), [])
@@ -284,10 +286,10 @@ class Loader:
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch`` (like DistributedSampler.set_epoch)."""
+        """Make the next pass the whole of ``epoch`` (like DistributedSampler.set_epoch)."""
         if epoch < 0:
             raise ConfigError(f"epoch must be >= 0, got {epoch}", option="epoch")
-        self._epoch, self._done, self._resume = int(epoch), 0, False
+        self._epoch, self._done, self._resume, self._started = int(epoch), 0, False, False
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader stands: the epoch and the batches delivered in it (JSON-able)."""
@@ -332,11 +334,13 @@ class Loader:
         return executor
 
     def __iter__(self) -> Iterator[Any]:
-        if self._done >= len(self):  # the last epoch was finished: go on with the next
+        if self._resume and self._done < len(self):
+            pass  # the pass after load_state_dict continues after the saved batches
+        elif self._resume or self._started:  # each pass gets its own epoch, even one left early
             self._epoch, self._done = self._epoch + 1, 0
-        elif not self._resume:  # an unfinished epoch starts over, as a DataLoader's does
+        else:
             self._done = 0
-        self._resume = False
+        self._resume, self._started = False, True
         epoch = self._epoch
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
         executor = self._executor_for(self.num_workers)
@@ -367,7 +371,7 @@ class Loader:
         finally:
             produced.close()
         if self._done >= len(self):
-            self._epoch, self._done = epoch + 1, 0
+            self._epoch, self._done, self._started = epoch + 1, 0, False
 
     def _start(self, batch: Any) -> tuple[Any, PendingBatch]:
         """Begin moving a batch (any nest of dicts, lists and tuples) to the device."""
