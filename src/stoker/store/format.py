@@ -3,7 +3,7 @@
 A store is a directory::
 
     manifest.json          what is below, see Manifest
-    shard-00000.arrow      Arrow IPC *file* format, uncompressed, one record batch
+    shard-00000.arrow      Arrow IPC *stream* format, uncompressed, one record batch
     shard-00001.arrow      ...
 
 Each shard holds one record batch, so that every column of a shard is one contiguous
@@ -25,9 +25,16 @@ string     str                                          ``large_string``
 viewed without a copy); dtypes without an Arrow counterpart (complex, for instance) are
 stored as ``fixed_size_binary`` of their bytes. The manifest keeps the numpy dtype either way.
 
+Tensor fields carry their numpy shape and dtype in the Arrow field metadata (``stoker.shape``:
+``b"[28, 28]"``, ``stoker.dtype``: ``b"uint8"``), so Arrow readers (pyarrow, polars) get them
+without the manifest.
+
 Format versions: 1 recorded each shard's ``sha256``; 2 records each shard's checksum under the
 name of its algorithm (``xxh3_128`` for new shards, computed while the shard is written; see
-``shardfile.py``). Both are read; new stores are written as version 2.
+``shardfile.py``); 3 writes shards in the Arrow IPC *stream* format (1 and 2: the IPC *file*
+format), the format ``datasets.Dataset.from_file`` memory-maps, with the field metadata above.
+All are read (the reader tells the two formats apart by the file's first bytes); new stores are
+written as version 3.
 """
 
 from __future__ import annotations
@@ -44,8 +51,10 @@ import pyarrow as pa
 from stoker.errors import ManifestError, SchemaError
 
 FORMAT_NAME = "stoker-store"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+SHAPE_KEY = b"stoker.shape"  # Arrow field metadata of tensor columns: the per-row shape, as JSON
+DTYPE_KEY = b"stoker.dtype"  # ... and the numpy dtype name
 MANIFEST_NAME = "manifest.json"
 SHARD_PATTERN = "shard-{:05d}.arrow"
 
@@ -300,4 +309,12 @@ class Manifest:
 
 
 def arrow_schema(schema: dict[str, Column]) -> pa.Schema:
-    return pa.schema([pa.field(name, col.arrow_type(), nullable=False) for name, col in schema.items()])
+    """The Arrow schema of a shard; tensor fields carry their shape and dtype as field metadata."""
+    return pa.schema([_field(name, col) for name, col in schema.items()])
+
+
+def _field(name: str, col: Column) -> pa.Field:
+    metadata = None
+    if col.kind == "tensor":
+        metadata = {SHAPE_KEY: json.dumps(list(col.row_shape)).encode(), DTYPE_KEY: str(col.dtype).encode()}
+    return pa.field(name, col.arrow_type(), nullable=False, metadata=metadata)

@@ -53,15 +53,13 @@ class _Shard:
                 path=path,
             )
         try:
-            source = pa.memory_map(str(path), "r")
-            reader = pa.ipc.open_file(source)
-            if reader.num_record_batches == 1:
-                batch = reader.get_batch(0)
-            else:
-                batch = reader.read_all().combine_chunks().to_batches()[0]
+            table = read_shard(path)
+            batches = table.to_batches()
+            batch = batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
         except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
             raise ShardError(
-                f"shard {path} is not a readable Arrow IPC file ({exc}); the store is corrupt", path=path
+                f"shard {path} is not a readable Arrow IPC shard, stream or file ({exc}); the store is corrupt",
+                path=path,
             ) from exc
         expected = arrow_schema(schema)
         if not batch.schema.equals(expected):
@@ -70,6 +68,19 @@ class _Shard:
             raise ShardError(f"shard {path} holds {batch.num_rows} rows, the manifest says {info.rows}", path=path)
         self.rows = info.rows
         self.columns = {name: _view(batch.column(i), col, info.rows) for i, (name, col) in enumerate(schema.items())}
+
+
+FILE_MAGIC = b"ARROW1"  # the first bytes of an Arrow IPC *file* (format versions 1-2); a stream has none
+
+
+def read_shard(path: Path) -> pa.Table:
+    """One shard, memory-mapped, as a Table (zero-copy): an IPC stream (format 3) or an IPC file (1-2)."""
+    source = pa.memory_map(str(path), "r")
+    is_file = source.read(len(FILE_MAGIC)) == FILE_MAGIC
+    source.seek(0)
+    if is_file:
+        return pa.ipc.open_file(source).read_all()
+    return pa.ipc.open_stream(source).read_all()
 
 
 def _buffer_view(buf: pa.Buffer, dtype: np.dtype, count: int, offset: int) -> np.ndarray:
@@ -208,7 +219,7 @@ class Store:
 
     def table(self) -> pa.Table:
         """All shards as one pyarrow Table (zero-copy, memory-mapped); a view's rows are taken (a copy)."""
-        tables = [pa.ipc.open_file(pa.memory_map(str(s.path), "r")).read_all() for s in self._shards]
+        tables = [read_shard(s.path) for s in self._shards]
         table = pa.concat_tables(tables)
         return table if self._rows is None else table.take(pa.array(self._rows))
 

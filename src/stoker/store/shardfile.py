@@ -100,10 +100,14 @@ class HashingFile:
 
 
 def write_batch_file(path: Path, batch: pa.RecordBatch, algorithm: str = DEFAULT_CHECKSUM) -> tuple[int, str]:
-    """Write ``batch`` as an Arrow IPC file at ``path``; return (bytes written, checksum)."""
+    """Write ``batch`` as an Arrow IPC stream at ``path``; return (bytes written, checksum).
+
+    The stream format (format version 3) is what ``datasets.Dataset.from_file`` and
+    ``pa.ipc.open_stream`` read; a memory-mapped stream is read without a copy.
+    """
     raw = HashingFile(path, algorithm)
     try:
-        with pa.PythonFile(raw, mode="w") as sink, pa.ipc.new_file(sink, batch.schema) as out:
+        with pa.PythonFile(raw, mode="w") as sink, pa.ipc.new_stream(sink, batch.schema) as out:
             out.write_batch(batch)
     finally:
         raw.close()

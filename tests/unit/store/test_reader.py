@@ -110,7 +110,7 @@ def test_altered_shard_caught_by_verify(mixed_store):
 def test_garbage_shard(mixed_store):
     shard = mixed_store / "shard-00000.arrow"
     shard.write_bytes(b"\x00" * shard.stat().st_size)
-    with pytest.raises(ShardError, match="not a readable Arrow IPC file"):
+    with pytest.raises(ShardError, match="not a readable Arrow IPC shard"):
         stoker.open(mixed_store)
 
 
@@ -192,3 +192,28 @@ def test_a_view_pickles_as_the_same_rows(mixed_store):
     view = stoker.open(mixed_store).select([7, 3])
     copy = pickle.loads(pickle.dumps(view))
     np.testing.assert_array_equal(copy[0:2]["label"], [7, 3])
+
+
+def test_format_2_store_of_ipc_files_still_opens(mixed_store, mixed_columns):
+    # a store as format 2 wrote it: shards in the Arrow IPC *file* format, without field metadata
+    import pyarrow as pa
+
+    from stoker.store.shardfile import file_checksum
+
+    manifest = json.loads((mixed_store / "manifest.json").read_text())
+    for entry in manifest["shards"]:
+        path = mixed_store / entry["file"]
+        table = pa.ipc.open_stream(pa.BufferReader(path.read_bytes())).read_all()  # in memory: the file is rewritten
+        plain = pa.schema([pa.field(f.name, f.type, nullable=False) for f in table.schema])
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, plain) as out:
+            out.write_table(table.cast(plain))
+        entry["bytes"] = path.stat().st_size
+        entry["xxh3_128"] = file_checksum(path, "xxh3_128")
+    manifest["version"] = 2
+    (mixed_store / "manifest.json").write_text(json.dumps(manifest))
+    assert (mixed_store / "shard-00000.arrow").read_bytes()[:6] == b"ARROW1"
+    ds = stoker.open(mixed_store, verify=True)
+    assert ds.manifest.version == 2
+    np.testing.assert_array_equal(ds[:]["image"], mixed_columns["image"])
+    assert ds[:]["text"] == mixed_columns["text"]
+    assert ds.table().num_rows == 300

@@ -33,9 +33,9 @@ def test_hashing_file_slices_large_writes(tmp_path, monkeypatch):
     assert f.hexdigest() == xxhash.xxh3_128(raw).hexdigest() == file_checksum(tmp_path / "f", "xxh3_128", block=777)
 
 
-def test_write_batch_file_is_a_plain_arrow_file(tmp_path):
+def test_write_batch_file_is_a_plain_arrow_stream(tmp_path):
     batch = pa.RecordBatch.from_arrays([pa.array(np.arange(1000)), pa.array([str(i) for i in range(1000)])], ["a", "b"])
     size, digest = write_batch_file(tmp_path / "b.arrow", batch, "sha256")
     raw = (tmp_path / "b.arrow").read_bytes()
     assert size == len(raw) and digest == hashlib.sha256(raw).hexdigest()
-    assert pa.ipc.open_file(str(tmp_path / "b.arrow")).read_all().to_batches()[0].equals(batch)
+    assert pa.ipc.open_stream(str(tmp_path / "b.arrow")).read_all().to_batches()[0].equals(batch)
