@@ -9,8 +9,11 @@ Two modes:
 * ``resized``: an ``image`` column of uint8 ``(3, size, size)`` arrays (CHW): the shorter side
   resized to ``size``, then the center cropped. Loading is a memory copy.
 
-Labels go to an int64 ``label`` column; class names, ``class_to_idx``, the mode, size and
-the files left out go to the manifest's metadata.
+Labels go to an int64 ``label`` column and each image's source file to a ``path`` string column
+(relative to the source root when it is under it, as ImageFolder's ``samples`` name files; the
+root is in the metadata), so a row traces back to its file (``ImageSource.describe``/``samples``);
+loaders read it only when asked. Class names, ``class_to_idx``, the mode, size and the files
+left out go to the manifest's metadata.
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ import torch
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.threads import default_workers, one_torch_thread_here, ordered_map
-from stoker.store.format import Binary, Scalar, Tensor
+from stoker.store.format import Binary, Scalar, String, Tensor
 from stoker.store.writer import StoreWriter
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, decode, encode_jpeg, probe, read_file
 from stoker.vision.errors import ImageError
 from stoker.vision.finder import ImageList, find_images
 from stoker.vision.readers import Skipped
 from stoker.vision.render import render_bytes, resample
+from stoker.vision.source import PATH_COLUMN
 from stoker.vision.transforms import CenterCrop, Compose, Resize, View
 
 MODES = ("encoded", "resized")
@@ -136,6 +140,7 @@ class _Converter:
                 continue
             kept.append(row)
         batch: dict[str, Any] = {"image": images if out is None else out[: len(kept)].numpy()}
+        batch[PATH_COLUMN] = [self.images.name(r) for r in kept]
         if self.images.labels is not None:
             batch["label"] = np.asarray([self.images.labels[r] for r in kept], dtype=np.int64)
         return batch, skipped
@@ -163,6 +168,7 @@ def convert(
     schema = {"image": Binary() if opts.mode == "encoded" else Tensor("uint8", convert_chunk.shape)}
     if images.labels is not None:
         schema["label"] = Scalar("int64")
+    schema[PATH_COLUMN] = String()
     workers = default_workers() if options.workers is None else options.workers
     skipped: list[Skipped] = []
     metadata = {"kind": "images", "mode": opts.mode, **images.metadata()}

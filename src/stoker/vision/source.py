@@ -144,6 +144,7 @@ def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | N
 
 
 MAX_AUTO_WORKERS = 8  # see ImageSource.auto_workers
+PATH_COLUMN = "path"  # each row's source file in stores written by stoker.convert.images
 
 
 class ImageSource(BatchSource):
@@ -159,6 +160,8 @@ class ImageSource(BatchSource):
         transforms: geometric transforms (+ Normalize); see :class:`ImageOptions`.
         labels: for a flat folder: a CSV/JSON labels file or a mapping file -> label.
         image_column, label_column: the store columns to read.
+        with_paths: also put each row's source file in the batch, as ``batch["path"]`` (a list of str);
+            by default the ``path`` column is not read.
         **options: the other fields of :class:`ImageOptions`.
     """
 
@@ -170,12 +173,14 @@ class ImageSource(BatchSource):
         labels: Any = None,
         image_column: str = "image",
         label_column: str = "label",
+        with_paths: bool = False,
         **options: Any,
     ) -> None:
         self.options = opts = ImageOptions(transforms=as_compose(transforms), **options)
         self._pool = BufferPool()
         self._threads = threading.local()  # per worker thread: torch limited to one thread there
         self.image_column, self.label_column = image_column, label_column
+        self.with_paths = bool(with_paths)
         self._data: Store | ImageList  # where the rows come from: see the ``store`` and ``images`` properties
         self._labels: np.ndarray | None = None  # the labels of image files (a store's are gathered per batch)
         arrays = None
@@ -183,6 +188,12 @@ class ImageSource(BatchSource):
             self._data = store = data if isinstance(data, Store) else Store(data)
             arrays = _array_layout(store, image_column)
             self.has_labels = label_column in store.schema
+            if with_paths and PATH_COLUMN not in store.schema:
+                raise ConfigError(
+                    f"with_paths=True: {store.path} has no {PATH_COLUMN!r} column (it was written before stores "
+                    "kept each image's file); convert the images again, or pass with_paths=False",
+                    option="with_paths",
+                )
         else:
             self._data = images = find_images(data, labels)
             self.has_labels = images.labels is not None
@@ -294,11 +305,14 @@ class ImageSource(BatchSource):
         batch, kept = self.reader.read_batch(idx, out)
         if self.reader.fills_buffer:
             self.augment.run_workers(batch["image"])
-        batch = self._with_labels(batch, kept)
+        batch = self._with_columns(batch, kept)
         self.augment.draw(batch, kept, self.rng.epoch, self.size)
         return batch
 
-    def _with_labels(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
+    def _with_columns(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
+        """The labels (and, with ``with_paths``, the files) of the rows ``idx`` kept in ``batch``."""
+        if self.with_paths:
+            batch[PATH_COLUMN] = self.paths(idx)
         if not self.has_labels:
             return batch
         if isinstance(self._data, Store):
@@ -309,10 +323,50 @@ class ImageSource(BatchSource):
         return batch
 
     def describe(self, row: int) -> str:
-        """Which file (or store row) ``row`` is, for messages."""
+        """Which file ``row`` is: the file (relative to the root), and for a store the store row too.
+
+        A store written before stores kept the ``path`` column is described by its row alone.
+        """
         if isinstance(self._data, ImageList):
             return self._data.name(row)
-        return f"{self._data.path} row {row}"
+        if PATH_COLUMN not in self._data.schema:
+            return f"{self._data.path} row {row}"
+        return f"{self.paths(np.asarray([row]))[0]} ({self._data.path} row {row})"
+
+    def paths(self, rows: np.ndarray) -> list[str]:
+        """The source files of ``rows``, relative to the source root when under it (the ``path`` column)."""
+        data = self._data
+        if isinstance(data, ImageList):
+            return [data.name(int(r)) for r in rows]
+        if PATH_COLUMN not in data.schema:
+            raise ConfigError(
+                f"{data.path} has no {PATH_COLUMN!r} column: it was written before stores kept each image's "
+                "file; convert the images again (stoker convert images) to trace rows to files",
+                option="path",
+            )
+        return [str(p) for p in data.gather(np.asarray(rows, dtype=np.int64), [PATH_COLUMN])[PATH_COLUMN]]
+
+    @property
+    def samples(self) -> list[tuple[str, int | None]]:
+        """``(file, label)`` for every row, as torchvision's ``ImageFolder.samples``.
+
+        Files are full paths when the source root is known (from the store's metadata), else as
+        stored; the label is None for unlabeled images. Reads the whole ``path`` column once.
+        """
+        data = self._data
+        if isinstance(data, ImageList):
+            labels = data.labels if data.labels is not None else [None] * len(data)
+            return list(zip(data.paths, labels))
+        root = data.metadata.get("root")
+        files = self.paths(np.arange(len(data)))
+        if root is not None:
+            files = [os.path.join(root, f) for f in files]
+        labels = (
+            data.gather(np.arange(len(data)), [self.label_column])[self.label_column].tolist()
+            if self.has_labels
+            else [None] * len(files)
+        )
+        return list(zip(files, labels))
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:
         """On the device: the reader's device work (GPU decode), then the transforms after the crop

@@ -113,3 +113,18 @@ def test_progress_callback_counts_every_file(folder, tmp_path):
     seen = []
     stoker.convert.images(folder, tmp_path / "s", progress=seen.append)
     assert sum(seen) == 12
+
+
+def test_each_row_keeps_its_source_file_relative_to_the_root(folder, tmp_path):
+    ds = stoker.open(stoker.convert.images(folder, tmp_path / "s", workers=2).path)
+    assert ds.schema["path"].kind == "string"
+    assert ds[:]["path"] == [f"{c}/img{i}.jpg" for c in ("ant", "moth", "zebra") for i in range(4)]
+    assert ds.metadata["root"] == str(folder)
+    resized = stoker.open(stoker.convert.images(folder, tmp_path / "r", "resized", size=16).path)
+    assert resized[5]["path"] == "moth/img1.jpg"
+
+
+def test_skipped_files_leave_no_path_behind(tmp_path):
+    files = corrupt_files(tmp_path)
+    ds = stoker.open(stoker.convert.images(tmp_path / "bad", tmp_path / "s", on_error="skip").path)
+    assert ds[:]["path"] == ["good.jpg"] and files

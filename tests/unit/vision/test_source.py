@@ -210,3 +210,34 @@ def test_default_threads_are_capped_for_per_image_work(encoded, monkeypatch):
     loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4)
     assert loader.num_workers == source_module.MAX_AUTO_WORKERS == 8
     assert stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4, num_workers=12).num_workers == 12
+
+
+def test_a_store_row_traces_back_to_its_file(folder, encoded):
+    src = ImageSource(encoded, [Resize(20), CenterCrop(16)])
+    assert src.describe(5) == f"moth/img1.jpg ({encoded} row 5)"
+    samples = src.samples
+    assert samples[5] == (str(folder / "moth" / "img1.jpg"), 1)
+    assert samples == [(str(p), label) for p, label in ImageSource(folder, [CenterCrop(16)]).samples]
+    assert "path" not in next(iter(stoker.Loader(src, batch_size=4)))  # not read unless asked
+    with_paths = ImageSource(encoded, [Resize(20), CenterCrop(16)], with_paths=True)
+    batch = next(iter(stoker.Loader(with_paths, batch_size=4, shuffle=True)))
+    names = [f"{c}/img{i}.jpg" for c in ("ant", "moth", "zebra") for i in range(4)]
+    assert len(batch["path"]) == 4 and set(batch["path"]) <= set(names)
+    assert [names.index(p) // 4 for p in batch["path"]] == batch["label"].tolist()  # each path beside its label
+
+
+def test_a_bad_row_of_a_store_is_reported_with_its_file(encoded):
+    src = ImageSource(encoded, [CenterCrop(65)])  # ant/img0.jpg is 80x60: smaller than the crop
+    with pytest.raises(ImageError, match=r"ant/img0\.jpg \(.* row 0\)"):
+        list(stoker.Loader(src, batch_size=4))
+
+
+def test_stores_without_a_path_column_still_load(tmp_path):
+    store = bad_store(tmp_path)  # written around the converter: image and label only
+    src = ImageSource(store, [CenterCrop(16)], on_error="skip")
+    assert len(list(stoker.Loader(src, batch_size=7))[0]["image"]) == 3
+    assert src.describe(2) == f"{store} row 2"
+    with pytest.raises(ConfigError, match="no 'path' column"):
+        _ = src.samples
+    with pytest.raises(ConfigError, match="with_paths"):
+        ImageSource(store, [CenterCrop(16)], with_paths=True)
