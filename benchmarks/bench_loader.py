@@ -10,9 +10,12 @@ Workloads (issue 2):
           seed 002: float32 rows of 100, batches of 64) in torch DataLoader as the seeds write them
           (2 workers, pin_memory) and with no workers, vs stoker.Loader(TensorDataset), which reads
           a plain TensorDataset batch-level; "before" forces the per-sample process path it used.
+  split   (issue 16) a random_split part of a 60k-row 28x28 uint8 store: stoker.Loader(part) vs
+          torch DataLoader(part) (w=0, w=2) vs stoker.Loader over the whole store.
 Also: time to first batch (a fresh process, imports not counted), and RSS growth over 20 epochs.
 
     python benchmarks/bench_loader.py [--images 8000] [--rows 200000] [--seconds 3] [--json results/loader.json]
+                                      [--only images|tokens|tensordataset|split]
 
 Pixels are synthetic (their values do not change copy speed); token lengths follow real
 short sentences (mean ~20, long tail).
@@ -221,19 +224,58 @@ def bench_tensordataset(seconds: float, results: list[Result], checks: dict) -> 
         )
 
 
+def bench_split(tmp: str, n: int, seconds: float, results: list[Result], checks: dict) -> None:
+    """A random_split part of a store (issue 16 item 5): 28x28 uint8 rows + labels, batches of 256,
+    shuffled, through stoker.Loader (a store view, batch-level) and torch's DataLoader (per sample),
+    against stoker.Loader over the whole store."""
+    rng = np.random.default_rng(0)
+    path = stoker.write(
+        os.path.join(tmp, "split"),
+        {"image": rng.integers(0, 255, size=(n, 28, 28), dtype=np.uint8), "label": rng.integers(0, 10, size=n)},
+    )
+    store = stoker.open(path)
+    train = torch.utils.data.random_split(store, [0.8, 0.2], generator=torch.Generator().manual_seed(0))[0]
+    count = lambda b: len(b["label"])  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        contenders = {
+            "stoker.Loader(store) (whole store)": stoker.Loader(store, batch_size=256, shuffle=True),
+            "stoker.Loader(random_split(store)[0])": stoker.Loader(train, batch_size=256, shuffle=True),
+            "torch DataLoader(random_split(store)[0]) w=0": torch.utils.data.DataLoader(
+                train, batch_size=256, shuffle=True
+            ),
+            "torch DataLoader(random_split(store)[0]) w=2": torch.utils.data.DataLoader(
+                train, batch_size=256, shuffle=True, num_workers=2, persistent_workers=True
+            ),
+        }
+        rates = {k: rate(lambda v=v: v, count, seconds=seconds)[0] for k, v in contenders.items()}
+    for k, r in rates.items():
+        results.append(Result("random_split of a store, 28x28 uint8 / b256", k, r))
+    split = rates["stoker.Loader(random_split(store)[0])"]
+    checks["split_vs_whole_store"] = split / rates["stoker.Loader(store) (whole store)"]
+    checks["split_vs_dataloader"] = split / max(v for k, v in rates.items() if k.startswith("torch"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=8000)
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--json", default="results/loader.json")
+    ap.add_argument("--only", choices=("images", "tokens", "tensordataset", "split"), help="run one workload")
     args = ap.parse_args()
     results: list[Result] = []
     checks: dict = {}
+    run = lambda name: args.only in (None, name)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="stoker-bench-") as tmp:
-        bench_images(tmp, args.images, args.seconds, results, checks)
-        bench_tokens(tmp, args.rows, args.seconds, results, checks)
-    bench_tensordataset(args.seconds, results, checks)
+        if run("images"):
+            bench_images(tmp, args.images, args.seconds, results, checks)
+        if run("tokens"):
+            bench_tokens(tmp, args.rows, args.seconds, results, checks)
+        if run("split"):
+            bench_split(tmp, 60_000, args.seconds, results, checks)
+    if run("tensordataset"):
+        bench_tensordataset(args.seconds, results, checks)
     print_table(results)
     print("\nchecks (issue 2 targets):")
     targets = {
