@@ -12,7 +12,7 @@ def test_convert_text_writes_a_store_and_reports(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 examples" in out and "1 empty lines skipped" in out and "1 truncated" in out
     ds = stoker.open(tmp_path / "s")
-    assert ds.metadata["stoker.text"]["label_names"] == ["sport", "news"]
+    assert ds.metadata["stoker.text"]["label_names"] == ["news", "sport"]  # sorted
     assert ds[0]["input_ids"][0] == 101
 
 
@@ -28,3 +28,28 @@ def test_convert_text_bad_utf8_exits_1_naming_the_line(tmp_path):
     assert "bad.txt, line 2" in proc.stderr and "--encoding-errors replace" in proc.stderr
     assert not (tmp_path / "s").exists()
     assert main(["convert", "text", str(src), str(tmp_path / "s"), "--encoding-errors", "replace"]) == 0
+
+
+def test_convert_text_label_names_give_splits_one_map(tmp_path, capsys):
+    src = tmp_path / "val.tsv"
+    src.write_text("label\ttext\npos\tlovely\nneg\tawful\n")
+    assert main(["convert", "text", str(src), str(tmp_path / "s"), "--label-names", "pos,neg"]) == 0
+    assert "labels (id order): pos, neg" in capsys.readouterr().out
+    ds = stoker.open(tmp_path / "s")
+    assert ds.metadata["stoker.text"]["label_names"] == ["pos", "neg"] and ds[1]["labels"] == 1
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stoker.cli.main",
+            "convert",
+            "text",
+            str(src),
+            str(tmp_path / "t"),
+            "--label-names",
+            "pos",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1 and "val.tsv, line 3: label 'neg' is not in label_names" in proc.stderr

@@ -9,7 +9,7 @@ import argparse
 
 import numpy as np
 
-from stoker.cli.convert_common import shared, shared_options, summary
+from stoker.cli.convert_common import shared, shared_options, split_list, summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--label-column",
         default="auto",
         help="column holding the label ('auto': 'label' when present; 'none': no label)",
+    )
+    p.add_argument(
+        "--label-names",
+        default=None,
+        metavar="A,B,...",
+        help="label names in id order, to give train and val one map (default: the names found, sorted)",
     )
     p.add_argument("--keep-empty", action="store_true", help="keep empty lines (default: skip and count them)")
     p.add_argument(
@@ -55,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         label_column=label,
         keep_empty=args.keep_empty,
         encoding_errors=args.encoding_errors,
+        label_names=split_list(args.label_names),
         **shared(args),
     )
     summary(result, noun="examples", skipped="empty lines")
@@ -65,4 +72,6 @@ def run(args: argparse.Namespace) -> int:
         f"  tokenizer {info.get('name')}, ids {info.get('id_dtype')}, {truncated:,} truncated to {args.max_length}, "
         f"{info.get('skipped_empty', 0):,} empty lines skipped"
     )
+    if info.get("label_names"):
+        print(f"  labels (id order): {', '.join(info['label_names'])}")
     return 0

@@ -97,6 +97,8 @@ def text(
     label_column: str | None = "auto",
     keep_empty: bool = False,
     encoding_errors: str = "strict",
+    label_names: Sequence[str] | None = None,
+    class_to_idx: Mapping[str, int] | None = None,
     overwrite: bool = False,
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     progress: Progress = None,
@@ -112,6 +114,9 @@ def text(
             sentence pairs, and the label (``"auto"``: ``label`` when present; None: no label).
         keep_empty: keep empty lines (default: skip and count them).
         encoding_errors: ``"strict"`` (invalid UTF-8 raises InputError naming the line) or ``"replace"``.
+        label_names, class_to_idx: the label map (names in id order, or a dict name -> id), to
+            share one map between splits; without one, names are numbered in sorted order. A
+            label outside a given map is an InputError naming its line.
         workers: tokenizing threads (None: the usable cores; 0: this thread). ``progress`` counts examples.
 
     ``skipped``: empty lines left out. ``report``: what the manifest's metadata holds under
@@ -120,7 +125,9 @@ def text(
     from stoker.convert import from_text
     from stoker.text.inputs import TextColumns
 
-    columns = TextColumns(text_column, pair_column, label_column, keep_empty, encoding_errors)
+    columns = TextColumns.of(
+        text_column, pair_column, label_column, keep_empty, encoding_errors, label_names, class_to_idx
+    )
     shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata)
     return _timed(from_text.convert, src, store, tokenizer, max_length, columns, shared)
 

@@ -5,10 +5,17 @@ Rust tokenizer releases the GIL) while the main thread writes them in order. The
 
 * ``input_ids``: a sequence column in the smallest integer dtype for the vocabulary;
 * ``length`` (tokens per example), ``truncated`` (1 where ``max_length`` cut the example);
-* ``token_type_ids`` for sentence pairs, ``label`` when the source has labels;
+* ``token_type_ids`` for sentence pairs, ``labels`` when the source has labels (the name the
+  text loader's batches use);
+* ``line``: where the example is in the source (the file's 1-based line, or the 0-based row of
+  a list or dict); the text loader does not read it, ``TextSource.describe(row)`` does;
 
-and, in its metadata under ``"stoker.text"``, the tokenizer, pad id, label names and the
-counts of empty lines skipped and lines with replaced UTF-8.
+and, in its metadata under ``"stoker.text"``, the tokenizer (name, fingerprint, ``max_length``,
+special tokens around a text), pad id, label names, the source and the counts of empty lines
+skipped and lines with replaced UTF-8.
+
+Label names get ids in sorted order, or from the map given (``label_names``), the same in every
+file: for names the source is read once before tokenizing to collect them.
 """
 
 from __future__ import annotations
@@ -21,12 +28,12 @@ from typing import Any, cast
 import numpy as np
 
 from stoker.convert.options import ConvertOptions, ConvertResult
-from stoker.errors import EmptyDatasetError
+from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.threads import default_workers, ordered_map
 from stoker.store.format import Scalar, Sequence
 from stoker.store.writer import StoreWriter
 from stoker.text.batches import METADATA_KEY
-from stoker.text.inputs import LabelCoder, TextBlock, TextColumns, describe_source, iter_blocks
+from stoker.text.inputs import TextBlock, TextColumns, describe_source, iter_blocks, row_unit, scan_labels
 from stoker.text.tokenizer import Encoded, resolve, smallest_uint
 
 
@@ -48,7 +55,8 @@ def convert(
     """
     tok = resolve(tokenizer, max_length=max_length)
     workers = default_workers() if options.workers is None else options.workers
-    coder = LabelCoder()
+    coder = scan_labels(source, columns)
+    where, unit = describe_source(source), row_unit(source)
     skipped = replaced = 0
     id_dtype = tok.id_dtype
     len_dtype = smallest_uint((max_length or 2**31) + 1)
@@ -56,7 +64,12 @@ def convert(
     def encode(block: TextBlock) -> tuple[TextBlock, Encoded]:
         return block, tok.encode(block.texts, block.pairs)
 
-    schema = {"input_ids": Sequence(id_dtype), "length": Scalar(len_dtype), "truncated": Scalar(np.uint8)}
+    schema = {
+        "input_ids": Sequence(id_dtype),
+        "length": Scalar(len_dtype),
+        "truncated": Scalar(np.uint8),
+        "line": Scalar(np.int64),
+    }
     writer = StoreWriter(
         store, None, shard_size=options.shard_size, overwrite=options.overwrite, metadata=options.with_metadata({})
     )
@@ -80,29 +93,35 @@ def convert(
                     "truncated": np.zeros(len(lengths), np.uint8)
                     if enc.truncated is None
                     else enc.truncated.astype(np.uint8),
+                    "line": np.asarray(block.lines, dtype=np.int64),
                 }
                 full = dict(schema)
                 if enc.type_ids is not None:
                     data["token_type_ids"] = enc.type_ids
                     full["token_type_ids"] = Sequence(np.uint8)
-                if block.labels is not None:
-                    data["label"] = coder.encode(block.labels, describe_source(source))
-                    full["label"] = Scalar(data["label"].dtype)
+                if block.labels is not None and coder is not None:
+                    data["labels"] = coder.encode(block.labels, block.lines, where, unit)
+                    full["labels"] = Scalar(data["labels"].dtype)
                 if writer.schema is None:
                     writer.schema = full
                 writer.add_batch(data)
                 bar.update(len(block.texts))
         finally:
             blocks.close()
+        if columns.label_names is not None and "labels" not in (writer.schema or {}):
+            raise ConfigError(
+                f"label_names/class_to_idx were given but {where} has no labels (label_column={columns.label!r})",
+                option="label_names",
+            )
         if writer.rows_written == 0:
             raise EmptyDatasetError(
-                f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
+                f"{where} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
             )
         report = {
             **tok.describe(),
-            "source": describe_source(source),
+            "source": where,
             "id_dtype": str(id_dtype),
-            "label_names": list(coder.label_names) if coder.label_names else None,
+            "label_names": list(coder.label_names) if coder is not None and coder.label_names else None,
             "skipped_empty": skipped,
             "replaced_lines": replaced,
         }

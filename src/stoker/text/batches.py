@@ -24,8 +24,10 @@ from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.padding import PadGrid
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers
+from stoker.store.columns import Ragged
 from stoker.store.reader import Store
-from stoker.text.inputs import TextTable
+from stoker.text.inputs import TextTable, where_is
+from stoker.text.progress import progress_bar
 from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 from stoker.text.tokenizer import Encoded, TextTokenizer
 
@@ -60,12 +62,23 @@ class TokenizedRows:
         pairs = None if self.table.pairs is None else [self.table.pairs[i] for i in rows]
         return self.tokenizer.encode(batch, pairs)
 
-    def lengths(self, block: int = 8192) -> np.ndarray:
+    def lengths(self, progress: Any = None, block: int = 8192) -> np.ndarray:
         """Tokens per row (special tokens included, after truncation): the corpus tokenized once,
-        one ``encode_batch`` per block of rows (bounded memory on large corpora)."""
+        one ``encode_batch`` per block of rows (bounded memory on large corpora).
+
+        ``progress``: ``None`` shows a bar on stderr when it is a terminal, ``True``/``False``
+        always/never, a callable is called with the rows done since its last call."""
         n = len(self)
-        parts = [self.fetch(np.arange(i, min(i + block, n))).ids.lengths for i in range(0, n, block)]
+        parts = []
+        with progress_bar(progress, n, "counting tokens") as bar:
+            for i in range(0, n, block):
+                parts.append(self.fetch(np.arange(i, min(i + block, n))).ids.lengths)
+                bar.update(len(parts[-1]))
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def describe(self, row: int) -> str:
+        """Where row ``row`` came from (file and line, or the row of a list or dict)."""
+        return self.table.describe(row)
 
     def bytes_per_row(self) -> float:
         return 4.0 * sum(map(len, self.table.texts[:1000])) / max(1, min(1000, len(self.table)))
@@ -73,9 +86,19 @@ class TokenizedRows:
 
 @dataclass(frozen=True)
 class StoredRows:
-    """Rows a ``stoker convert text`` store holds: gathered, already tokenized."""
+    """Rows a ``stoker convert text`` store holds: gathered, already tokenized.
+
+    Attributes:
+        store: the store.
+        max_length: cut rows longer than this further (below the store's own ``max_length``),
+            keeping the last ``tail`` ids (the special tokens the tokenizer adds after a text,
+            [SEP] for BERT) as the tokenizer's truncation keeps them; ``None``: as stored.
+        tail: special tokens after a text (the store's metadata says how many).
+    """
 
     store: Store
+    max_length: int | None = None
+    tail: int = 0
     labels: np.ndarray | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -85,8 +108,22 @@ class StoredRows:
                 "write text stores with stoker.convert.text or 'stoker convert text'",
                 column="input_ids",
             )
-        if "label" in self.store.schema:
-            object.__setattr__(self, "labels", self.store.gather(np.arange(len(self.store)), ["label"])["label"])
+        name = self.label_column
+        if name is not None:
+            object.__setattr__(self, "labels", self.store.gather(np.arange(len(self.store)), [name])[name])
+
+    @property
+    def label_column(self) -> str | None:
+        """``labels`` (``label`` in stores written before the names followed the batches'), or None."""
+        return next((c for c in ("labels", "label") if c in self.store.schema), None)
+
+    def describe(self, row: int) -> str:
+        """Where row ``row`` came from, from the store's ``line`` column and recorded source."""
+        origin = str(self.info.get("source", self.store.path))
+        if "line" not in self.store.schema:
+            return f"row {row} of the store {self.store.path} (written without line numbers)"
+        line = int(self.store.gather(np.asarray([row]), ["line"])["line"][0])
+        return where_is(origin, line)
 
     def __len__(self) -> int:
         return len(self.store)
@@ -99,12 +136,14 @@ class StoredRows:
     def has_pairs(self) -> bool:
         return "token_type_ids" in self.store.schema
 
-    def lengths(self) -> np.ndarray:
-        """Exact token counts, from the store's ``length`` column (or the id offsets)."""
+    def lengths(self, progress: Any = None) -> np.ndarray:
+        """Exact token counts, from the store's ``length`` column (or the id offsets), after ``max_length``."""
         every = np.arange(len(self.store))
         if "length" in self.store.schema:
-            return self.store.gather(every, ["length"])["length"].astype(np.int64)
-        return self.store.gather(every, ["input_ids"])["input_ids"].lengths
+            got = self.store.gather(every, ["length"])["length"].astype(np.int64)
+        else:
+            got = self.store.gather(every, ["input_ids"])["input_ids"].lengths
+        return got if self.max_length is None else np.minimum(got, self.max_length)
 
     def fetch(self, idx: np.ndarray) -> Encoded:
         names = ["input_ids"] + (["token_type_ids"] if self.has_pairs else [])
@@ -112,10 +151,30 @@ class StoredRows:
             names.append("truncated")
         got = self.store.gather(idx, names)
         cut = got.get("truncated")
-        return Encoded(got["input_ids"], got.get("token_type_ids"), None if cut is None else cut.astype(bool))
+        enc = Encoded(got["input_ids"], got.get("token_type_ids"), None if cut is None else cut.astype(bool))
+        return enc if self.max_length is None else cut_further(enc, self.max_length, self.tail)
 
     def bytes_per_row(self) -> float:
         return self.store.nbytes / max(len(self.store), 1)
+
+
+def cut_further(enc: Encoded, max_length: int, tail: int) -> Encoded:
+    """``enc`` with rows longer than ``max_length`` cut to it: their first ``max_length - tail``
+    ids and their last ``tail`` (the closing special tokens), counted as truncated."""
+    ids = enc.ids
+    lengths = ids.lengths
+    if not len(lengths) or int(lengths.max()) <= max_length:
+        return enc
+    new = np.minimum(lengths, max_length)
+    pos = np.arange(len(ids.values)) - np.repeat(ids.offsets[:-1], lengths)  # position within its row
+    row_len, row_new = np.repeat(lengths, lengths), np.repeat(new, lengths)
+    keep = (pos < row_new - tail) | (pos >= row_len - tail)
+    offsets = np.zeros(len(new) + 1, dtype=np.int64)
+    np.cumsum(new, out=offsets[1:])
+    cut = lengths > max_length
+    truncated = cut if enc.truncated is None else (enc.truncated | cut)
+    types = None if enc.type_ids is None else Ragged(enc.type_ids.values[keep], offsets)
+    return Encoded(Ragged(ids.values[keep], offsets), types, truncated)
 
 
 @dataclass(frozen=True)
@@ -176,6 +235,12 @@ class PaddedText(BatchSource):
         """Tokens, padding and truncation over the batches delivered so far."""
         return self.tally.report()
 
+    def describe(self, row: int) -> str:
+        """Where row ``row`` came from: ``"corpus.tsv, line 12"`` (from a store, its ``line`` column)."""
+        if not 0 <= row < len(self.rows):
+            raise IndexError(f"row {row} is out of range for a text source of {len(self.rows)} rows")
+        return str(self.rows.describe(row))
+
     def reset_report(self) -> None:
         """Start the counts of delivered batches again from zero."""
         self.tally.reset()
@@ -228,4 +293,4 @@ class PaddedText(BatchSource):
         return batch
 
 
-__all__ = ["METADATA_KEY", "PaddedText", "StoredRows", "TokenizedRows"]
+__all__ = ["METADATA_KEY", "PaddedText", "StoredRows", "TokenizedRows", "cut_further"]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, EmptyDatasetError, InputError
+from stoker.text.labels import LabelCoder, label_map
 
 FORMATS = {
     ".txt": "lines",
@@ -47,6 +48,8 @@ class TextColumns:
         label: the label column; ``"auto"`` takes ``label`` when there is one, ``None`` reads no label.
         keep_empty: keep empty (whitespace-only) texts instead of skipping them.
         encoding_errors: ``"strict"`` (invalid UTF-8 raises InputError) or ``"replace"``.
+        label_names: label names in id order (a label outside them is an InputError naming its
+            line); ``None``: names are numbered in sorted order, numbers stay numbers.
     """
 
     text: str = "text"
@@ -54,6 +57,22 @@ class TextColumns:
     label: str | None = AUTO
     keep_empty: bool = False
     encoding_errors: str = "strict"
+    label_names: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        text_column: str = "text",
+        pair_column: str | None = None,
+        label_column: str | None = AUTO,
+        keep_empty: bool = False,
+        encoding_errors: str = "strict",
+        label_names: Any = None,
+        class_to_idx: Any = None,
+    ) -> TextColumns:
+        """From the user-facing keywords (``label_names=`` and/or ``class_to_idx=`` give the label map)."""
+        names = label_map(label_names, class_to_idx)
+        return cls(text_column, pair_column, label_column, keep_empty, encoding_errors, names)
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text:
@@ -66,18 +85,20 @@ class TextColumns:
 
 @dataclass
 class TextBlock:
-    """Consecutive examples of a source: texts, optional second texts and raw labels."""
+    """Consecutive examples of a source: texts, optional second texts and raw labels, and where
+    each example is (``lines``: the file's 1-based line, or the 0-based row of a list or dict)."""
 
     texts: list[str]
     pairs: list[str] | None = None
     labels: list[Any] | None = None
     skipped_empty: int = 0
     replaced_lines: int = 0
+    lines: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class TextTable:
-    """A whole source in memory, labels coded as numbers."""
+    """A whole source in memory, labels coded as numbers; ``lines`` says where each example is."""
 
     texts: list[str]
     pairs: list[str] | None
@@ -86,52 +107,25 @@ class TextTable:
     origin: str
     skipped_empty: int = 0
     replaced_lines: int = 0
+    lines: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.texts)
 
-
-@dataclass
-class LabelCoder:
-    """Labels to numbers: integers stay integers, floats floats, names get codes by first appearance."""
-
-    names: dict[str, int] = field(default_factory=dict)
-    kind: str | None = None  # "int", "float" or "name"
-
-    def encode(self, values: list[Any], where: str) -> np.ndarray:
-        kinds = {_label_kind(v) for v in values}
-        if self.kind is not None:
-            kinds.add(self.kind)
-        if "int" in kinds and "float" in kinds:
-            kinds.discard("int")
-        if len(kinds) > 1:
-            raise InputError(f"{where}: labels mix numbers and names ({sorted(kinds)}); use one kind of label")
-        self.kind = kinds.pop() if kinds else self.kind
-        if self.kind == "name":
-            return np.fromiter(
-                (self.names.setdefault(str(v), len(self.names)) for v in values), dtype=np.int64, count=len(values)
-            )
-        dtype = np.float32 if self.kind == "float" else np.int64
-        return np.asarray([float(v) if self.kind == "float" else int(v) for v in values], dtype=dtype)
-
-    @property
-    def label_names(self) -> tuple[str, ...] | None:
-        return tuple(self.names) if self.kind == "name" else None
+    def describe(self, row: int) -> str:
+        """Where example ``row`` came from: ``"corpus.tsv, line 12"`` or ``"row 12 of a list ..."``."""
+        line = int(row if self.lines is None else self.lines[row])
+        return where_is(self.origin, line)
 
 
-def _label_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "name"
-    if isinstance(value, (int, np.integer)):
-        return "int"
-    if isinstance(value, (float, np.floating)):
-        return "float"
-    if value is None:
-        raise InputError("a label is missing (null); every example needs one, or read no labels (label_column=None)")
-    text = str(value).strip()
-    if text.lstrip("+-").isdigit():
-        return "int"
-    return "name"
+def where_is(origin: str, line: int) -> str:
+    """``origin`` and the place in it: the line of a file, the row of a list or dict (``describe_source``)."""
+    return f"row {line} of {origin}" if origin.startswith("a ") else f"{origin}, line {line}"
+
+
+def row_unit(source: Any) -> str:
+    """What a place in ``source`` is called: a file's ``line``, a list's or dict's ``row``."""
+    return "line" if isinstance(source, (str, os.PathLike)) else "row"
 
 
 def describe_source(source: Any) -> str:
@@ -178,6 +172,7 @@ def iter_blocks(source: Any, columns: TextColumns = TextColumns(), block_rows: i
             block.skipped_empty += 1
             continue
         block.texts.append(text)
+        block.lines.append(row[0])
         if block.pairs is not None:
             block.pairs.append(pair)
         if label is not _NO_LABEL:
@@ -194,26 +189,52 @@ def iter_blocks(source: Any, columns: TextColumns = TextColumns(), block_rows: i
 
 
 def read_table(source: Any, columns: TextColumns = TextColumns()) -> TextTable:
-    """The whole source in memory (labels coded), for loading on the fly."""
+    """The whole source in memory (labels coded: see :mod:`stoker.text.labels`), for loading on the fly."""
     texts: list[str] = []
     pairs: list[str] | None = [] if columns.pair else None
-    labels: list[np.ndarray] = []
-    coder = LabelCoder()
+    raw: list[Any] = []
+    has_labels = False
+    lines: list[int] = []
     skipped = replaced = 0
     for block in iter_blocks(source, columns):
         texts.extend(block.texts)
+        lines.extend(block.lines)
         if pairs is not None and block.pairs is not None:
             pairs.extend(block.pairs)
         if block.labels is not None:
-            labels.append(coder.encode(block.labels, describe_source(source)))
+            has_labels = True
+            raw.extend(block.labels)
         skipped += block.skipped_empty
         replaced += block.replaced_lines
+    where = describe_source(source)
     if not texts:
-        raise EmptyDatasetError(
-            f"{describe_source(source)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
+        raise EmptyDatasetError(f"{where} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
+    label_array, names = None, None
+    if has_labels:
+        coder = LabelCoder.fit(raw, where, columns.label_names)
+        label_array, names = coder.encode(raw, lines, where, row_unit(source)), coder.label_names
+    elif columns.label_names is not None:
+        raise ConfigError(
+            f"label_names/class_to_idx were given but {where} has no labels (label_column={columns.label!r})",
+            option="label_names",
         )
-    label_array = np.concatenate(labels) if labels else None
-    return TextTable(texts, pairs, label_array, coder.label_names, describe_source(source), skipped, replaced)
+    return TextTable(texts, pairs, label_array, names, where, skipped, replaced, np.asarray(lines, dtype=np.int64))
+
+
+def scan_labels(source: Any, columns: TextColumns) -> LabelCoder | None:
+    """The label coder of a whole source, read once without keeping its texts (a conversion's first pass).
+
+    ``None`` when the source has no labels. With a given map the source is not read.
+    """
+    if columns.label_names is not None:
+        return LabelCoder(columns.label_names, given=True)
+    raw: list[Any] = []
+    found = False
+    for block in iter_blocks(source, columns):
+        if block.labels is not None:
+            found = True
+            raw.extend(block.labels)
+    return LabelCoder.fit(raw, describe_source(source)) if found else None
 
 
 _NO_LABEL = object()
@@ -355,26 +376,47 @@ def _mapping_rows(source: Mapping[str, Any], columns: TextColumns) -> Iterator[A
 
 
 def _list_rows(source: list[Any] | tuple[Any, ...], columns: TextColumns) -> Iterator[Any]:
+    """Rows of a list: strings, ``(text, text_b)`` pairs (two strings) or ``(text, label)`` rows (a
+    non-string label), one kind per list (mixing them would misalign the labels)."""
+    first: str | None = None
+    row: tuple[int, str, str | None, Any]
     for i, item in enumerate(source):
         if isinstance(item, str):
-            if columns.pair:
-                raise InputError(f"row {i} is a single text; sentence pairs come as (text, text_b) tuples")
-            yield i, item, None, _NO_LABEL
-        elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(t, str) for t in item):
-            if not columns.pair:
-                raise InputError(f"row {i} is a pair of texts; pass pairs=True (or pair_column) to read sentence pairs")
-            yield i, item[0], item[1], _NO_LABEL
+            kind, row = "a single text", (i, item, None, _NO_LABEL)
+        elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
+            if isinstance(item[1], str):
+                kind, row = "a (text, text_b) pair", (i, item[0], item[1], _NO_LABEL)
+            else:
+                kind, row = "a (text, label) row", (i, item[0], None, _NO_LABEL if columns.label is None else item[1])
         else:
-            raise InputError(f"row {i}: {type(item).__name__}; a list source holds strings, or (text, text_b) pairs")
+            raise InputError(
+                f"row {i}: {item!r:.80}; a list source holds strings, (text, text_b) pairs of strings, "
+                "or (text, label) rows with numeric labels"
+            )
+        if first is None:
+            first = kind
+        elif kind != first:
+            raise InputError(f"row {i} is {kind} but row 0 is {first}; a list holds one kind of row")
+        if columns.pair and kind != "a (text, text_b) pair":
+            raise InputError(f"row {i} is {kind}; with pair_column, sentence pairs come as (text, text_b) tuples")
+        if not columns.pair and kind == "a (text, text_b) pair":
+            raise InputError(
+                f"row {i} is a pair of texts; pass pair_column='text_b' to read sentence pairs. "
+                "(text, label) rows take numeric labels; for label names pass a dict of lists "
+                "{'text': [...], 'label': [...]}"
+            )
+        yield row
 
 
 __all__ = [
     "FORMATS",
-    "LabelCoder",
     "TextBlock",
     "TextColumns",
     "TextTable",
     "describe_source",
     "iter_blocks",
     "read_table",
+    "row_unit",
+    "scan_labels",
+    "where_is",
 ]

@@ -10,6 +10,7 @@ with its ``block_size`` and ``window`` included).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -19,8 +20,10 @@ from stoker.loader import Loader as CoreLoader
 from stoker.loader import distributed_rank
 from stoker.pipeline.sampler import BatchSampler, order_name
 from stoker.text.bucketing import LengthBuckets
+from stoker.text.from_store import UNSET, check_max_length
 from stoker.text.inputs import AUTO, TextColumns
 from stoker.text.packing import PackedBatches, PackedText
+from stoker.text.progress import check_progress
 from stoker.text.report import TextReport
 from stoker.text.source import DEFAULT_MAX_LENGTH, TextSource, packed_source
 
@@ -36,24 +39,32 @@ class TextConfig:
 
     Attributes:
         max_length: longest example in tokens, special tokens included; longer ones are cut
-            (keeping [CLS]/[SEP]) and counted. With ``packing``: the block length.
+            (keeping [CLS]/[SEP]) and counted. Not given (``UNSET``): 512 on the fly, the store's
+            own for a store (a smaller one cuts a store's rows further, a larger one is refused).
+            With ``packing``: the block length (512 when not given).
         pad_to_multiple_of: the padded width of a batch is its longest row rounded up to a multiple
             of this (:class:`stoker.LoaderConfig`'s option of the same name and meaning; text
             defaults to 8, which suits tensor cores).
-        bucketing: group similar lengths (``"auto"``: when shuffling). See bucketing.py.
+        bucketing: group similar lengths (``"auto"``, the default: on unless ``packing``). With
+            ``shuffle=False`` the order is fixed: windows sorted by length, batches in window order
+            (deterministic, padding-efficient, but not the input order: ``bucketing=False`` keeps
+            the input order). ``drop_last``, ``block_size`` and ``window`` shape the core loader's
+            plain batches and need ``bucketing=False``.
         max_tokens: a token budget per batch instead of a fixed row count (implies bucketing).
         bucket_window: batches whose rows are sorted by length together when bucketing (larger:
             less padding, less mixing).
         packing: concatenate documents into blocks of ``max_length`` tokens, no padding.
         token_type_ids: also return ``token_type_ids`` (always for sentence pairs).
         pad_id: override the tokenizer's pad id.
-        text_column, pair_column, label_column: fields of JSONL/CSV/TSV sources (``label_column="auto"``
-            reads ``label`` when there is one); ``pair_column`` reads sentence pairs.
-        keep_empty: keep empty lines (default: skip and count them).
-        encoding_errors: ``"strict"`` (invalid UTF-8 is an error naming file and line) or ``"replace"``.
+        inputs: which fields hold texts, pairs and labels, the label map, empty lines and invalid
+            UTF-8 (:class:`~stoker.text.TextColumns`); built by :meth:`of` from the keywords
+            ``text_column``, ``pair_column``, ``label_column`` (``"auto"`` reads ``label`` when
+            there is one), ``keep_empty``, ``encoding_errors``, ``label_names`` and ``class_to_idx``.
+        progress: the on-the-fly token count that bucketing needs: ``None`` a bar when stderr is a
+            terminal, ``True``/``False`` always/never, or a callable given the rows done.
     """
 
-    max_length: int | None = DEFAULT_MAX_LENGTH
+    max_length: Any = UNSET
     pad_to_multiple_of: int = 8
     bucketing: bool | str = AUTO
     max_tokens: int | None = None
@@ -61,48 +72,52 @@ class TextConfig:
     packing: bool = False
     token_type_ids: bool = False
     pad_id: int | None = None
-    text_column: str = "text"
-    pair_column: str | None = None
-    label_column: str | None = AUTO
-    keep_empty: bool = False
-    encoding_errors: str = "strict"
+    inputs: TextColumns = TextColumns()
+    progress: Any = None
 
     def __post_init__(self) -> None:
+        if self.max_length is not UNSET:
+            check_max_length(self.max_length)
+        check_progress(self.progress)
         if self.bucketing not in (True, False, AUTO):
             raise ConfigError(f"bucketing must be True, False or 'auto', not {self.bucketing!r}", option="bucketing")
         if self.packing and self.max_length is None:
             raise ConfigError("packing=True needs max_length: it is the block length", option="max_length")
         if self.packing and (self.max_tokens is not None or self.bucketing is True):
             raise ConfigError("packing makes full blocks: it takes neither max_tokens nor bucketing", option="packing")
-        if self.max_tokens is not None and self.max_length is not None and self.max_tokens < self.max_length:
+        if self.max_tokens is not None and isinstance(self.max_length, int) and self.max_tokens < self.max_length:
             raise ConfigError(
                 f"max_tokens={self.max_tokens} is below max_length={self.max_length}: "
                 "a long example would not fit a batch",
                 option="max_tokens",
             )
 
+    @classmethod
+    def of(cls, **options: Any) -> TextConfig:
+        """From the user-facing keywords: the input ones (:data:`INPUT_KEYWORDS`) become :attr:`inputs`."""
+        given = {k: options.pop(k) for k in INPUT_KEYWORDS if k in options}
+        return cls(**options, inputs=TextColumns.of(**given))
+
     @property
     def block_length(self) -> int:
-        """Tokens per packed block: ``max_length`` (``packing`` requires it)."""
+        """Tokens per packed block: ``max_length`` (512 when not given)."""
         if self.max_length is None:
             raise ConfigError("packing=True needs max_length: it is the block length", option="max_length")
-        return self.max_length
+        return DEFAULT_MAX_LENGTH if self.max_length is UNSET else int(self.max_length)
 
-    @property
-    def columns(self) -> TextColumns:
-        return TextColumns(self.text_column, self.pair_column, self.label_column, self.keep_empty, self.encoding_errors)
-
-    def buckets(self, shuffle: bool | str) -> bool:
-        """Whether batches are length-bucketed for this ``shuffle``."""
-        if self.packing:
-            return False
-        if self.max_tokens is not None or self.bucketing is True:
-            return True
-        return self.bucketing == AUTO and order_name(shuffle) != "sequential"
+    def buckets(self) -> bool:
+        """Whether batches are length-bucketed: unless ``packing`` or ``bucketing=False``, whatever
+        ``shuffle`` (``shuffle=False`` gives a fixed order: windows sorted by length)."""
+        return not self.packing and (self.max_tokens is not None or self.bucketing in (True, AUTO))
 
     @classmethod
     def names(cls) -> set[str]:
-        return {f.name for f in fields(cls)}
+        """The keywords :meth:`of` takes."""
+        return ({f.name for f in fields(cls)} - {"inputs"}) | set(INPUT_KEYWORDS)
+
+
+# the keywords that make TextConfig.inputs (TextColumns.of's parameters)
+INPUT_KEYWORDS = tuple(p for p in inspect.signature(TextColumns.of).parameters if p != "cls")
 
 
 def loader_options() -> set[str]:
@@ -118,7 +133,7 @@ def build(
     seed = options.get("seed", LoaderConfig.seed)
     shuffled = order_name(shuffle) != "sequential"
     if cfg.packing:
-        packed = packed_source(data, tokenizer, cfg.block_length, shuffled, seed, cfg.pad_id, cfg.columns)
+        packed = packed_source(data, tokenizer, cfg.block_length, shuffled, seed, cfg.pad_id, cfg.inputs)
         rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
         drop_last = options.get("drop_last", LoaderConfig.drop_last)
         size = 1 if batch_size is None else batch_size
@@ -130,14 +145,24 @@ def build(
         pad_to_multiple_of=cfg.pad_to_multiple_of,
         token_type_ids=cfg.token_type_ids,
         pad_id=cfg.pad_id,
-        columns=cfg.columns,
+        columns=cfg.inputs,
+        progress=cfg.progress,
     )
-    if not cfg.buckets(shuffle):
+    if not cfg.buckets():
         return source, None
     rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     uneven = options.get("uneven", LoaderConfig.uneven)
+    lengths = source.lengths()
+    multiple = cfg.pad_to_multiple_of
+    longest = -(-int(lengths.max(initial=0)) // multiple) * multiple
+    if cfg.max_tokens is not None and longest > cfg.max_tokens:
+        raise ConfigError(
+            f"max_tokens={cfg.max_tokens} is below the longest example ({longest} tokens, padded to a multiple of "
+            f"{multiple}): it would not fit a batch; raise max_tokens or pass a smaller max_length",
+            option="max_tokens",
+        )
     buckets = LengthBuckets(
-        source.lengths(),
+        lengths,
         batch_size,
         cfg.max_tokens,
         shuffled,
@@ -155,34 +180,38 @@ class Loader(CoreLoader):
     """Batches of token ids from texts (tokenized on the fly) or from a text store.
 
     Args:
-        source: a list of strings (or of ``(text, text_b)`` pairs), a dict of columns, a path to
+        source: a list of strings, of ``(text, text_b)`` pairs or of ``(text, label)`` rows
+            (numeric labels), a dict of columns (``{"text": [...], "label": [...]}``), a path to
             a .txt (one example per line), .jsonl, .csv or .tsv file, or a store written by
             ``stoker.convert.text`` (or its path).
-        tokenizer: a name (``"bert-base-uncased"``, bundled), a path to tokenizer.json or
-            vocab.txt, a ``tokenizers.Tokenizer`` or a transformers fast tokenizer. Not needed
-            for a store.
+        tokenizer: a name (``"bert-base-uncased"``, bundled, the default), a path to
+            tokenizer.json or vocab.txt, a ``tokenizers.Tokenizer`` or a transformers fast
+            tokenizer. For a store leave it out; another tokenizer than the store's is refused.
         batch_size, shuffle: as in ``torch.utils.data.DataLoader`` (with ``max_tokens``,
             ``batch_size`` caps the rows of a batch; pass ``None`` for no cap).
-        max_length: see :class:`TextConfig`. For a store, truncation was decided at conversion;
-            ``max_length`` then only sets the block length of ``packing``.
-        **options: the other fields of :class:`TextConfig` and of :class:`stoker.LoaderConfig`
+        max_length: see :class:`TextConfig` (512 on the fly when not given; for a store, its own,
+            or a smaller one that cuts further; a larger one is refused).
+        **options: the other keywords of :class:`TextConfig` (``label_names``, ``class_to_idx``,
+            ``progress``, ``text_column``, ...) and the fields of :class:`stoker.LoaderConfig`
             (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``, ...).
-            ``block_size`` and ``window`` shape ``shuffle="block"`` without bucketing;
-            ``drop_last`` applies to plain and packed batches; with bucketing (which keeps every
-            row) it is refused.
+            ``block_size``, ``window`` and ``drop_last=True`` shape the core loader's plain
+            batches: they need ``bucketing=False`` (refused otherwise; bucketing keeps every row).
 
     Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
-    when asked or for pairs, ``labels`` when the source has them; with ``packing``,
+    when asked or for pairs, ``labels`` when the source has them (names numbered in sorted
+    order, or by ``label_names``/``class_to_idx``: :attr:`label_names`); with ``packing``,
     ``input_ids`` and ``position_ids``. :meth:`report` counts tokens, padding and truncation.
+    With ``shuffle=False`` batches are still length-bucketed, in a fixed order that is not the
+    input order (``bucketing=False`` keeps the input order).
     The same batches come from ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
     """
 
     def __init__(
         self,
         source: Any,
-        tokenizer: Any = "bert-base-uncased",
+        tokenizer: Any = UNSET,
         batch_size: int | None = 32,
-        max_length: int | None = DEFAULT_MAX_LENGTH,
+        max_length: Any = UNSET,
         shuffle: bool | str = False,
         **options: Any,
     ) -> None:
@@ -194,9 +223,9 @@ class Loader(CoreLoader):
                 f"loader options {sorted(loader_options())}",
                 option=sorted(unknown)[0],
             )
-        self.text_config = cfg = TextConfig(max_length=max_length, **text_opts)
+        self.text_config = cfg = TextConfig.of(max_length=max_length, **text_opts)
         given = [name for name in BLOCK_ORDER if name in options]
-        if given and (cfg.packing or cfg.buckets(shuffle)):
+        if given and (cfg.packing or cfg.buckets()):
             raise ConfigError(
                 f"{given[0]} shapes shuffle='block' without bucketing; with bucketing or packing the text sampler "
                 "orders the rows (the bucketing window is bucket_window)",
@@ -206,7 +235,7 @@ class Loader(CoreLoader):
             raise ConfigError(
                 "batch_size=None needs max_tokens (a token budget decides the batch sizes)", option="batch_size"
             )
-        if options.get("drop_last") and not cfg.packing and cfg.buckets(shuffle):
+        if options.get("drop_last") and cfg.buckets():
             raise ConfigError(
                 "drop_last=True does not apply with length bucketing: its batches vary in size and every row is "
                 "kept; pass bucketing=False for fixed batches with drop_last",
@@ -222,8 +251,18 @@ class Loader(CoreLoader):
 
     @property
     def tokenizer(self) -> Any:
-        """The resolved tokenizer of a padded source read from texts (else None)."""
+        """The resolved tokenizer of a padded source (for a store: when one was given; else None)."""
         return getattr(self.text_source, "tokenizer", None)
+
+    @property
+    def label_names(self) -> tuple[str, ...] | None:
+        """Label names in id order (None for numeric labels, none, or packing), on the fly or from a store."""
+        return getattr(self.text_source, "label_names", None)
+
+    @property
+    def bucketed(self) -> bool:
+        """Whether batches are length-bucketed (a :class:`LengthBuckets` orders the rows)."""
+        return isinstance(self.batch_sampler, LengthBuckets)
 
     def report(self) -> TextReport:
         """Tokens, padding and truncation over the batches delivered so far."""

@@ -12,21 +12,28 @@ them and a batch sampler, and hands both to the core loader.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from stoker.errors import ConfigError
 from stoker.store.reader import Store
 from stoker.text.batches import PaddedText, StoredRows, TokenizedRows
+from stoker.text.from_store import UNSET, store_rows, store_tokenizer
 from stoker.text.inputs import TextColumns, read_table
+from stoker.text.labels import label_map
 from stoker.text.packing import PackedText, ragged_docs, store_docs
+from stoker.text.progress import check_progress
 from stoker.text.report import Tally
 from stoker.text.tokenizer import TextTokenizer, resolve
 
-DEFAULT_MAX_LENGTH = 512
+DEFAULT_MAX_LENGTH = 512  # on the fly, when max_length= is not given
+DEFAULT_TOKENIZER = "bert-base-uncased"  # on the fly, when tokenizer= is not given
 
 
 def is_store(data: Any) -> bool:
@@ -58,22 +65,36 @@ class OpenedRows:
         return Tally(self.skipped_empty, self.replaced_lines)
 
 
-def open_rows(
-    data: Any, tokenizer: Any, max_length: int | None, pad_id: int | None, columns: TextColumns
-) -> OpenedRows:
+def open_rows(data: Any, tokenizer: Any, max_length: Any, pad_id: int | None, columns: TextColumns) -> OpenedRows:
     """Rows of ``data``: a store (or its path), or texts read with ``columns`` and tokenized when read.
 
-    ``max_length`` truncates texts (``None``: no truncation); a store was truncated at conversion.
-    The tokenizer is resolved for texts, and for a store only when neither ``pad_id`` nor the
-    store says which pad id to use.
+    ``max_length`` truncates texts (``None``: no truncation; :data:`UNSET`: 512). For a store,
+    ``tokenizer`` and ``max_length`` are checked against what it holds (``from_store.py``);
+    :data:`UNSET` takes the store's. A store given a map of label names must hold the same one.
     """
     if is_store(data):
-        rows = StoredRows(data if isinstance(data, Store) else Store(data))
+        store = data if isinstance(data, Store) else Store(data)
+        rows = store_rows(store, max_length)
         info = rows.info
+        tok = store_tokenizer(store, info, tokenizer)
+        held = info.get("label_names")
+        if columns.label_names is not None and tuple(held or ()) != columns.label_names:
+            raise ConfigError(
+                f"label_names {list(columns.label_names)} differ from the store's {held} ({store.path} numbered its "
+                "labels at conversion); convert the text again with these label_names",
+                option="label_names",
+            )
         if pad_id is None:
-            pad_id = int(info["pad_id"]) if "pad_id" in info else resolve(tokenizer).pad_id
-        return OpenedRows(rows, pad_id, None, int(info.get("skipped_empty", 0)), int(info.get("replaced_lines", 0)))
-    tok = resolve(tokenizer, max_length=max_length, pad_id=pad_id)
+            if "pad_id" in info:
+                pad_id = int(info["pad_id"])
+            else:
+                pad_id = (tok or resolve(DEFAULT_TOKENIZER if tokenizer is UNSET else tokenizer)).pad_id
+        return OpenedRows(rows, pad_id, tok, int(info.get("skipped_empty", 0)), int(info.get("replaced_lines", 0)))
+    tok = resolve(
+        DEFAULT_TOKENIZER if tokenizer is UNSET else tokenizer,
+        max_length=DEFAULT_MAX_LENGTH if max_length is UNSET else max_length,
+        pad_id=pad_id,
+    )
     table = read_table(data, columns)
     return OpenedRows(TokenizedRows(table, tok), tok.pad_id, tok, table.skipped_empty, table.replaced_lines)
 
@@ -85,16 +106,24 @@ class TextSource(PaddedText):
         data: a list of strings (or of ``(text, text_b)`` pairs), a dict of columns, a path to a
             .txt (one example per line), .jsonl, .csv or .tsv file, or a store written by
             ``stoker.convert.text`` (or its path).
-        tokenizer: a name (``"bert-base-uncased"``, bundled), a path to tokenizer.json or
-            vocab.txt, a ``tokenizers.Tokenizer`` or a transformers fast tokenizer. Not needed for
-            a store that records its pad id.
+        tokenizer: a name (``"bert-base-uncased"``, bundled and the default), a path to
+            tokenizer.json or vocab.txt, a ``tokenizers.Tokenizer`` or a transformers fast
+            tokenizer. For a store: leave it out (the store's), or give the same one; another is
+            refused.
         max_length: longest example in tokens, special tokens included; longer ones are cut
-            (keeping [CLS]/[SEP]) and counted. A store was cut at conversion and ignores it.
+            (keeping [CLS]/[SEP]) and counted. Default 512 on the fly. For a store: leave it out
+            (the store's), or give a smaller one (rows cut further the tokenizer's way, counted
+            as truncated); a larger one is refused.
         pad_to_multiple_of: a batch's width is its longest row rounded up to a multiple of this.
         token_type_ids: also return ``token_type_ids`` (always for sentence pairs).
         pad_id: override the tokenizer's (or the store's) pad id.
         columns: which fields of a file or dict hold texts, pairs and labels, and what to do with
             empty lines and invalid UTF-8 (default: ``TextColumns()``).
+        label_names, class_to_idx: the label map (names in id order, or a dict name -> id),
+            shared by train and validation sources; without one, label names are numbered in
+            sorted order. A label outside a given map is an InputError naming its line.
+        progress: the token count that bucketing needs (:meth:`lengths`, on the fly): ``None`` a
+            bar when stderr is a terminal, ``True``/``False`` always/never, or a callable.
         widen_on_device: see :class:`~stoker.text.batches.PaddedText` (default: decided from where
             the batches land).
 
@@ -104,28 +133,57 @@ class TextSource(PaddedText):
     """
 
     tokenizer: TextTokenizer | None
+    label_names: tuple[str, ...] | None
+    progress: Any
 
     def __init__(
         self,
         data: Any,
-        tokenizer: Any = "bert-base-uncased",
-        max_length: int | None = DEFAULT_MAX_LENGTH,
+        tokenizer: Any = UNSET,
+        max_length: Any = UNSET,
         *,
         pad_to_multiple_of: int = 8,
         token_type_ids: bool = False,
         pad_id: int | None = None,
         columns: TextColumns | None = None,
         widen_on_device: bool | None = None,
+        label_names: Sequence[str] | None = None,
+        class_to_idx: Mapping[str, int] | None = None,
+        progress: Any = None,
     ) -> None:
-        opened = open_rows(data, tokenizer, max_length, pad_id, columns or TextColumns())
+        check_progress(progress)
+        columns = with_label_map(columns or TextColumns(), label_names, class_to_idx)
+        opened = open_rows(data, tokenizer, max_length, pad_id, columns)
         tally = opened.tally()
         super().__init__(opened.rows, opened.pad_id, pad_to_multiple_of, token_type_ids, widen_on_device, tally)
         object.__setattr__(self, "tokenizer", opened.tokenizer)
+        object.__setattr__(self, "progress", progress)
+        rows = opened.rows
+        names = rows.table.label_names if isinstance(rows, TokenizedRows) else rows.info.get("label_names")
+        object.__setattr__(self, "label_names", None if names is None else tuple(names))
 
     def lengths(self) -> np.ndarray:
         """Tokens per row, for :class:`~stoker.text.LengthBuckets`: a store's ``length`` column, or
-        (texts) the whole input tokenized once."""
-        return np.asarray(self.rows.lengths(), dtype=np.int64)
+        (texts) the whole input tokenized once (with a progress bar, see ``progress``)."""
+        return np.asarray(self.rows.lengths(self.progress), dtype=np.int64)
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """``{name: id}`` of the label names (None for numeric labels or none)."""
+        return None if self.label_names is None else {n: i for i, n in enumerate(self.label_names)}
+
+
+def with_label_map(columns: TextColumns, label_names: Any, class_to_idx: Any) -> TextColumns:
+    """``columns`` with the label map given as ``label_names=`` / ``class_to_idx=`` (both: they must agree)."""
+    names = label_map(label_names, class_to_idx)
+    if names is None:
+        return columns
+    if columns.label_names is not None and columns.label_names != names:
+        raise ConfigError(
+            f"label_names {list(names)} differ from columns.label_names {list(columns.label_names)}; give one map",
+            option="label_names",
+        )
+    return dataclasses.replace(columns, label_names=names)
 
 
 def packed_source(
@@ -135,7 +193,7 @@ def packed_source(
 
     Blocks need every document's length, so texts are tokenized here, once, in full.
     """
-    opened = open_rows(data, tokenizer, None, pad_id, columns)
+    opened = open_rows(data, tokenizer, UNSET if is_store(data) else None, pad_id, columns)
     rows = opened.rows
     if isinstance(rows, StoredRows):
         lengths, docs = rows.lengths(), store_docs(rows.store)
@@ -145,4 +203,14 @@ def packed_source(
     return PackedText(docs, lengths, block_length, shuffle, seed, opened.tally())
 
 
-__all__ = ["DEFAULT_MAX_LENGTH", "OpenedRows", "TextSource", "is_store", "open_rows", "packed_source"]
+__all__ = [
+    "DEFAULT_MAX_LENGTH",
+    "DEFAULT_TOKENIZER",
+    "UNSET",
+    "OpenedRows",
+    "TextSource",
+    "is_store",
+    "open_rows",
+    "packed_source",
+    "with_label_map",
+]

@@ -17,7 +17,9 @@ with offsets, ready for one padding pass.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -125,8 +127,33 @@ class TextTokenizer:
             truncated[full] = [bool(encs[i].overflowing) for i in full.tolist()]
         return Encoded(Ragged(ids, offsets), None if types is None else Ragged(types, offsets), truncated)
 
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the tokenizer's JSON without its truncation and padding settings: two
+        tokenizers that give the same ids have the same fingerprint, whatever ``max_length``."""
+        spec = json.loads(self.tokenizer.to_str())
+        spec["truncation"] = spec["padding"] = None
+        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+    def special_tokens(self) -> tuple[int, int]:
+        """How many special tokens the tokenizer puts before and after a single text (BERT: 1 and 1)."""
+        mask = self.tokenizer.encode("a", add_special_tokens=True).special_tokens_mask
+        head = next((i for i, m in enumerate(mask) if not m), len(mask))
+        tail = next((i for i, m in enumerate(reversed(mask)) if not m), 0)
+        return head, tail
+
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "pad_id": self.pad_id, "vocab_size": self.vocab_size, "max_length": self.max_length}
+        """What a store records about the tokenizer that wrote it (``stoker.text`` metadata)."""
+        head, tail = self.special_tokens()
+        return {
+            "name": self.name,
+            "pad_id": self.pad_id,
+            "vocab_size": self.vocab_size,
+            "max_length": self.max_length,
+            "tokenizer_fingerprint": self.fingerprint,
+            "special_head": head,
+            "special_tail": tail,
+        }
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def test_pairs_through_a_store(tmp_path):
     got = next(iter(stoker.text.Loader(store, batch_size=20)))
     for key in ("input_ids", "attention_mask", "token_type_ids", "labels"):
         assert torch.equal(fly[key], got[key]), key
-    assert stoker.open(store).metadata["stoker.text"]["label_names"] == ["yes", "no"]
+    assert stoker.open(store).metadata["stoker.text"]["label_names"] == ["no", "yes"]  # sorted, as ImageFolder
 
 
 def test_report_text():

@@ -35,7 +35,7 @@ def test_jsonl_with_labels_and_missing_column(tmp_path):
         )
     )
     t = read_table(p)
-    assert t.labels.tolist() == [0, 1, 0] and t.label_names == ("pos", "neg")
+    assert t.labels.tolist() == [1, 0, 1] and t.label_names == ("neg", "pos")  # sorted names
     with pytest.raises(InputError, match=r"no column 'body'; the columns found are \['label', 'text'\]"):
         read_table(p, TextColumns(text="body"))
     with pytest.raises(InputError, match="no column 'y'"):
@@ -71,3 +71,26 @@ def test_blocks_stream_in_order(tmp_path):
     blocks = list(iter_blocks(p, block_rows=10))
     assert [len(b.texts) for b in blocks] == [10, 10, 5]
     assert [t for b in blocks for t in b.texts] == [f"line {i}" for i in range(25)]
+
+
+def test_text_label_rows_and_dicts_of_lists():
+    t = read_table([("good film", 1), ("bad film", 0), ("fine", 1.5)])
+    assert t.texts == ["good film", "bad film", "fine"] and t.labels.dtype == np.float32
+    assert t.labels.tolist() == [1.0, 0.0, 1.5] and t.label_names is None
+    d = read_table({"text": ["good film", "bad film"], "label": ["pos", "neg"]})
+    assert d.labels.tolist() == [1, 0] and d.label_names == ("neg", "pos")
+    assert read_table([("a", 1)], TextColumns(label=None)).labels is None
+    with pytest.raises(InputError, match=r"row 0 is a pair of texts.*dict of lists"):
+        read_table([("good film", "pos")])
+    with pytest.raises(InputError, match=r"row 1 is a single text but row 0 is a \(text, label\) row"):
+        read_table([("a", 1), "b"])
+    with pytest.raises(InputError, match=r"row 0 is a \(text, label\) row; with pair_column"):
+        read_table([("a", 1)], TextColumns(pair="b"))
+
+
+def test_tables_know_the_line_of_every_example(tmp_path):
+    p = tmp_path / "c.tsv"
+    p.write_text("label\ttext\npos\tfirst\n\nneg\t\nneg\tlast\n")
+    t = read_table(p)
+    assert t.lines.tolist() == [2, 5] and t.describe(1) == f"{p}, line 5"
+    assert read_table(["a", " ", "b"]).describe(1) == "row 2 of a list of 3 examples"

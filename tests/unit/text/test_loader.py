@@ -16,7 +16,7 @@ def collect(loader):
 
 
 def test_batches_match_reference_and_are_dynamically_padded(reference):
-    loader = Loader(TEXTS[:64], batch_size=16, max_length=32, num_workers=2)
+    loader = Loader(TEXTS[:64], batch_size=16, max_length=32, num_workers=2, bucketing=False)
     batches = collect(loader)
     assert len(batches) == 4
     for k, b in enumerate(batches):
@@ -48,7 +48,7 @@ def test_labels_pairs_and_token_type_ids(tmp_path, reference):
 
     rows = [{"a": SENTENCES[i], "b": SENTENCES[-i - 1], "label": i % 3} for i in range(10)]
     p.write_text("\n".join(json.dumps(r) for r in rows))
-    b = next(iter(Loader(p, batch_size=10, max_length=64, text_column="a", pair_column="b")))
+    b = next(iter(Loader(p, batch_size=10, max_length=64, text_column="a", pair_column="b", bucketing=False)))
     assert b["labels"].tolist() == [i % 3 for i in range(10)]
     ref = reference(
         [r["a"] for r in rows],
@@ -138,3 +138,44 @@ def test_default_workers_inline_from_a_store_threads_on_the_fly(tmp_path):
     inline = [b["input_ids"] for b in Loader(store, batch_size=8, shuffle=True)]
     threaded = [b["input_ids"] for b in Loader(store, batch_size=8, shuffle=True, num_workers=2)]
     assert len(inline) == len(threaded) == 7 and all(torch.equal(a, b) for a, b in zip(inline, threaded))
+
+
+def test_shuffle_false_still_buckets_in_a_fixed_order_that_resumes():
+    EVAL = [t for t in TEXTS if len(t) < 200]  # no one very long line that pads its batch whatever the order
+    plain = Loader(EVAL, batch_size=16, bucketing=False, pad_to_multiple_of=1)
+    evaluation = Loader(EVAL, batch_size=16, pad_to_multiple_of=1)  # shuffle=False, bucketing="auto"
+    assert evaluation.bucketed and not plain.bucketed
+    first = [b["input_ids"] for b in evaluation]
+    collect(plain)
+    assert evaluation.report().padded_fraction < plain.report().padded_fraction / 2
+    again = [b["input_ids"] for b in Loader(EVAL, batch_size=16, pad_to_multiple_of=1)]
+    assert len(first) == len(again) and all(torch.equal(a, b) for a, b in zip(first, again))  # deterministic
+    assert [b["input_ids"] for b in evaluation] and all(
+        torch.equal(a, b) for a, b in zip(first, (b["input_ids"] for b in evaluation))
+    )  # the same order every epoch
+    assert sum(len(b) for b in first) == len(EVAL)
+    stopped = Loader(EVAL, batch_size=16, pad_to_multiple_of=1)
+    it = iter(stopped)
+    for _ in range(3):
+        next(it)
+    state = stopped.state_dict()
+    it.close()
+    resumed = Loader(EVAL, batch_size=16, pad_to_multiple_of=1)
+    resumed.load_state_dict(state)
+    rest = [b["input_ids"] for b in resumed]
+    assert len(rest) == len(first) - 3 and all(torch.equal(a, b) for a, b in zip(rest, first[3:]))
+
+
+def test_options_of_plain_batches_need_bucketing_false_whatever_the_shuffle():
+    for shuffle in (False, True):
+        with pytest.raises(ConfigError, match="pass bucketing=False") as err:
+            Loader(TEXTS, batch_size=16, shuffle=shuffle, drop_last=True)
+        assert err.value.option == "drop_last"
+    dropped = Loader(TEXTS, batch_size=16, drop_last=True, bucketing=False)
+    assert not dropped.bucketed and len(dropped) == len(TEXTS) // 16
+
+
+def test_max_tokens_below_the_longest_row_is_refused_when_max_length_is_not_given():
+    with pytest.raises(ConfigError, match=r"max_tokens=64 is below the longest example") as err:
+        Loader(TEXTS, batch_size=None, max_tokens=64)
+    assert err.value.option == "max_tokens"

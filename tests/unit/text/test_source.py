@@ -99,7 +99,7 @@ def test_columns_and_pairs_through_text_source(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("a\tb\tlabel\n" + "".join(f"{s}\t{t}\t{i % 2}\n" for i, (s, t) in enumerate(zip(TEXTS, TEXTS[1:]))))
     source = TextSource(path, max_length=48, columns=TextColumns(text="a", pair="b"))
-    text = stoker.text.Loader(path, batch_size=16, max_length=48, text_column="a", pair_column="b")
+    text = stoker.text.Loader(path, batch_size=16, max_length=48, text_column="a", pair_column="b", bucketing=False)
     assert_same_batches(tensors(text), tensors(stoker.Loader(source, 16)))
     assert source.tokenizer is not None and "token_type_ids" in next(iter(stoker.Loader(source, 4)))
 
@@ -117,3 +117,21 @@ def test_drop_last_with_bucketing_is_refused_not_ignored():
         stoker.text.Loader(["a b", "c"] * 10, batch_size=3, shuffle=True, drop_last=True)
     plain = stoker.text.Loader(["a b", "c"] * 10, batch_size=3, shuffle=True, drop_last=True, bucketing=False)
     assert len(plain) == 6 and all(len(b["input_ids"]) == 3 for b in plain)
+
+
+def test_rows_trace_back_to_their_line_on_the_fly_and_from_a_store(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("label\ttext\npos\tgood\n\t\nneg\tbad\nneg\tugly\n")
+    store = stoker.convert.text(path, tmp_path / "s", max_length=16)
+    ds = stoker.open(store)
+    assert {"labels", "line"} <= set(ds.schema) and "label" not in ds.schema  # the batches' name
+    assert ds.gather(np.arange(3), ["line"])["line"].tolist() == [2, 4, 5]
+    for data in (path, store):
+        source = TextSource(data)
+        assert source.describe(2) == f"{path}, line 5"
+        with pytest.raises(IndexError, match="row 3 "):
+            source.describe(3)
+    batch = next(iter(stoker.text.Loader(store, batch_size=3, bucketing=False)))
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}  # line, length, truncated stay in the store
+    assert batch["labels"].tolist() == [1, 0, 0]
+    assert TextSource(["a", "b"]).describe(1) == "row 1 of a list of 2 examples"

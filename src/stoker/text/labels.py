@@ -1,0 +1,149 @@
+"""Labels to numbers, the same way in every file.
+
+Numbers stay numbers (integers ``int64``, floats ``float32``). Names get ids by one rule users
+know: the names sorted (ImageFolder's rule), so ``train.tsv`` and ``val.tsv`` that hold the same
+names number them alike whatever order their rows come in. Or by a map the user passes,
+``label_names=["neg", "pos"]`` (the position is the id) or ``class_to_idx={"neg": 0, "pos": 1}``;
+with a map every label is looked up by its text, and one outside the map is an
+:class:`~stoker.errors.InputError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError, InputError
+
+
+def label_map(
+    label_names: Sequence[str] | None = None, class_to_idx: Mapping[str, int] | None = None
+) -> tuple[str, ...] | None:
+    """The names in id order from ``label_names`` and/or ``class_to_idx`` (``None``: neither given).
+
+    ``class_to_idx`` must number its names ``0 .. n-1``, each id once; given both, they must agree.
+    """
+    names: tuple[str, ...] | None = None
+    if label_names is not None:
+        if isinstance(label_names, (str, bytes)) or not isinstance(label_names, Sequence):
+            raise ConfigError(
+                f"label_names must be a list of names (the position is the id), not {label_names!r}",
+                option="label_names",
+            )
+        names = tuple(label_names)
+        bad = [n for n in names if not isinstance(n, str) or not n]
+        if bad or len(set(names)) != len(names) or not names:
+            raise ConfigError(
+                f"label_names must be distinct, non-empty strings, got {list(names)!r}", option="label_names"
+            )
+    if class_to_idx is not None:
+        if not isinstance(class_to_idx, Mapping):
+            raise ConfigError(f"class_to_idx must be a dict of name -> id, not {class_to_idx!r}", option="class_to_idx")
+        ids = sorted(class_to_idx.values()) if all(_is_int(v) for v in class_to_idx.values()) else None
+        if (
+            not class_to_idx
+            or ids != list(range(len(class_to_idx)))
+            or not all(isinstance(k, str) and k for k in class_to_idx)
+        ):
+            raise ConfigError(
+                f"class_to_idx must map non-empty names to the ids 0..n-1, each id once; got {dict(class_to_idx)!r}",
+                option="class_to_idx",
+            )
+        from_dict = tuple(sorted(class_to_idx, key=lambda k: int(class_to_idx[k])))
+        if names is not None and names != from_dict:
+            raise ConfigError(
+                f"label_names={list(names)!r} and class_to_idx={dict(class_to_idx)!r} number the names differently; "
+                "pass one of them",
+                option="class_to_idx",
+            )
+        names = from_dict
+    return names
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def label_kind(value: Any) -> str:
+    """``"int"``, ``"float"`` or ``"name"`` for one raw label (``"3"`` read from a file is an int)."""
+    if isinstance(value, bool):
+        return "name"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    if value is None:
+        raise InputError("a label is missing (null); every example needs one, or read no labels (label_column=None)")
+    text = str(value).strip()
+    if text.lstrip("+-").isdigit():
+        return "int"
+    return "name"
+
+
+def kind_of(values: Iterable[Any], where: str) -> str | None:
+    """The one kind of ``values`` (ints among floats count as floats); names mixed with numbers are refused."""
+    kinds = {label_kind(v) for v in values}
+    if "int" in kinds and "float" in kinds:
+        kinds.discard("int")
+    if len(kinds) > 1:
+        raise InputError(f"{where}: labels mix numbers and names ({sorted(kinds)}); use one kind of label")
+    return kinds.pop() if kinds else None
+
+
+class LabelCoder:
+    """Raw labels to numbers with a fixed name map (given, or the sorted names of the whole input).
+
+    Args:
+        names: the names in id order, or ``None`` for numeric labels.
+        given: whether the map came from the user (then the error names ``label_names``).
+    """
+
+    def __init__(self, names: Sequence[str] | None, given: bool = False) -> None:
+        self.names = None if names is None else tuple(names)
+        self.given = given
+        self._ids = None if names is None else {n: i for i, n in enumerate(self.names or ())}
+
+    @classmethod
+    def fit(cls, values: Iterable[Any], where: str, names: Sequence[str] | None = None) -> LabelCoder:
+        """The coder for ``values``: the given ``names``, else the sorted names found, else numbers."""
+        if names is not None:
+            return cls(names, given=True)
+        values = list(values)
+        if kind_of(values, where) == "name":
+            return cls(sorted({str(v) for v in values}))
+        return cls(None)
+
+    def encode(self, values: list[Any], lines: Sequence[int], where: str, unit: str = "line") -> np.ndarray:
+        """Codes of ``values``; ``lines`` (one per value) name the ``unit`` (line or row) of a label outside the map."""
+        if self._ids is None:
+            kind = kind_of(values, where)
+            if kind == "name":
+                raise InputError(f"{where}: labels mix numbers and names; use one kind of label")
+            if kind == "float":
+                return np.asarray([float(v) for v in values], dtype=np.float32)
+            return np.asarray([int(v) for v in values], dtype=np.int64)
+        ids = self._ids
+        out = np.empty(len(values), dtype=np.int64)
+        for k, v in enumerate(values):
+            code = ids.get(str(v))
+            if code is None:
+                if v is None:
+                    label_kind(v)  # raises: a missing label
+                rule = "label_names / class_to_idx" if self.given else "the names found in the input"
+                raise InputError(
+                    f"{where}, {unit} {lines[k]}: label {v!r} is not in {rule} ({list(self.names or ())}); "
+                    "add it to the map, or fix the line",
+                    path=where if unit == "line" else None,
+                    line=lines[k],
+                )
+            out[k] = code
+        return out
+
+    @property
+    def label_names(self) -> tuple[str, ...] | None:
+        return self.names
+
+
+__all__ = ["LabelCoder", "kind_of", "label_kind", "label_map"]

@@ -1,0 +1,35 @@
+"""Progress of the on-the-fly token count (text/progress.py) and of `convert text`."""
+
+import pytest
+
+import stoker.convert
+import stoker.text
+from stoker.errors import ConfigError
+
+TEXTS = [f"sentence number {i} with some words" for i in range(300)]
+
+
+def test_the_length_pass_reports_every_row_to_a_callable():
+    seen = []
+    loader = stoker.text.Loader(TEXTS, batch_size=8, progress=seen.append)
+    assert loader.bucketed and sum(seen) == len(TEXTS)
+
+
+def test_progress_true_draws_a_bar_on_stderr_and_false_none(capsys):
+    stoker.text.Loader(TEXTS, batch_size=8, progress=True)
+    assert "counting tokens" in capsys.readouterr().err
+    stoker.text.Loader(TEXTS, batch_size=8, progress=False)
+    stoker.text.Loader(TEXTS, batch_size=8)  # None: stderr is not a terminal here
+    assert capsys.readouterr().err == ""
+
+
+def test_convert_text_reports_progress(tmp_path):
+    seen = []
+    stoker.convert.text(TEXTS, tmp_path / "s", progress=seen.append)
+    assert sum(seen) == len(TEXTS)
+
+
+def test_a_bad_progress_is_refused():
+    with pytest.raises(ConfigError, match="progress must be") as err:
+        stoker.text.Loader(TEXTS, batch_size=8, progress="yes")
+    assert err.value.option == "progress"
