@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-html", action="store_true", help="skip the HTML report (and matplotlib)")
     p.add_argument("--no-trace", action="store_true", help="skip the Chrome-trace JSON")
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="never call a Dataset's __getitem__ outside the script's own fetches (the check for random augmentation)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of the tables")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after '--'")
     p.set_defaults(func=run)
@@ -72,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
         html=not args.no_html,
         trace=not args.no_trace,
+        probe=not args.no_probe,
     )
     report = run_command(command, cfg)
     write_outputs(report, cfg)

@@ -2,11 +2,20 @@
 
 Each rule looks at one loader's numbers and the resources, and returns at most one
 ``Recommendation`` with ``gain_s``, a rough estimate of the seconds of this run it could save;
-recommendations are ranked by that estimate.
+recommendations are ranked by that estimate. Each names its loader (``loader``, the loader's
+label in the report) and uses its real batch size (the setting, else the inspected batches').
+
+A Dataset whose ``__getitem__`` draws at random (two calls for one index differ, or a random
+transform is among its attributes) is never told to store its outputs, which would freeze the
+augmentation: it is told to store the images encoded and augment at load time. The commands
+are the ones that fit what the doctor knows of the Dataset: ``stoker convert images ROOT ...``
+for a Dataset reading a folder of images, ``stoker convert dataset module:attribute ...`` for
+one the command can import.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,13 +40,15 @@ def _pct(x: float) -> str:
 
 def _call(st: LoaderStats, **opts: Any) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in opts.items())
+    bound = f"{st.info.variable} = " if st.info.variable else ""
     if st.info.kind == "stoker":
-        return f"stoker.Loader(..., {args})"
-    return f"torch.utils.data.DataLoader({st.info.source or 'dataset'}(...), ..., {args})"
+        return f"{bound}stoker.Loader(..., {args})"
+    return f"{bound}torch.utils.data.DataLoader({st.info.source or 'dataset'}(...), ..., {args})"
 
 
-def _batch_size(st: LoaderStats, default: int) -> int:
-    return st.info.batch_size if st.info.batch_size is not None else default
+def _batch_arg(st: LoaderStats) -> str:
+    """``batch_size=N, `` with the loader's real batch size, or nothing when it is not known."""
+    return f"batch_size={st.batch_size}, " if st.batch_size is not None else ""
 
 
 def verdict(stall: float, threshold: float, loaders: dict[str, LoaderStats]) -> str:
@@ -119,6 +130,31 @@ def _more_workers(st: LoaderStats, res: dict[str, Any], bound: str, cores: int) 
     )
 
 
+def _image_size(st: LoaderStats) -> int:
+    """The side of the inspected image batches (N, C, H, W or N, H, W, C), else 224."""
+    for b in st.batches:
+        for t in b.tensors:
+            if len(t.shape) == 4:
+                return t.shape[2] if t.shape[1] in (1, 3, 4) else t.shape[1]
+    return 224
+
+
+def _randomness(st: LoaderStats) -> str:
+    """Why the Dataset is known to draw at random, or ``""``."""
+    why = []
+    if st.info.random_transforms:
+        why.append(f"it holds {', '.join(st.info.random_transforms)}")
+    if st.random:
+        why.append("two calls of __getitem__ for one index returned different samples")
+    return " and ".join(why)
+
+
+def _store_name(st: LoaderStats) -> str:
+    base = os.path.basename(st.info.image_root.rstrip("/")) if st.info.image_root else ""
+    base = base or (st.info.source.rsplit(".", 1)[-1].lower() if st.info.source else "train")
+    return f"stores/{base}"
+
+
 def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
     if bound != "input-bound" or st.info.store:
         return None
@@ -126,14 +162,62 @@ def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
     heavy = next((r for r in rows if "__getitem__" in r["stage"] or r.get("key") == "read"), None)
     if heavy is None:
         return None
-    per = heavy["ms_per_call"]
+    info, store, batch = st.info, _store_name(st), _batch_arg(st)
+    cost = (
+        f"{heavy['stage']} takes {heavy['ms_per_call']:.1f} ms per {heavy.get('unit', 'call')} "
+        f"({heavy['calls']} calls) and the loop waits on data {st.wait_s:.2f} s"
+    )
+    random = _randomness(st)
+    if random:
+        return _augment_at_load(st, cost, random, store, batch)
+    checked = "" if st.random is not None else " (not checked for random augmentation)"
+    if info.image_root:
+        size = _image_size(st)
+        return Recommendation(
+            "Precompute the decoded, resized images into a store",
+            f"{cost}; __getitem__ gave the same sample twice{checked}; a store of uint8 images is read with "
+            "one gather per batch",
+            f"once: stoker convert images {info.image_root} {store} --mode resized --size {size}; "
+            f'then: stoker.Loader("{store}", {batch}shuffle=True) and, on the device, '
+            'x = batch["image"].float().div_(255) (then your Normalize)',
+            0.8 * st.wait_s,
+            st.name,
+        )
+    note = f" ({info.dataset_note})" if info.dataset_note else ""
+    convert = f"stoker convert dataset {info.dataset_ref or 'MODULE:ATTRIBUTE'} {store}{note}"
     return Recommendation(
         "Precompute the per-sample work into a store",
-        f"{heavy['stage']} takes {per:.1f} ms per batch and the loop waits on data {st.wait_s:.2f} s; "
-        "a store is read with one gather per batch",
-        'once: stoker.write("stores/train", {"x": xs, "y": ys})  (or: stoker convert text|images ...); '
-        f'then: stoker.Loader("stores/train", batch_size={_batch_size(st, 64)}, shuffle=True)',
+        f"{cost}{checked}; a store is read with one gather per batch",
+        f'once: {convert}; then: stoker.Loader("{store}", {batch}shuffle=True)',
         0.8 * st.wait_s,
+        st.name,
+    )
+
+
+def _augment_at_load(st: LoaderStats, cost: str, random: str, store: str, batch: str) -> Recommendation:
+    """The advice for a Dataset that draws at random: keep the augmentation out of the store."""
+    info = st.info
+    evidence = f"{cost}; __getitem__ draws at random ({random}): a store of its outputs would freeze the augmentation"
+    if info.image_root:
+        size = _image_size(st)
+        return Recommendation(
+            "Store the images encoded; crop and flip at load time",
+            evidence,
+            f"once: stoker convert images {info.image_root} {store}  (JPEG bytes, decoded per batch); "
+            f"then: stoker.Loader(stoker.vision.ImageSource({store!r}, stoker.vision.train_transforms({size})), "
+            f'{batch}shuffle=True, device="cuda")  (random crops and flips drawn per row and epoch)',
+            0.6 * st.wait_s,
+            st.name,
+        )
+    note = f" ({info.dataset_note})" if info.dataset_note else ""
+    ref = info.dataset_ref or "MODULE:ATTRIBUTE"
+    return Recommendation(
+        "Store the samples before their random part; augment each batch on the device",
+        evidence,
+        f"take the random transforms out of __getitem__, then once: stoker convert dataset {ref} {store}{note}; "
+        f'then: for batch in stoker.Loader("{store}", {batch}shuffle=True, device="cuda"): '
+        "apply the augmentation to the whole batch on the device",
+        0.6 * st.wait_s,
         st.name,
     )
 
@@ -196,7 +280,7 @@ def _bucketing(st: LoaderStats) -> Recommendation | None:
     return Recommendation(
         "Group similar lengths (bucketing)",
         f"{_pct(share)} of the token positions in the inspected batches are padding",
-        f"stoker.text.Loader(texts, tokenizer=..., batch_size={_batch_size(st, 32)}, bucketing=True)"
+        f"stoker.text.Loader(texts, tokenizer=..., {_batch_arg(st)}bucketing=True)"
         "  (or max_tokens=... for a token budget)",
         share * st.compute_s * 0.5,
         st.name,
@@ -205,7 +289,7 @@ def _bucketing(st: LoaderStats) -> Recommendation | None:
 
 def _larger_batch(st: LoaderStats, res: dict[str, Any], bound: str) -> Recommendation | None:
     util = res.get("gpu_util_pct")
-    bs = st.info.batch_size
+    bs = st.batch_size
     if util is None or util >= 60 or bound != "compute-bound" or not isinstance(bs, int):
         return None
     return Recommendation(

@@ -8,12 +8,12 @@ last; the stall share is the data wait over the loop time, summed over processes
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
 
-from stoker.doctor.events import BatchDesc, BatchSeen, Event, LoaderDesc, LoaderSeen, Meta, StageSpan, Step
+from stoker.doctor.events import BatchDesc, BatchSeen, Event, LoaderDesc, LoaderSeen, Meta, Probe, StageSpan, Step
 
 MAX_SPANS = 100_000  # per loader, kept for the trace
 
@@ -40,14 +40,22 @@ class StepTime(Step):
 
 @dataclass
 class LoaderStats:
-    """Everything recorded about one loader: ``key`` is ``"<pid>:<loader id>"``."""
+    """Everything recorded about one loader: ``key`` is ``"<pid>:<loader id>"``.
+
+    ``label`` names it in reports, distinct among the loaders of a run (see :func:`label_loaders`);
+    ``random`` says whether its Dataset's ``__getitem__`` gave two different outputs for one index
+    (None: not probed).
+    """
 
     key: str
     info: LoaderDesc
     steps: list[StepTime] = field(default_factory=list)
     stages: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # stage -> durations
+    items: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # stage -> samples handled
     batches: list[BatchDesc] = field(default_factory=list)
     spans: list[tuple[int, StageSpan]] = field(default_factory=list)  # (pid, span) for the trace
+    random: bool | None = None
+    label: str = ""
 
     @property
     def pid(self) -> int:
@@ -55,7 +63,15 @@ class LoaderStats:
 
     @property
     def name(self) -> str:
-        return self.info.name
+        return self.label or self.info.name
+
+    @property
+    def batch_size(self) -> int | None:
+        """Rows per batch: the loader's setting, else the leading dimension of the inspected batches."""
+        if self.info.batch_size is not None:
+            return self.info.batch_size
+        firsts = [b.tensors[0].shape[0] for b in self.batches if b.tensors and b.tensors[0].shape]
+        return Counter(firsts).most_common(1)[0][0] if firsts else None
 
     @property
     def wait_s(self) -> float:
@@ -76,7 +92,12 @@ class LoaderStats:
         return "worker threads" if stage == "transfer" and info.engine != "processes" else "consumer"
 
     def stage_table(self) -> list[dict[str, Any]]:
-        """Per stage: total seconds, ms per call, calls, where it runs; largest first."""
+        """Per stage: total seconds, calls, ms per call, the unit of a call, where it runs; largest first.
+
+        A call of a torch Dataset's ``__getitem__`` is one sample (each fetch counts its samples);
+        a ``collate_fn`` call is one batch; a stoker worker's ``read``, ``collate`` and ``transfer``
+        handle a chunk (one worker task of one or more batches); the consumer's stages one batch.
+        """
         rows: list[dict[str, Any]] = []
         stages = dict(self.stages)
         info = self.info
@@ -85,15 +106,36 @@ class LoaderStats:
             ds = info.source or "Dataset"
             getitem = max(0.0, sum(fetch) - sum(collate))
             where = f"{info.num_workers} worker processes" if info.num_workers else "main process"
-            rows.append({"stage": f"{ds}.__getitem__", "total_s": getitem, "calls": len(fetch), "where": where})
+            samples = self.items.get("fetch") or len(fetch)
+            rows.append(
+                {"stage": f"{ds}.__getitem__", "total_s": getitem, "calls": samples, "unit": "sample", "where": where}
+            )
             if collate:
-                rows.append({"stage": "collate_fn", "total_s": sum(collate), "calls": len(collate), "where": where})
+                rows.append(
+                    {
+                        "stage": "collate_fn",
+                        "total_s": sum(collate),
+                        "calls": len(collate),
+                        "unit": "batch",
+                        "where": where,
+                    }
+                )
         for name, durations in stages.items():
             label = STAGE_LABELS.get(name, name)
             if name == "read" and info.source and not info.store:
                 label = f"read ({info.source})"
             where = self._where(name)
-            rows.append({"stage": label, "key": name, "total_s": sum(durations), "calls": len(durations), "where": where})
+            unit = "chunk" if where.startswith("worker") else "batch"
+            rows.append(
+                {
+                    "stage": label,
+                    "key": name,
+                    "total_s": sum(durations),
+                    "calls": len(durations),
+                    "unit": unit,
+                    "where": where,
+                }
+            )
         for r in rows:
             r["ms_per_call"] = 1000.0 * r["total_s"] / r["calls"] if r["calls"] else 0.0
         return sorted(rows, key=lambda r: -r["total_s"])
@@ -121,6 +163,7 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
     procs: dict[int, Meta] = {}
     by_source: dict[int, str] = {}
     pending: list[tuple[int, StageSpan | BatchSeen]] = []
+    probes: list[Probe] = []
     last_ready: dict[str, float] = {}
     for pid, ev in events:
         if isinstance(ev, Meta):
@@ -139,6 +182,8 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             last_ready[key] = ev.ready
         elif isinstance(ev, (StageSpan, BatchSeen)):
             pending.append((pid, ev))
+        elif isinstance(ev, Probe):
+            probes.append(ev)
     for pid, ev in pending:
         owner = next((f"{p}:{ev.loader}" for p in _lineage(pid, procs) if f"{p}:{ev.loader}" in loaders), None)
         found = loaders.get(owner or by_source.get(ev.loader, ""))
@@ -148,11 +193,30 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             found.batches.append(ev.batch)
         else:
             found.stages[ev.stage].append(ev.duration)
+            found.items[ev.stage] += ev.items
             if len(found.spans) < MAX_SPANS:
                 found.spans.append((pid, ev))
     for st in loaders.values():
         st.steps.sort(key=lambda s: s.requested)
+        answers = {p.random for p in probes if p.loader == st.info.source_id}
+        st.random = True if True in answers else False if False in answers else None
+        st.label = st.info.name
     return loaders, procs
+
+
+def label_loaders(loaders: dict[str, LoaderStats]) -> None:
+    """Give each loader a distinct ``label``: the script's variable for it and its name; among equal
+    labels, ``#n`` in the order of first fetch and the batch size."""
+    for st in loaders.values():
+        st.label = f"{st.info.variable} = {st.info.name}" if st.info.variable else st.info.name
+    counts = Counter(st.label for st in loaders.values())
+    seen: Counter[str] = Counter()
+    ordered = sorted(loaders.values(), key=lambda s: s.steps[0].requested if s.steps else float("inf"))
+    for st in ordered:
+        if counts[st.label] > 1:
+            seen[st.label] += 1
+            size = f", batch_size={st.batch_size}" if st.batch_size is not None else ""
+            st.label = f"{st.label} (#{seen[st.label]}{size})"
 
 
 def loop_window(loaders: dict[str, LoaderStats]) -> float:

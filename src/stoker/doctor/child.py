@@ -1,7 +1,7 @@
 """Instrumentation of a script's interpreter, started by ``_boot/sitecustomize.py``.
 
 ``stoker doctor`` sets ``STOKER_DOCTOR_EVENTS`` (the events directory),
-``STOKER_DOCTOR_INTERVAL`` and ``STOKER_DOCTOR_INSPECT`` and puts ``_boot`` first on
+``STOKER_DOCTOR_INTERVAL``, ``STOKER_DOCTOR_INSPECT`` and ``STOKER_DOCTOR_PROBE`` and puts ``_boot`` first on
 PYTHONPATH, so every Python process of the script (spawned workers included) records into
 the directory. This module, ``events.py`` and ``recorder.py`` are loaded by path and use only
 the standard library: nothing is imported before the script imports it. A post-import hook
@@ -69,6 +69,7 @@ def install_from_env() -> Any:
         return None
     interval = float(os.environ.get("STOKER_DOCTOR_INTERVAL", "0.5"))
     inspect = int(os.environ.get("STOKER_DOCTOR_INSPECT", "4"))
+    probe = os.environ.get("STOKER_DOCTOR_PROBE", "1") != "0"
     events = _sibling("events")  # before recorder.py, which imports it by this name
     recorder = _sibling("recorder").Recorder(directory, interval)
     recorder.start()
@@ -80,7 +81,7 @@ def install_from_env() -> Any:
         if not made:
             from stoker.doctor.instrument import Instrumentation
 
-            made.append(Instrumentation(recorder, inspect))
+            made.append(Instrumentation(recorder, inspect, probe))
         return made[0]
 
     def torch_ready(module: Any) -> None:

@@ -22,6 +22,9 @@ class DoctorConfig:
         trace: write the Chrome-trace / Perfetto JSON of steps and stages.
         inspect_batches: batches per loader whose contents are looked at (dtypes, shapes,
             padding) to shape the advice; 0 looks at none.
+        probe: call ``__getitem__`` of one index of each map-style torch Dataset twice more
+            (random generators restored) to tell whether it draws at random (augmentation),
+            which changes the advice; False never calls it outside the script's own fetches.
     """
 
     interval: float = 0.5
@@ -30,6 +33,7 @@ class DoctorConfig:
     html: bool = True
     trace: bool = True
     inspect_batches: int = 4
+    probe: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.interval, bool) or not isinstance(self.interval, (int, float)) or not self.interval > 0:
@@ -57,3 +61,5 @@ class DoctorConfig:
             raise ConfigError(
                 f"inspect_batches must be an integer >= 0, got {self.inspect_batches!r}", option="inspect_batches"
             )
+        if not isinstance(self.probe, bool):
+            raise ConfigError(f"probe must be True or False, got {self.probe!r}", option="probe")

@@ -9,8 +9,9 @@ object keyed by field name::
 
     ["loader", loader, {LoaderDesc}]                a loader seen for the first time
     ["step", loader, requested, ready]              one batch handed out (data wait = ready - requested)
-    ["stage", loader, stage, thread, start, end]    one pipeline stage of one batch or chunk
+    ["stage", loader, stage, thread, start, end, items]    one pipeline stage of one batch or chunk
     ["batch", loader, {BatchDesc}]                  dtypes, shapes, padding of an inspected batch
+    ["probe", dataset, random, index]               __getitem__(index) called twice: outputs differ?
     ["meta", pid, ppid, start, end, cpus, argv, forked]    the process (fields unknown yet are null)
 
 A line is a JSON list of such events. Times are ``time.perf_counter()`` seconds.
@@ -51,6 +52,12 @@ class LoaderDesc:
         device: where batches land (None: the loader does not move them).
         store: whether the source reads a memory-mapped stoker store.
         persistent_workers: whether workers live across epochs (None: not known).
+        variable: the name the script binds the loader to where the doctor saw it ("" if none).
+        dataset_ref: ``module:attribute`` that ``stoker convert dataset`` can import to get the
+            Dataset ("" when none was found; see ``dataset_note``).
+        dataset_note: what to know before importing ``dataset_ref``, or why there is none.
+        image_root: the folder of image files the Dataset reads ("" when none was found).
+        random_transforms: class names of random transforms among the Dataset's attributes.
     """
 
     kind: str
@@ -65,6 +72,11 @@ class LoaderDesc:
     device: str | None = None
     store: bool = False
     persistent_workers: bool | None = None
+    variable: str = ""
+    dataset_ref: str = ""
+    dataset_note: str = ""
+    image_root: str = ""
+    random_transforms: tuple[str, ...] = ()
 
     @classmethod
     def from_info(cls, info: Any) -> LoaderDesc:
@@ -80,7 +92,8 @@ class LoaderDesc:
     def from_dict(cls, d: dict[str, Any]) -> LoaderDesc:
         """From its JSON object; keys this version does not know are dropped."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        known: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in names}
+        return cls(**known)
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,8 @@ class StageSpan(_OfLoader):
 
     ``loader`` is the loader's ``id()``; for the stages timed inside torch's dataset fetcher
     (``fetch``, ``collate``) it is the Dataset's ``id()`` (a loader's ``LoaderDesc.source_id``).
+    ``items`` is how many samples the span handled where that is known (a ``fetch``: the
+    ``__getitem__`` calls of one batch), else 1.
     """
 
     TAG: ClassVar[str] = "stage"
@@ -144,6 +159,7 @@ class StageSpan(_OfLoader):
     thread: int
     start: float
     end: float
+    items: int = 1
 
     @property
     def duration(self) -> float:
@@ -156,6 +172,19 @@ class BatchSeen(_OfLoader):
 
     TAG: ClassVar[str] = "batch"
     batch: BatchDesc
+
+
+@dataclass(frozen=True)
+class Probe(_OfLoader):
+    """``__getitem__(index)`` of the Dataset ``loader`` (its ``id()``) called twice in a row.
+
+    ``random``: True when the two outputs differ (the Dataset draws at random, e.g. crops),
+    False when equal, None when it raised or the outputs cannot be compared.
+    """
+
+    TAG: ClassVar[str] = "probe"
+    random: bool | None
+    index: int
 
 
 @dataclass(frozen=True)
@@ -185,8 +214,8 @@ class Meta:
         return Meta(**{**asdict(self), **known})
 
 
-Event = LoaderSeen | Step | StageSpan | BatchSeen | Meta
-RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Meta)}
+Event = LoaderSeen | Step | StageSpan | BatchSeen | Probe | Meta
+RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Probe, Meta)}
 # the nested records, by the name a field declares them with (annotations are strings here)
 _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
     "LoaderDesc": LoaderDesc.from_dict,
@@ -252,6 +281,7 @@ __all__ = [
     "LoaderDesc",
     "LoaderSeen",
     "Meta",
+    "Probe",
     "StageSpan",
     "Step",
     "TensorDesc",

@@ -1,7 +1,11 @@
 """The HTML report: one self-contained file (inline CSS and SVG plots) that opens offline.
 
 Plots (matplotlib, drawn on ``Figure`` objects, so pyplot's global state is never touched):
-per-step data wait vs compute, CPU / disk / GPU over time, and the stage breakdown.
+per-step data wait vs compute (one panel per loader), CPU / disk / GPU over time, and the stage
+breakdown. Plots scale down to the page's width; loaders are told apart by their report labels
+(distinct, see ``analysis.label_loaders``); lines that can coincide (the script's CPU and its main
+process's without workers) differ in width and dash, so neither hides the other; every y axis
+starts at 0.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,7 @@ h1{font-size:1.5em} .verdict{font-size:1.3em;padding:.5em 1em;border-radius:6px;
 .input-bound{background:#fde2e1} .compute-bound{background:#e0f5e4} .none{background:#fff4d6}
 table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3} code{background:#f5f5f5;padding:1px 3px} figure{margin:1em 0} .muted{color:#777}
+td{overflow-wrap:anywhere} figure svg{max-width:100%;height:auto;display:block}
 """
 
 
@@ -30,29 +36,34 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
-def _steps_plot(report: Report) -> str | None:
+def steps_figure(report: Report) -> Any:
+    """The steps plot as a matplotlib Figure, or None when there is nothing to draw."""
     from matplotlib.figure import Figure
 
     if not report.steps:
         return None
-    fig = Figure(figsize=(10, 3.2))
-    ax = fig.add_subplot()
-    for key in dict.fromkeys(s["loader"] for s in report.steps):
+    keys = list(dict.fromkeys(s["loader"] for s in report.steps))
+    fig = Figure(figsize=(10, 0.6 + 2.6 * len(keys)))
+    axes = fig.subplots(len(keys), 1, squeeze=False)[:, 0]
+    for ax, key in zip(axes, keys):  # one panel per loader: bars of two loaders never cover each other
         steps = [s for s in report.steps if s["loader"] == key]
         name = next((ld["name"] for ld in report.loaders if ld["key"] == key), key)
         x = range(len(steps))
         wait = [1000 * (s["t1"] - s["t0"]) for s in steps]
         comp = [1000 * s["compute_before"] for s in steps[1:]] + [0.0]
-        ax.bar(x, wait, width=1.0, color="#d9534f", label=f"data wait: {name}")
-        ax.bar(x, comp, width=1.0, bottom=wait, color="#5cb85c", label=f"compute: {name}")
-    ax.set_xlabel("step")
-    ax.set_ylabel("ms")
-    ax.set_title("per step: waiting for data (red) vs compute until the next fetch (green)")
-    ax.legend(loc="upper right", fontsize="small")
-    return _svg(fig)
+        ax.bar(x, wait, width=1.0, color="#d9534f", label="data wait")
+        ax.bar(x, comp, width=1.0, bottom=wait, color="#5cb85c", label="compute until the next fetch")
+        ax.set_title(textwrap.shorten(name, 110), fontsize="medium", loc="left")
+        ax.set_ylabel("ms")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper right", fontsize="small")
+    axes[-1].set_xlabel("step")
+    fig.suptitle("per step: waiting for data (red) vs compute until the next fetch (green)")
+    return fig
 
 
-def _resources_plot(report: Report) -> str | None:
+def resources_figure(report: Report) -> Any:
+    """The resources plot as a matplotlib Figure, or None when there is nothing to draw."""
     from matplotlib.figure import Figure
 
     s = report.samples
@@ -63,27 +74,37 @@ def _resources_plot(report: Report) -> str | None:
     fig = Figure(figsize=(10, 7 if has_gpu else 5))
     axes = fig.subplots(3 if has_gpu else 2, 1, sharex=True)
     ax = axes[0]
-    ax.plot(t, [x["cpu_tree"] for x in s], label="script + workers")
-    ax.plot(t, [x["cpu_root"] for x in s], label="main process")
-    ax.plot(t, [sum(x["cpu_cores"]) / 100 for x in s], label="whole machine", linestyle=":")
+    cores = max((len(x["cpu_cores"]) for x in s), default=1)
+    # wide and pale under narrow and dashed: equal lines (no workers) both stay visible
+    ax.plot(t, [x["cpu_tree"] for x in s], label="script + workers", linewidth=4, alpha=0.45)
+    ax.plot(t, [x["cpu_root"] for x in s], label="main process", linewidth=1.5, linestyle="--")
+    ax.plot(t, [sum(x["cpu_cores"]) / 100 for x in s], label="whole machine", linewidth=1.2, linestyle=":")
     ax.set_ylabel("CPU cores busy")
+    ax.set_ylim(0, cores * 1.05)
     ax.legend(fontsize="small")
     ax = axes[1]
-    ax.plot(t, [x["disk_read_bps"] / 1e6 for x in s], label="disk reads MB/s")
-    ax.plot(t, [x["read_bps"] / 1e6 for x in s], label="script reads MB/s")
+    ax.plot(t, [x["disk_read_bps"] / 1e6 for x in s], label="disk reads MB/s", linewidth=4, alpha=0.45)
+    ax.plot(t, [x["read_bps"] / 1e6 for x in s], label="script reads MB/s", linewidth=1.5, linestyle="--")
     ax.set_ylabel("MB/s")
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize="small")
     if has_gpu:
         ax = axes[2]
         ax.plot(t, [x["gpu"][0].get("util", 0) if x.get("gpu") else 0 for x in s], label="GPU 0 utilization %")
-        ax.plot(t, [x["gpu"][0].get("pcie_rx_bps", 0) / 1e9 if x.get("gpu") else 0 for x in s], label="PCIe in GB/s")
+        ax.plot(
+            t,
+            [x["gpu"][0].get("pcie_rx_bps", 0) / 1e9 if x.get("gpu") else 0 for x in s],
+            label="PCIe in GB/s",
+            linestyle="--",
+        )
+        ax.set_ylim(bottom=0)
         ax.legend(fontsize="small")
     axes[-1].set_xlabel("seconds since start")
     for lo, hi in _loop_spans(report):
         for a in axes:
             a.axvspan(lo, hi, color="#eee", zorder=0)
     fig.suptitle("resources over time (grey: the training loop)")
-    return _svg(fig)
+    return fig
 
 
 def _loop_spans(report: Report) -> list[tuple[float, float]]:
@@ -92,19 +113,22 @@ def _loop_spans(report: Report) -> list[tuple[float, float]]:
     return [(min(s["t0"] for s in report.steps), max(s["t1"] for s in report.steps))]
 
 
-def _stages_plot(report: Report) -> str | None:
+def stages_figure(report: Report) -> Any:
+    """The stages plot as a matplotlib Figure, or None when there is nothing to draw."""
     from matplotlib.figure import Figure
 
     rows = [(f"{ld['name']}: {r['stage']}", r["total_s"]) for ld in report.loaders for r in ld["stages"]]
     if not rows:
         return None
     rows = sorted(rows, key=lambda r: r[1])[-12:]
-    fig = Figure(figsize=(10, 0.5 + 0.4 * len(rows)))
+    labels = [textwrap.fill(r[0], 48) for r in rows]  # wrapped: long labels do not widen the figure
+    fig = Figure(figsize=(10, 0.8 + 0.25 * sum(label.count("\n") + 2 for label in labels)))
     ax = fig.add_subplot()
-    ax.barh([r[0] for r in rows], [r[1] for r in rows], color="#337ab7")
+    ax.barh(range(len(rows)), [r[1] for r in rows], color="#337ab7")  # by position: equal labels stay two bars
+    ax.set_yticks(range(len(rows)), labels, fontsize="small")
     ax.set_xlabel("seconds (worker stages summed over workers)")
     ax.set_title("stage breakdown")
-    return _svg(fig)
+    return fig
 
 
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -114,13 +138,23 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
 
 
 def _loaders_table(report: Report) -> str:
-    headers = ["loader", "steps", "data wait s", "compute s", "wait ms/step", "compute ms/step", "workers"]
+    headers = [
+        "loader",
+        "steps",
+        "data wait s",
+        "compute s",
+        "wait ms/step",
+        "compute ms/step",
+        "batch size",
+        "workers",
+    ]
     rows = []
     for ld in report.loaders:
         wait, compute = f"{ld['wait_s']:.3f}", f"{ld['compute_s']:.3f}"
         wait_ms, compute_ms = f"{ld['wait_ms_median']:.2f}", f"{ld['compute_ms_median']:.2f}"
-        workers = ld["info"]["num_workers"]
-        rows.append([html.escape(ld["name"]), ld["steps"], wait, compute, wait_ms, compute_ms, workers])
+        workers, size = ld["info"]["num_workers"], ld.get("batch_size")
+        size = "-" if size is None else size
+        rows.append([html.escape(ld["name"]), ld["steps"], wait, compute, wait_ms, compute_ms, size, workers])
     return _table(headers, rows)
 
 
@@ -143,22 +177,22 @@ def render_html(report: Report) -> str:
         parts.append("<h2>Recommendations</h2>")
         parts.append(
             _table(
-                ["#", "change", "evidence", "how"],
+                ["#", "loader", "change", "evidence", "how"],
                 [
-                    [i, e(r.title), e(r.evidence), f"<code>{e(r.action)}</code>"]
+                    [i, e(r.loader), e(r.title), e(r.evidence), f"<code>{e(r.action)}</code>"]
                     for i, r in enumerate(report.recommendations, 1)
                 ],
             )
         )
         parts.append("<h2>Loaders</h2>")
         parts.append(_loaders_table(report))
-    for title, plot in (
-        ("Steps", _steps_plot(report)),
-        ("Resources", _resources_plot(report)),
-        ("Stages", _stages_plot(report)),
+    for title, fig in (
+        ("Steps", steps_figure(report)),
+        ("Resources", resources_figure(report)),
+        ("Stages", stages_figure(report)),
     ):
-        if plot is not None:
-            parts.append(f"<h2>{title}</h2><figure class='plot' id='plot-{title.lower()}'>{plot}</figure>")
+        if fig is not None:
+            parts.append(f"<h2>{title}</h2><figure class='plot' id='plot-{title.lower()}'>{_svg(fig)}</figure>")
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -4,7 +4,11 @@ patches of torch's DataLoader (which has no public hook).
 - ``torch.utils.data.dataloader._BaseDataLoaderIter.__init__`` / ``__next__``: every batch a torch
   DataLoader iterator hands out (the data wait), and the loader's settings.
 - ``torch.utils.data._utils.fetch._MapDatasetFetcher.fetch`` (and the iterable one): the time in
-  the Dataset (``__getitem__`` and the collate), in the main process or in forked workers.
+  the Dataset (``__getitem__`` and the collate), in the main process or in forked workers, with
+  the number of samples of each fetch. With ``probe``, the first fetch of a map-style Dataset
+  in the main process or worker 0 first calls ``__getitem__`` of its first index twice more
+  (random generators restored; see ``dataset_facts.draws_randomly``) and records whether the
+  outputs differ: random augmentation.
 - ``stoker.register_observer``: every stoker loader built during the run, every batch it hands
   out and each stage (read, collate, transfer, h2d_wait, finalize), through the public
   :class:`stoker.Observer` hook. While ``torch.profiler`` records, each stage also runs inside
@@ -13,6 +17,7 @@ patches of torch's DataLoader (which has no public hook).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from threading import get_ident
 from time import perf_counter
@@ -20,11 +25,32 @@ from typing import Any
 
 import torch
 
-from stoker.doctor.events import BatchSeen, LoaderDesc, LoaderSeen, StageSpan, Step
+from stoker.doctor import dataset_facts
+from stoker.doctor.events import BatchSeen, LoaderDesc, LoaderSeen, Probe, StageSpan, Step
 from stoker.doctor.inspect_batch import describe
 from stoker.pipeline.observe import Handle, LoaderInfo, Observer, register_observer
 
 _KEY = "_stoker_doctor_key"
+
+
+def _variable(obj: Any) -> str:
+    """The name a frame of the script (outside torch and stoker) binds ``obj`` to, or ``""``."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.split(".")[0] not in ("torch", "stoker"):
+            for name, value in frame.f_locals.items():
+                if value is obj and not name.startswith("_"):
+                    return name
+        frame = frame.f_back  # type: ignore[assignment]
+    return ""
+
+
+def _sized(dataset: Any) -> bool:
+    try:
+        return len(dataset) > 0
+    except TypeError:
+        return False
 
 
 def _name(obj: Any) -> str:
@@ -55,7 +81,7 @@ class _Span:
         t1 = perf_counter()
         if self.rf is not None:
             self.rf.__exit__(None, None, None)
-        self.emit((StageSpan, self.key, self.stage, get_ident(), self.t0, t1))
+        self.emit((StageSpan, self.key, self.stage, get_ident(), self.t0, t1, 1))
 
 
 class LoaderObserver(Observer):
@@ -85,9 +111,11 @@ class Instrumentation:
     ``(RecordClass, *field values)`` tuples (see ``events.py``).
     """
 
-    def __init__(self, recorder: Any, inspect_batches: int = 4) -> None:
+    def __init__(self, recorder: Any, inspect_batches: int = 4, probe: bool = True) -> None:
         self._rec = recorder  # its ``emit`` changes in a forked child: look it up on each event
         self.inspect_batches = inspect_batches
+        self.probe = probe
+        self._probed: set[int] = set()  # Datasets probed in this process (a forked worker inherits it)
         self._undo: list[tuple[Any, str, Any]] = []
         self._seen: set[int] = set()
         self._inspected: dict[int, int] = {}
@@ -137,6 +165,7 @@ class Instrumentation:
     # -- torch DataLoader -----------------------------------------------------------------------
     def _torch_info(self, loader: Any) -> LoaderDesc:
         dataset = _name(loader.dataset)
+        ref, note = dataset_facts.importable_ref(loader.dataset)
         return LoaderDesc(
             kind="torch",
             name=f"DataLoader({dataset})",
@@ -148,6 +177,11 @@ class Instrumentation:
             prefetch_factor=loader.prefetch_factor,
             pin_memory=bool(loader.pin_memory),
             persistent_workers=bool(loader.persistent_workers),
+            variable=_variable(loader),
+            dataset_ref=ref,
+            dataset_note=note,
+            image_root=dataset_facts.image_root(loader.dataset),
+            random_transforms=dataset_facts.random_transforms(loader.dataset),
         )
 
     def _register(self, key: int, info: LoaderDesc) -> None:
@@ -160,7 +194,13 @@ class Instrumentation:
             orig(it, loader, *args, **kwargs)
             key = id(loader)
             setattr(it, _KEY, key)
-            self._register(key, self._torch_info(loader))
+            if key not in self._seen:
+                self._register(key, self._torch_info(loader))
+            dataset = loader.dataset
+            if self.probe and loader.num_workers == 0 and id(dataset) not in self._probed:
+                self._probed.add(id(dataset))  # here, before the first fetch: the probe is not a data wait
+                if not isinstance(dataset, torch.utils.data.IterableDataset) and _sized(dataset):
+                    self.emit(Probe(id(dataset), dataset_facts.draws_randomly(dataset, 0), 0))
 
         return __init__
 
@@ -182,12 +222,26 @@ class Instrumentation:
             collate = fetcher.collate_fn
             if not getattr(collate, "_stoker_doctor", False):
                 fetcher.collate_fn = self._timed_collate(collate, id(fetcher.dataset))
+            key = id(fetcher.dataset)
+            if self.probe and key not in self._probed:
+                self._probe(fetcher, index)
             t0 = perf_counter()
             out = orig(fetcher, index)
-            self.emit((StageSpan, id(fetcher.dataset), "fetch", get_ident(), t0, perf_counter()))
+            items = len(index) if isinstance(index, (list, tuple, range)) else 1
+            self.emit((StageSpan, key, "fetch", get_ident(), t0, perf_counter(), items))
             return out
 
         return fetch
+
+    def _probe(self, fetcher: Any, index: Any) -> None:
+        """``__getitem__`` of the batch's first index twice, in worker 0 only (the main process probes at init)."""
+        self._probed.add(id(fetcher.dataset))
+        worker = torch.utils.data.get_worker_info()
+        first = index[0] if isinstance(index, (list, tuple, range)) and len(index) else index
+        map_style = type(fetcher).__name__ == "_MapDatasetFetcher"
+        if not map_style or worker is None or worker.id != 0 or not isinstance(first, int):
+            return
+        self.emit(Probe(id(fetcher.dataset), dataset_facts.draws_randomly(fetcher.dataset, first), first))
 
     def _timed_collate(self, collate: Callable[[Any], Any], key: int) -> Callable[[Any], Any]:
         def timed(samples: Any) -> Any:

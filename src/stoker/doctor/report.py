@@ -9,13 +9,21 @@ from pathlib import Path
 from typing import Any
 
 from stoker.doctor.advice import Recommendation, bottleneck_resource, bottleneck_stage, recommend, verdict
-from stoker.doctor.analysis import LoaderStats, build_loaders, cpu_seconds, loop_window, step_stats, summarize_resources
+from stoker.doctor.analysis import (
+    LoaderStats,
+    build_loaders,
+    cpu_seconds,
+    label_loaders,
+    loop_window,
+    step_stats,
+    summarize_resources,
+)
 from stoker.doctor.config import DoctorConfig
 from stoker.doctor.events import as_json
 from stoker.doctor.recorder import read_events
 
 NO_LOADER = (
-    "no data loader seen: the script never fetched a batch from a torch DataLoader or a stoker.Loader "
+    "the script never fetched a batch from a torch DataLoader or a stoker.Loader "
     "(doctor times those two; a hand-written loop over tensors is not visible to it)"
 )
 
@@ -88,6 +96,7 @@ def build_report(
     """Read every process's events under ``events_dir`` and judge the run."""
     loaders, _procs = build_loaders(list(read_events(events_dir)))
     active = {k: st for k, st in loaders.items() if st.steps}
+    label_loaders(active)
     loop = loop_window(active)
     wait = sum(st.wait_s for st in active.values())
     stall = wait / loop if loop > 0 else 0.0
@@ -122,6 +131,7 @@ def build_report(
     report.recommendations = recommend(active, res, bound, stall, gpu_status)
     for st in active.values():
         entry = {"key": st.key, "name": st.name, "info": as_json(st.info), **step_stats(st)}
+        entry.update(batch_size=st.batch_size, random=st.random)
         entry.update(stages=st.stage_table(), batches=[as_json(b) for b in st.batches[:2]])
         report.loaders.append(entry)
         report.steps.extend(
@@ -129,8 +139,6 @@ def build_report(
             for s in st.steps
         )
     report.steps.sort(key=lambda s: s["t0"])
-    if bound == "input-bound":
-        report.message = f"input-bound: {100 * stall:.0f} % of the loop's {loop:.2f} s is spent waiting for data"
-    else:
-        report.message = f"compute-bound: only {100 * stall:.0f} % of the loop's {loop:.2f} s is spent waiting for data"
+    only = "" if bound == "input-bound" else "only "  # the message follows the verdict: it does not repeat it
+    report.message = f"{only}{100 * stall:.0f} % of the loop's {loop:.2f} s is spent waiting for data"
     return report

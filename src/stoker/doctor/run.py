@@ -35,6 +35,7 @@ def child_env(events: str, config: DoctorConfig) -> dict[str, str]:
     env["STOKER_DOCTOR_EVENTS"] = events
     env["STOKER_DOCTOR_INTERVAL"] = repr(float(config.interval))
     env["STOKER_DOCTOR_INSPECT"] = str(config.inspect_batches)
+    env["STOKER_DOCTOR_PROBE"] = "1" if config.probe else "0"
     return env
 
 

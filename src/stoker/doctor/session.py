@@ -43,7 +43,7 @@ class Doctor:
         self._tmp = tempfile.mkdtemp(prefix="stoker-doctor-")
         self._t0 = time.perf_counter()
         self._recorder = Recorder(self._tmp, cfg.interval).start()
-        self._instr = Instrumentation(self._recorder, cfg.inspect_batches)
+        self._instr = Instrumentation(self._recorder, cfg.inspect_batches, cfg.probe)
         self._instr.install()
         self._sampler = ResourceSampler(os.getpid(), cfg.interval).start()
         return self.report
@@ -101,6 +101,7 @@ def doctor(
     html: bool = True,
     trace: bool = True,
     inspect_batches: int = 4,
+    probe: bool = True,
 ) -> Doctor:
     """Time the data loading of the ``with`` block and judge it::
 
@@ -117,5 +118,6 @@ def doctor(
         html=html,
         trace=trace,
         inspect_batches=inspect_batches,
+        probe=probe,
     )
     return Doctor(cfg)

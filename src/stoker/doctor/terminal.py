@@ -20,7 +20,7 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
     out = file or sys.stdout
     con = Console(file=out, width=width or (None if out.isatty() else 110), highlight=False, soft_wrap=False)
     style = {"input-bound": "bold red", "compute-bound": "bold green"}.get(report.verdict, "bold yellow")
-    con.print(f"[{style}]stoker doctor: {report.verdict}[/]  {report.message}")
+    con.print(f"[{style}]stoker doctor: {report.verdict}[/] - {report.message}")
     if report.exit_code not in (None, 0):
         con.print(f"[yellow]the script exited with code {report.exit_code}; this report covers what ran[/]")
     if report.loaders:
@@ -33,13 +33,16 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
             "compute",
             "wait/step (median)",
             "compute/step (median)",
+            "batch size",
             "workers",
         ):
             t.add_column(col, justify="left" if col == "loader" else "right", overflow="fold")
         for ld in report.loaders:
             wait, compute = f"{ld['wait_s']:.2f} s", f"{ld['compute_s']:.2f} s"
             wait_ms, compute_ms = f"{ld['wait_ms_median']:.2f} ms", f"{ld['compute_ms_median']:.2f} ms"
-            t.add_row(ld["name"], str(ld["steps"]), wait, compute, wait_ms, compute_ms, str(ld["info"]["num_workers"]))
+            size = "-" if ld.get("batch_size") is None else str(ld["batch_size"])
+            workers = str(ld["info"]["num_workers"])
+            t.add_row(ld["name"], str(ld["steps"]), wait, compute, wait_ms, compute_ms, size, workers)
         con.print(t)
         for ld in report.loaders:
             if ld["stages"]:
@@ -50,7 +53,7 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
                     st.add_row(
                         row["stage"],
                         f"{row['total_s']:.3f} s",
-                        f"{row['ms_per_call']:.2f} ms",
+                        f"{row['ms_per_call']:.2f} ms / {row.get('unit', 'call')}",
                         str(row["calls"]),
                         row["where"],
                     )
@@ -58,12 +61,15 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
     con.print(_resources(report))
     if report.recommendations:
         rt = Table(title="recommendations (most time to gain first)", title_justify="left", show_lines=True)
+        several = len(report.loaders) > 1  # then each recommendation names its loader
         rt.add_column("#", justify="right")
+        if several:
+            rt.add_column("loader", overflow="fold")
         rt.add_column("change", overflow="fold")
         rt.add_column("evidence", overflow="fold")
         rt.add_column("how", overflow="fold")
         for i, r in enumerate(report.recommendations, 1):
-            rt.add_row(str(i), r.title, r.evidence, r.action)
+            rt.add_row(str(i), *([r.loader] if several else []), r.title, r.evidence, r.action)
         con.print(rt)
     elif report.loaders and report.verdict == "compute-bound":
         con.print("no change to data loading would speed this run up: the data is ready when the step asks for it")

@@ -3,7 +3,17 @@
 import pytest
 
 from stoker.doctor.config import DoctorConfig
-from stoker.doctor.events import BatchDesc, BatchSeen, LoaderDesc, LoaderSeen, StageSpan, Step, TensorDesc, encode_line
+from stoker.doctor.events import (
+    BatchDesc,
+    BatchSeen,
+    LoaderDesc,
+    LoaderSeen,
+    Probe,
+    StageSpan,
+    Step,
+    TensorDesc,
+    encode_line,
+)
 from stoker.doctor.report import build_report
 
 CFG = DoctorConfig(interval=0.1)
@@ -155,3 +165,75 @@ def test_torn_last_line_is_skipped(tmp_path):
 def test_config_validation(bad):
     with pytest.raises(ValueError):
         DoctorConfig(**bad)
+
+
+def _slow_getitem(key=1, source_id=7, n=40, t0=1.0, batch=32):
+    """A torch loader whose fetches of ``batch`` samples take 20 ms each."""
+    return loop(key, n, 0.02, 0.005, t0) + [StageSpan(source_id, "fetch", 1, t0, t0 + 0.02, batch)] * n
+
+
+def test_a_random_getitem_over_an_image_folder_is_told_to_store_encoded_images(tmp_path):
+    desc = info(image_root="/data/photos", dataset_ref="train:train_set")
+    image = BatchDesc("list", (TensorDesc("0", "float32", (32, 3, 160, 160), "cpu"),))
+    ev = [LoaderSeen(1, desc), Probe(7, True, 0), BatchSeen(1, image)] + _slow_getitem()
+    r = report_for(tmp_path, ev, samples(1.0, 2.0, cpu_tree=3.9, machine=98))
+    assert not any(t.startswith("Precompute") for t in titles(r))  # a store of its outputs freezes the crops
+    (rec,) = [x for x in r.recommendations if "encoded" in x.title]
+    assert "stoker convert images /data/photos stores/photos" in rec.action
+    assert "ImageSource('stores/photos', stoker.vision.train_transforms(160))" in rec.action
+    assert "batch_size=32" in rec.action and "different samples" in rec.evidence
+
+
+def test_a_random_transform_attribute_without_a_folder_asks_to_augment_per_batch(tmp_path):
+    desc = info(dataset_ref="train:train_set", random_transforms=("RandomCrop",))
+    ev = [LoaderSeen(1, desc), Probe(7, False, 0)] + _slow_getitem()
+    r = report_for(tmp_path, ev, samples(1.0, 2.0, cpu_tree=3.9, machine=98))
+    assert not any(t.startswith("Precompute") for t in titles(r))
+    (rec,) = [x for x in r.recommendations if "augment each batch" in x.title]
+    assert "stoker convert dataset train:train_set stores/toy" in rec.action and "RandomCrop" in rec.evidence
+
+
+def test_a_deterministic_getitem_gets_the_exact_convert_command(tmp_path):
+    desc = info(dataset_ref="train:Toy", dataset_note="importing train.py runs its training loop")
+    ev = [LoaderSeen(1, desc), Probe(7, False, 0)] + _slow_getitem()
+    r = report_for(tmp_path, ev, samples(1.0, 2.0, cpu_tree=3.9, machine=98))
+    (pre,) = [x for x in r.recommendations if x.title.startswith("Precompute")]
+    assert pre.action.startswith("once: stoker convert dataset train:Toy stores/toy (importing train.py runs")
+    assert 'stoker.Loader("stores/toy", batch_size=32, shuffle=True)' in pre.action
+    assert "stoker.write" not in pre.action
+    desc = info(image_root="/data/photos")
+    r = report_for(tmp_path, [LoaderSeen(1, desc), Probe(7, False, 0)] + _slow_getitem(), samples(1.0, 2.0))
+    (pre,) = [x for x in r.recommendations if x.title.startswith("Precompute")]
+    assert "stoker convert images /data/photos stores/photos --mode resized --size 224" in pre.action
+
+
+def test_getitem_is_counted_per_sample(tmp_path):
+    ev = [LoaderSeen(1, info())] + _slow_getitem(n=26, batch=32)
+    r = report_for(tmp_path, ev, samples(1.0, 2.0))
+    row = r.loaders[0]["stages"][0]
+    assert row["stage"] == "Toy.__getitem__" and row["calls"] == 26 * 32 and row["unit"] == "sample"
+    assert abs(row["ms_per_call"] - 20.0 / 32) < 1e-6
+
+
+def test_two_loaders_of_one_name_are_told_apart_with_their_real_batch_sizes(tmp_path):
+    big = BatchDesc("dict", (TensorDesc("x", "float32", (256, 4), "cpu"),))
+    small = BatchDesc("dict", (TensorDesc("x", "float32", (8, 4), "cpu"),))
+    desc = info(kind="stoker", name="stoker.Loader(Toy)", batch_size=None, source_id=-1)
+    ev = [LoaderSeen(1, desc), LoaderSeen(2, desc), BatchSeen(1, big), BatchSeen(2, small)]
+    ev += loop(1, 20, 0.02, 0.005, t0=1.0) + loop(2, 20, 0.02, 0.005, t0=1.6)
+    ev += [StageSpan(1, "read", 1, 1.0, 1.02)] * 20 + [StageSpan(2, "read", 1, 1.6, 1.62)] * 20
+    r = report_for(tmp_path, ev, samples(1.0, 2.2, cpu_tree=1.0, cores=4))
+    names = [ld["name"] for ld in r.loaders]
+    assert sorted(names) == ["stoker.Loader(Toy) (#1, batch_size=256)", "stoker.Loader(Toy) (#2, batch_size=8)"]
+    assert sorted(ld["batch_size"] for ld in r.loaders) == [8, 256]
+    for rec in r.recommendations:
+        assert rec.loader in names
+    pre = {x.loader: x.action for x in r.recommendations if x.title.startswith("Precompute")}
+    assert "batch_size=256" in pre["stoker.Loader(Toy) (#1, batch_size=256)"]
+    assert "batch_size=8," in pre["stoker.Loader(Toy) (#2, batch_size=8)"]
+
+
+def test_the_message_does_not_repeat_the_verdict(tmp_path):
+    r = report_for(tmp_path, [LoaderSeen(1, info())] + loop(1, 50, 0.02, 0.005), samples(1.0, 3.0))
+    assert r.verdict == "input-bound" and "bound" not in r.message
+    assert r.message.startswith("80 % of the loop's")

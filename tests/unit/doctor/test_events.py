@@ -15,6 +15,7 @@ from stoker.doctor.events import (
     LoaderDesc,
     LoaderSeen,
     Meta,
+    Probe,
     StageSpan,
     Step,
     TensorDesc,
@@ -26,13 +27,27 @@ from stoker.doctor.events import (
 )
 from stoker.pipeline.observe import LoaderInfo
 
-DESC = LoaderDesc(kind="torch", name="DataLoader(Toy)", source="Toy", source_id=7, num_workers=2, batch_size=32)
+DESC = LoaderDesc(
+    kind="torch",
+    name="DataLoader(Toy)",
+    source="Toy",
+    source_id=7,
+    num_workers=2,
+    batch_size=32,
+    variable="train_loader",
+    dataset_ref="train:train_set",
+    image_root="/data/photos",
+    random_transforms=("RandomResizedCrop", "ColorJitter"),
+)
 BATCH = BatchDesc("dict", (TensorDesc("input_ids", "int64", (32, 128), "cpu"),), padding=0.25)
 RECORDS = [
     LoaderSeen(1, DESC),
     Step(1, 2.0, 2.5),
     StageSpan(1, "read", 123, 2.0, 2.25),
+    StageSpan(7, "fetch", 123, 2.0, 2.25, 32),
     BatchSeen(1, BATCH),
+    Probe(7, True, 0),
+    Probe(7, None, 3),
     Meta(pid=10, ppid=1, start=0.5, cpus=4),
     Meta(argv=("train.py", "--epochs", "1")),
     Meta(pid=11, ppid=10, start=0.75, forked=True),
@@ -48,7 +63,9 @@ def test_every_record_round_trips_through_the_wire(record):
 
 def test_the_wire_is_the_tag_then_the_fields_with_nested_records_as_objects():
     assert to_wire(Step(1, 2.0, 2.5)) == ["step", 1, 2.0, 2.5]
-    assert to_wire(StageSpan(1, "read", 123, 2.0, 2.25)) == ["stage", 1, "read", 123, 2.0, 2.25]
+    assert to_wire(StageSpan(1, "read", 123, 2.0, 2.25)) == ["stage", 1, "read", 123, 2.0, 2.25, 1]
+    assert to_wire(StageSpan(7, "fetch", 5, 2.0, 2.25, 32))[-1] == 32  # the samples of one fetch
+    assert from_wire(["stage", 1, "read", 123, 2.0, 2.25]).items == 1  # a line written before items existed
     loader = to_wire(LoaderSeen(1, DESC))
     assert loader[:2] == ["loader", 1] and loader[2]["source"] == "Toy" and loader[2]["kind"] == "torch"
     assert to_wire(Meta(pid=3, end=9.0)) == ["meta", 3, None, None, 9.0, None, None, False]
@@ -56,7 +73,7 @@ def test_the_wire_is_the_tag_then_the_fields_with_nested_records_as_objects():
 
 def test_the_hot_path_tuple_encodes_as_its_record():
     assert to_wire((Step, 1, 2.0, 2.5)) == to_wire(Step(1, 2.0, 2.5))
-    assert to_wire((StageSpan, 1, "read", 5, 2.0, 2.25)) == to_wire(StageSpan(1, "read", 5, 2.0, 2.25))
+    assert to_wire((StageSpan, 1, "read", 5, 2.0, 2.25, 1)) == to_wire(StageSpan(1, "read", 5, 2.0, 2.25))
 
 
 def test_a_line_holds_many_events_and_a_torn_or_foreign_line_is_refused():

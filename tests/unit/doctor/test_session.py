@@ -28,7 +28,13 @@ def test_slow_dataset_is_input_bound_and_names_its_getitem():
     assert report.bottleneck_stage.endswith("SlowDataset.__getitem__")
     (ld,) = report.loaders
     assert ld["steps"] == 5 and ld["info"]["num_workers"] == 0
-    assert any(r.title.startswith("Precompute") and "stoker.write(" in r.action for r in report.recommendations)
+    getitem = ld["stages"][0]  # counted per sample (40), not per batch (5)
+    assert getitem["calls"] == 40 and getitem["unit"] == "sample" and ld["random"] is False
+    (pre,) = [r for r in report.recommendations if r.title.startswith("Precompute")]
+    # the exact command: the Dataset's class takes no argument, so `stoker convert dataset module:Class` fits
+    assert f"stoker convert dataset {SlowDataset.__module__}:SlowDataset stores/slowdataset" in pre.action
+    assert 'stoker.Loader("stores/slowdataset", batch_size=8, shuffle=True)' in pre.action
+    assert "per sample (40 calls)" in pre.evidence
 
 
 def test_a_loop_busy_between_fetches_is_compute_bound():
@@ -92,7 +98,7 @@ def test_an_exception_in_the_block_still_fills_the_report():
 def test_no_loader_says_so():
     with stoker.doctor(interval=0.05) as report:
         torch.randn(100, 100) @ torch.randn(100, 100)
-    assert report.verdict == "no data loader seen" and "no data loader seen" in report.message
+    assert report.verdict == "no data loader seen" and "never fetched a batch" in report.message
     assert report.recommendations == []
 
 
@@ -124,3 +130,58 @@ def test_bad_options_say_what_to_do():
         stoker.doctor(interval=0)
     with pytest.raises(ValueError, match="stall_threshold"):
         stoker.doctor(stall_threshold=1.5)
+
+
+class RandomCrops(Dataset):
+    """A slow __getitem__ that draws a random crop per call, as a training set with augmentation does."""
+
+    def __init__(self):
+        self.image = torch.arange(256.0).reshape(16, 16)
+
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, i):
+        time.sleep(0.005)  # 32 rows: at least 0.16 s of data wait against a loop body of microseconds
+        y, x = torch.randint(0, 9, (2,)).tolist()
+        return self.image[y : y + 8, x : x + 8]
+
+
+def _draws_after_an_epoch(under_doctor):
+    torch.manual_seed(0)
+    ds = RandomCrops()
+    if under_doctor:
+        with stoker.doctor(interval=0.05) as report:
+            crops = [b.clone() for b in DataLoader(ds, batch_size=8)]
+    else:
+        report, crops = None, [b.clone() for b in DataLoader(ds, batch_size=8)]
+    return report, crops, torch.rand(3)
+
+
+def test_random_crops_are_not_told_to_be_frozen_into_a_store_and_the_script_draws_the_same():
+    report, crops, after = _draws_after_an_epoch(under_doctor=True)
+    _, plain_crops, plain_after = _draws_after_an_epoch(under_doctor=False)
+    # the probe's two extra __getitem__ calls restore the generators: same crops, same later draws
+    assert all(torch.equal(a, b) for a, b in zip(crops, plain_crops)) and torch.equal(after, plain_after)
+    assert not any(r.title.startswith("Precompute") for r in report.recommendations)
+    assert report.verdict == "input-bound" and report.loaders[0]["random"] is True
+    (aug,) = [r for r in report.recommendations if "augment" in r.title]
+    assert "would freeze the augmentation" in aug.evidence
+
+
+def test_two_loaders_over_one_dataset_class_are_named_by_their_variables():
+    with stoker.doctor(interval=0.05) as report:
+        train_loader = DataLoader(SlowDataset(), batch_size=8)
+        val_loader = DataLoader(SlowDataset(), batch_size=20)
+        for _ in train_loader:
+            pass
+        for _ in val_loader:
+            pass
+    cls = f"{SlowDataset.__module__}.SlowDataset"
+    assert sorted(ld["name"] for ld in report.loaders) == [
+        f"train_loader = DataLoader({cls})",
+        f"val_loader = DataLoader({cls})",
+    ]
+    names = {ld["name"]: ld["batch_size"] for ld in report.loaders}
+    assert names == {f"train_loader = DataLoader({cls})": 8, f"val_loader = DataLoader({cls})": 20}
+    assert {r.loader for r in report.recommendations} <= set(names)
