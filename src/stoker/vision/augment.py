@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from stoker.errors import ConfigError
-from stoker.vision.batch_ops import BatchOp
+from stoker.vision.batch_ops import BatchOp, Draw
 from stoker.vision.transforms import Compose, Normalize
 
 WORKERS = "workers, per sample"
@@ -110,9 +110,11 @@ class Augment:
         digest = hashlib.blake2b(np.ascontiguousarray(rows, dtype=np.int64).tobytes(), digest_size=8).hexdigest()
         per_batch = [random.Random(f"stoker-augment-batch:{self.seed}:{epoch}:{digest}")]
         for k, op in self.batch_ops:
-            if op.mixes_labels:
-                op.check_labels(np.asarray(batch["label"]))
-            batch[_KEY.format(k)] = op.draw(per_row if op.per_row else per_batch, *size)
+            op.check_labels(np.asarray(batch.get("label", ())))
+            drawn = op.draw(per_row if op.per_row else per_batch, *size)
+            if drawn.rows is not None:  # a top-level array: the loader copies it with the batch
+                batch[_KEY.format(k)] = drawn.rows
+            batch[_KEY.format(k) + "_host"] = Draw(host=drawn.host)  # opaque: stays on the host
 
     # -- on the device, in finalize ------------------------------------------------------------
     def _mean_inv_std(self, norm: Normalize | None, device: torch.device, dtype: torch.dtype, nchw: bool) -> Any:
@@ -143,13 +145,13 @@ class Augment:
                 x, normalized = (x - mean) * inv_std, True
             elif isinstance(op, BatchOp):
                 key = _KEY.format(k)
-                if key not in batch:
+                if key + "_host" not in batch:
                     raise ConfigError(
-                        f"the batch lost its {key!r} entry ({_name(op)}'s random numbers); a collate_fn over an "
+                        f"the batch lost its {key!r} entries ({_name(op)}'s random numbers); a collate_fn over an "
                         "ImageSource must keep the entries it does not know",
                         option="collate_fn",
                     )
-                x, labels = op.apply(x, labels, batch.pop(key))
+                x, labels = op.apply(x, labels, batch.pop(key, None), batch.pop(key + "_host").host)
             else:
                 x = self._per_sample(op, x, normalized)
         if not normalized:

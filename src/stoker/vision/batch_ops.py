@@ -4,10 +4,11 @@ Named and parametrized as torchvision's (``torchvision.transforms.v2``), written
 (torchvision is never imported). Each op works in two halves:
 
 * ``draw`` runs in a worker, on the host, with the batch's random generators: one per row, seeded by
-  ``(seed, epoch, row)`` as the crops are, and one per batch. Per-row ops (ColorJitter, RandomErasing)
-  return a float32 array ``(rows, PARAMS)`` that travels to the device with the batch; per-batch ops
-  (MixUp, CutMix) return a :class:`BatchDraw` of plain numbers that stays on the host.
-* ``apply`` runs in ``finalize`` on the device and transforms the whole batch with those numbers.
+  ``(seed, epoch, row)`` as the crops are, and one per batch. It returns a :class:`Draw`: a float32
+  array ``rows`` that travels to the device with the batch (pinned, on the loader's copy stream) and
+  plain numbers ``host`` that stay on the host (box corners, group bounds).
+* ``apply`` runs in ``finalize`` on the device and transforms the whole batch with those numbers,
+  without reading anything back from the device (no synchronization with the training step).
 
 The batch ``apply`` sees is float32 NCHW: pixel values 0..255 before Normalize, normalized values after
 it (so RandomErasing's ``value`` is in the scale the image has at its place in the list, as in
@@ -30,10 +31,11 @@ from stoker.errors import ConfigError
 
 
 @dataclass(frozen=True)
-class BatchDraw:
-    """The host-side numbers of a per-batch op (MixUp, CutMix): they stay on the host with the batch."""
+class Draw:
+    """One op's random numbers for one batch: ``rows`` goes to the device with the batch, ``host`` stays."""
 
-    values: tuple[float, ...]
+    rows: np.ndarray | None = None
+    host: tuple[float, ...] = ()
 
 
 class BatchOp:
@@ -49,12 +51,15 @@ class BatchOp:
     pixels: ClassVar[bool] = False
     mixes_labels: ClassVar[bool] = False
 
-    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> np.ndarray | BatchDraw:
-        """This op's random parameters for a batch of ``height x width`` images (host, worker)."""
+    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> Draw:
+        """This op's random numbers for a batch of ``height x width`` images (host, worker)."""
         raise NotImplementedError(f"{type(self).__name__} must define draw")
 
-    def apply(self, x: torch.Tensor, labels: torch.Tensor | None, params: Any) -> tuple[torch.Tensor, Any]:
-        """The batch ``x`` (float32 NCHW) and its labels, transformed with ``params`` (device, consumer)."""
+    def apply(
+        self, x: torch.Tensor, labels: torch.Tensor | None, rows: torch.Tensor | None, host: tuple[float, ...]
+    ) -> tuple[torch.Tensor, Any]:
+        """The batch ``x`` (float32 NCHW) and its labels, transformed with a :class:`Draw`'s numbers
+        (``rows`` now on ``x``'s device); on the device, in the consumer."""
         raise NotImplementedError(f"{type(self).__name__} must define apply")
 
     def check_labels(self, labels: np.ndarray) -> None:
@@ -77,6 +82,13 @@ def _range(name: str, option: str, value: Any, center: float, bound: tuple[float
             f"{name}: {option} range ({lo}, {hi}) must satisfy {bound[0]} <= min <= max <= {bound[1]}", option=option
         )
     return None if lo == hi == center else (float(lo), float(hi))
+
+
+def _given(rows: torch.Tensor | None, op: BatchOp) -> torch.Tensor:
+    """The per-row numbers ``op.draw`` made; a batch without them was not drawn for this op."""
+    if rows is None:
+        raise TypeError(f"{type(op).__name__}.apply needs the rows its draw made, got None")
+    return rows
 
 
 def _gray(x: torch.Tensor) -> torch.Tensor:
@@ -136,27 +148,45 @@ class ColorJitter(BatchOp):
             _range("ColorJitter", "hue", self.hue, 0.0, (-0.5, 0.5)),
         )
 
-    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> np.ndarray:
+    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> Draw:
+        """Per row an order of the four parts and their factors; rows grouped by order, so that ``apply``
+        runs each part once per group on a contiguous slice. ``rows``: (batch row, 4 factors) in group
+        order; ``host``: (start, stop, order...) per group."""
         ranges = self.ranges
-        out = np.empty((len(rngs), self.PARAMS), dtype=np.float32)
-        for k, rng in enumerate(rngs):
+        orders, factors = [], []
+        for rng in rngs:
             order = [0, 1, 2, 3]
             rng.shuffle(order)
-            factors = [rng.uniform(*r) if r is not None else (0.0 if i == 3 else 1.0) for i, r in enumerate(ranges)]
-            out[k] = order + factors
-        return out
+            orders.append(tuple(order))
+            factors.append(
+                [rng.uniform(*r) if r is not None else (0.0 if i == 3 else 1.0) for i, r in enumerate(ranges)]
+            )
+        grouped = sorted(range(len(rngs)), key=lambda k: orders[k])
+        out = np.array([[k, *factors[k]] for k in grouped], dtype=np.float32).reshape(len(rngs), 5)
+        host: list[float] = []
+        start = 0
+        for stop in range(1, len(grouped) + 1):
+            if stop == len(grouped) or orders[grouped[stop]] != orders[grouped[start]]:
+                host.extend((start, stop, *orders[grouped[start]]))
+                start = stop
+        return Draw(out, tuple(host))
 
-    def apply(self, x: torch.Tensor, labels: torch.Tensor | None, params: Any) -> tuple[torch.Tensor, Any]:
-        params = params.to(x.dtype)
-        order = params[:, :4].long()
-        factors = params[:, 4:].view(-1, 4, 1, 1, 1)
-        active = [i for i, r in enumerate(self.ranges) if r is not None]
-        for position in range(4):
-            for op in active:
-                rows = (order[:, position] == op).nonzero().flatten()
-                if len(rows):
-                    x[rows] = self._one(op, x[rows], factors[rows, op])
-        return x, labels
+    def apply(
+        self, x: torch.Tensor, labels: torch.Tensor | None, rows: torch.Tensor | None, host: tuple[float, ...]
+    ) -> tuple[torch.Tensor, Any]:
+        rows = _given(rows, self)
+        index = rows[:, 0].long()
+        factors = rows[:, 1:].to(x.dtype).view(-1, 4, 1, 1, 1)
+        active = {i for i, r in enumerate(self.ranges) if r is not None}
+        grouped = x.index_select(0, index)
+        for g in range(0, len(host), 6):
+            start, stop = int(host[g]), int(host[g + 1])
+            part = grouped[start:stop]
+            for op in (int(o) for o in host[g + 2 : g + 6]):
+                if op in active:
+                    part = self._one(op, part, factors[start:stop, op])
+            grouped[start:stop] = part
+        return x.index_copy(0, index, grouped), labels
 
     @staticmethod
     def _one(op: int, x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
@@ -202,7 +232,7 @@ class RandomErasing(BatchOp):
             )
         object.__setattr__(self, "value", tuple(float(v) for v in values))
 
-    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> np.ndarray:
+    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> Draw:
         out = np.zeros((len(rngs), self.PARAMS), dtype=np.float32)
         area, log_ratio = height * width, (math.log(self.ratio[0]), math.log(self.ratio[1]))
         for k, rng in enumerate(rngs):
@@ -215,14 +245,19 @@ class RandomErasing(BatchOp):
                 if 0 < h < height and 0 < w < width:
                     out[k] = (rng.randrange(height - h + 1), rng.randrange(width - w + 1), h, w)
                     break
-        return out
+        return Draw(out)
 
-    def apply(self, x: torch.Tensor, labels: torch.Tensor | None, params: Any) -> tuple[torch.Tensor, Any]:
-        top, left, h, w = (params[:, i].view(-1, 1, 1, 1) for i in range(4))
-        ys = torch.arange(x.shape[2], device=x.device, dtype=params.dtype).view(1, 1, -1, 1)
-        xs = torch.arange(x.shape[3], device=x.device, dtype=params.dtype).view(1, 1, 1, -1)
+    def apply(
+        self, x: torch.Tensor, labels: torch.Tensor | None, rows: torch.Tensor | None, host: tuple[float, ...]
+    ) -> tuple[torch.Tensor, Any]:
+        rows = _given(rows, self)
+        top, left, h, w = (rows[:, i].view(-1, 1, 1, 1) for i in range(4))
+        ys = torch.arange(x.shape[2], device=x.device, dtype=rows.dtype).view(1, 1, -1, 1)
+        xs = torch.arange(x.shape[3], device=x.device, dtype=rows.dtype).view(1, 1, 1, -1)
         box = (ys >= top) & (ys < top + h) & (xs >= left) & (xs < left + w)
-        value = torch.tensor(self.value, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+        value = torch.full((1, len(self.value), 1, 1), 0.0, dtype=x.dtype, device=x.device)
+        for c, v in enumerate(self.value):  # filled on the device: no blocking copy from the host
+            value[:, c] = v
         return torch.where(box, value, x), labels
 
 
@@ -230,8 +265,8 @@ def _soft(labels: torch.Tensor | None, num_classes: int, name: str) -> torch.Ten
     """Labels as float32 rows of ``num_classes`` (integer labels one-hot; soft ones as they are)."""
     if labels is None:
         raise ConfigError(f"{name} mixes labels, and this batch has none", option="transforms")
-    if labels.dim() == 1:
-        return torch.nn.functional.one_hot(labels.long(), num_classes).to(torch.float32)
+    if labels.dim() == 1:  # checked on the host already (check_labels): no device-side check, no sync
+        return torch.zeros(len(labels), num_classes, device=labels.device).scatter_(1, labels.long().view(-1, 1), 1.0)
     return labels.to(torch.float32)
 
 
@@ -272,11 +307,13 @@ class MixUp(_Mix):
     """Mix each image and its label with the previous one in the batch: one ``lam ~ Beta(alpha, alpha)``
     per batch, ``x = lam * x + (1 - lam) * x.roll(1, 0)``, the same for the one-hot labels (torchvision's)."""
 
-    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> BatchDraw:
-        return BatchDraw((rngs[0].betavariate(self.alpha, self.alpha),))
+    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> Draw:
+        return Draw(host=(rngs[0].betavariate(self.alpha, self.alpha),))
 
-    def apply(self, x: torch.Tensor, labels: torch.Tensor | None, params: Any) -> tuple[torch.Tensor, Any]:
-        lam = params.values[0]
+    def apply(
+        self, x: torch.Tensor, labels: torch.Tensor | None, rows: torch.Tensor | None, host: tuple[float, ...]
+    ) -> tuple[torch.Tensor, Any]:
+        lam = host[0]
         soft = _soft(labels, int(self.num_classes or 0), "MixUp")
         return x * lam + x.roll(1, 0) * (1 - lam), soft * lam + soft.roll(1, 0) * (1 - lam)
 
@@ -289,7 +326,7 @@ class CutMix(_Mix):
     a random center (cut at the borders), labels weighted ``1 - box area / image area``.
     """
 
-    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> BatchDraw:
+    def draw(self, rngs: Sequence[random.Random], height: int, width: int) -> Draw:
         rng = rngs[0]
         lam = rng.betavariate(self.alpha, self.alpha)
         cy, cx = rng.randrange(height), rng.randrange(width)
@@ -298,10 +335,12 @@ class CutMix(_Mix):
         top, bottom = max(cy - dh, 0), min(cy + dh, height)
         left, right = max(cx - dw, 0), min(cx + dw, width)
         kept = 1.0 - (bottom - top) * (right - left) / (height * width)
-        return BatchDraw((kept, top, bottom, left, right))
+        return Draw(host=(kept, top, bottom, left, right))
 
-    def apply(self, x: torch.Tensor, labels: torch.Tensor | None, params: Any) -> tuple[torch.Tensor, Any]:
-        kept, top, bottom, left, right = params.values
+    def apply(
+        self, x: torch.Tensor, labels: torch.Tensor | None, rows: torch.Tensor | None, host: tuple[float, ...]
+    ) -> tuple[torch.Tensor, Any]:
+        kept, top, bottom, left, right = host
         top, bottom, left, right = int(top), int(bottom), int(left), int(right)
         soft = _soft(labels, int(self.num_classes or 0), "CutMix")
         out = x.clone()
@@ -311,4 +350,4 @@ class CutMix(_Mix):
 
 BATCH_OPS = (ColorJitter, RandomErasing, MixUp, CutMix)
 
-__all__ = ["BATCH_OPS", "BatchDraw", "BatchOp", "ColorJitter", "CutMix", "MixUp", "RandomErasing"]
+__all__ = ["BATCH_OPS", "BatchOp", "Draw", "ColorJitter", "CutMix", "MixUp", "RandomErasing"]

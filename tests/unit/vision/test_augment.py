@@ -160,3 +160,13 @@ def test_a_callable_that_changes_the_size_is_an_error_naming_it(encoded):
 
     with pytest.raises(ConfigError, match="shrink returned a torch.uint8 tensor of shape"):
         first(ImageSource(encoded, [*EVAL, shrink]))
+
+
+def test_batch_ops_give_the_same_batches_from_worker_processes(encoded):
+    ops = [RandomResizedCrop(16), ColorJitter(0.4, 0.4, 0.4, 0.1), Normalize(), RandomErasing(), CutMix(num_classes=3)]
+    here = list(stoker.Loader(ImageSource(encoded, ops), batch_size=5, num_workers=0))
+    procs = list(stoker.Loader(ImageSource(encoded, ops), batch_size=5, num_workers=2, engine="processes"))
+    assert len(here) == len(procs) == 3
+    for a, b in zip(here, procs):
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["label"], b["label"])
+        assert sorted(b) == ["image", "label"]

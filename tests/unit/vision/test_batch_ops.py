@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from stoker.errors import ConfigError
-from stoker.vision.batch_ops import BatchDraw, ColorJitter, CutMix, MixUp, RandomErasing
+from stoker.vision.batch_ops import ColorJitter, CutMix, Draw, MixUp, RandomErasing
 
 
 def batch(n: int = 4, h: int = 6, w: int = 5, seed: int = 0) -> torch.Tensor:
@@ -23,10 +23,13 @@ def rngs(n: int, seed: int = 0) -> list[random.Random]:
 
 
 def run(op, x: torch.Tensor, labels=None, seed: int = 0):
-    params = op.draw(rngs(len(x) if op.per_row else 1, seed), x.shape[2], x.shape[3])
-    if isinstance(params, np.ndarray):
-        params = torch.from_numpy(params)
-    return op.apply(x.clone(), labels, params)
+    drawn = op.draw(rngs(len(x) if op.per_row else 1, seed), x.shape[2], x.shape[3])
+    return apply(op, x, drawn, labels)
+
+
+def apply(op, x: torch.Tensor, drawn: Draw, labels=None):
+    rows = None if drawn.rows is None else torch.from_numpy(drawn.rows)
+    return op.apply(x.clone(), labels, rows, drawn.host)
 
 
 def gray(x: torch.Tensor) -> torch.Tensor:
@@ -69,20 +72,44 @@ def test_hue_rotates_like_colorsys():
 
 
 def test_color_jitter_factors_are_drawn_per_image_within_their_ranges():
-    params = ColorJitter(brightness=0.4, hue=0.1).draw(rngs(200), 8, 8)
-    assert sorted(params[0, :4].tolist()) == [0, 1, 2, 3]  # an order of the four parts
-    assert 0.6 <= params[:, 4].min() < params[:, 4].max() <= 1.4
-    assert (params[:, 5] == 1).all() and (params[:, 6] == 1).all()  # contrast, saturation off
-    assert -0.1 <= params[:, 7].min() < params[:, 7].max() <= 0.1
-    assert len({tuple(p[:4]) for p in params.tolist()}) > 10  # the order varies per image
+    drawn = ColorJitter(brightness=0.4, hue=0.1).draw(rngs(200), 8, 8)
+    params = drawn.rows
+    assert sorted(params[:, 0].tolist()) == list(range(200))  # every row once, grouped by order
+    assert 0.6 <= params[:, 1].min() < params[:, 1].max() <= 1.4
+    assert (params[:, 2] == 1).all() and (params[:, 3] == 1).all()  # contrast, saturation off
+    assert -0.1 <= params[:, 4].min() < params[:, 4].max() <= 0.1
+    groups = [drawn.host[g : g + 6] for g in range(0, len(drawn.host), 6)]
+    assert 10 < len(groups) <= 24  # the order of the four parts varies per image
+    assert groups[0][0] == 0 and groups[-1][1] == 200
+    assert all(sorted(g[2:]) == [0, 1, 2, 3] and a[1] == b[0] for a, b, g in zip(groups, groups[1:], groups))
+
+
+def test_each_image_gets_its_own_order_of_the_four_parts():
+    x = batch(n=40, seed=2)
+    op = ColorJitter(brightness=(0.3, 0.3), saturation=(2.0, 2.0))
+    drawn = op.draw(rngs(40), x.shape[2], x.shape[3])
+    out, _ = apply(op, x, drawn)
+    bright_first = (x * 0.3).clamp(0, 255)
+    bright_first = (2.0 * bright_first - gray(bright_first)).clamp(0, 255)
+    sat_first = (2.0 * x - gray(x)).clamp(0, 255)
+    sat_first = (sat_first * 0.3).clamp(0, 255)
+    orders = {}
+    for g in range(0, len(drawn.host), 6):
+        start, stop, *order = (int(v) for v in drawn.host[g : g + 6])
+        for k in drawn.rows[start:stop, 0].astype(int):
+            orders[k] = order.index(0) < order.index(2)  # brightness before saturation
+    assert set(orders.values()) == {True, False}
+    for k, bright_before in orders.items():
+        ref = bright_first[k] if bright_before else sat_first[k]
+        assert torch.allclose(out[k], ref, atol=1e-3)
 
 
 def test_random_erasing_writes_the_value_in_one_box_per_image():
     x = batch(n=8, h=20, w=20)
     op = RandomErasing(p=1.0, scale=(0.1, 0.2), value=7)
-    params = op.draw(rngs(8), 20, 20)
-    out, _ = op.apply(x.clone(), None, torch.from_numpy(params))
-    for k, (top, left, h, w) in enumerate(params.astype(int).tolist()):
+    drawn = op.draw(rngs(8), 20, 20)
+    out, _ = apply(op, x, drawn)
+    for k, (top, left, h, w) in enumerate(drawn.rows.astype(int).tolist()):
         assert h > 0 and w > 0 and 0.1 * 400 * 0.7 <= h * w <= 0.2 * 400 * 1.3
         box = out[k, :, top : top + h, left : left + w]
         assert (box == 7).all()
@@ -96,10 +123,10 @@ def test_random_erasing_with_p_zero_is_the_identity_and_takes_a_value_per_channe
     out, _ = run(RandomErasing(p=0.0), x)
     assert torch.equal(out, x)
     op = RandomErasing(p=1.0, scale=(0.49, 0.49), ratio=(1, 1), value=(1, 2, 3))
-    params = op.draw(rngs(1), 10, 10)
-    top, left, h, w = params[0].astype(int).tolist()
+    drawn = op.draw(rngs(1), 10, 10)
+    top, left, h, w = drawn.rows[0].astype(int).tolist()
     assert (h, w) == (7, 7)  # round(sqrt(49))
-    out, _ = op.apply(batch(n=1, h=10, w=10), None, torch.from_numpy(params))
+    out, _ = apply(op, batch(n=1, h=10, w=10), drawn)
     for c, value in enumerate((1, 2, 3)):
         assert (out[0, c, top : top + 7, left : left + 7] == value).all()
 
@@ -119,9 +146,9 @@ def test_cutmix_pastes_one_box_and_weights_labels_by_its_area():
     x = batch(n=3, h=16, w=16)
     labels = torch.tensor([0, 1, 2])
     op = CutMix(alpha=1.0, num_classes=3)
-    draw = op.draw([random.Random(5)], 16, 16)
-    kept, top, bottom, left, right = draw.values
-    out, soft = op.apply(x.clone(), labels, draw)
+    drawn = op.draw([random.Random(5)], 16, 16)
+    kept, top, bottom, left, right = drawn.host
+    out, soft = apply(op, x, drawn, labels)
     area = (bottom - top) * (right - left)
     assert area > 0 and kept == pytest.approx(1 - area / 256)
     ref = x.clone()
@@ -136,7 +163,7 @@ def test_mixing_refuses_labels_outside_num_classes_and_needs_num_classes():
     with pytest.raises(ConfigError, match="label 5"):
         CutMix(num_classes=3).check_labels(np.array([0, 5]))
     assert MixUp(num_classes=2).draw([random.Random(0)], 4, 4) == MixUp(num_classes=2).draw([random.Random(0)], 4, 4)
-    assert isinstance(CutMix(num_classes=2).draw([random.Random(0)], 4, 4), BatchDraw)
+    assert CutMix(num_classes=2).draw([random.Random(0)], 4, 4).rows is None  # per batch: host numbers only
 
 
 @pytest.mark.parametrize(
