@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from stoker.cli.output import human_bytes, table
+from stoker.cli.output import console, fields, human_bytes, table
 from stoker.store.reader import Store, _describe
 
 
@@ -34,23 +34,26 @@ def run(args: argparse.Namespace) -> int:
             obj["verified"] = True
         print(json.dumps(obj, indent=2))
         return 0
-    print(f"store    {ds.path}")
-    print(f"rows     {len(ds):,}")
-    print(f"shards   {ds.num_shards}  ({human_bytes(ds.nbytes)} on disk)")
-    print()
-    table(["column", "type"], [(name, _describe(col)) for name, col in ds.schema.items()])
+    con = console()
+    fields(
+        [
+            ("store", ds.path),
+            ("rows", f"{len(ds):,}"),
+            ("shards", f"{ds.num_shards} ({human_bytes(ds.nbytes)} on disk)"),
+        ]
+    )
+    table(["column", "type"], [(name, _describe(col)) for name, col in ds.schema.items()], title="columns")
     if ds.metadata:
-        print()
-        print("metadata " + json.dumps(ds.metadata)[:400])
+        fields([("metadata", json.dumps(ds.metadata)[:400])])
     if args.shards:
-        print()
         table(
             ["shard", "rows", "bytes", "checksum"],
             [
                 (s.file, f"{s.rows:,}", human_bytes(s.bytes), f"{s.algorithm}:{s.checksum[:16]}")
                 for s in ds.manifest.shards
             ],
+            title="shards",
         )
     if args.verify:
-        print(f"\nverified: all {ds.num_shards} shards match their checksums")
+        con.print(f"verified: all {ds.num_shards} shards match their checksums", style="green")
     return 0

@@ -1,10 +1,13 @@
-"""Printing helpers shared by the commands."""
+"""Printing helpers shared by the commands: sizes, rich tables like the doctor's, the progress bar."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def human_bytes(n: float) -> str:
@@ -15,23 +18,56 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], file=None) -> None:
-    """A plain aligned table (numbers right-aligned)."""
+PIPE_WIDTH = 200  # columns of a console that is not a terminal
+
+
+def console(file: TextIO | None = None) -> Console:
+    """A rich console on ``file`` (stdout): colour only on a terminal; elsewhere no wrapping and no markup.
+
+    Piped output (``stoker inspect X | grep``) keeps each row on one line: a console that is not a
+    terminal is wide, and text is never read as rich markup (a column may be named ``[x]``).
+    """
+    from rich.console import Console
+
     out = file or sys.stdout
-    rows = [[str(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    return Console(
+        file=out,
+        width=None if out.isatty() else PIPE_WIDTH,
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
 
-    def fmt(cells: Sequence[str]) -> str:
-        parts = []
-        for cell, w in zip(cells, widths):
-            numeric = cell.replace(",", "").replace(".", "").replace("x", "").strip().isdigit()
-            parts.append(cell.rjust(w) if numeric else cell.ljust(w))
-        return "  ".join(parts).rstrip()
 
-    print(fmt(headers), file=out)
-    print("  ".join("-" * w for w in widths), file=out)
-    for r in rows:
-        print(fmt(r), file=out)
+def table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], file: TextIO | None = None, title: str | None = None
+) -> None:
+    """A rich table like the doctor's; a column whose every cell is a number is right-aligned."""
+    from rich.table import Table
+
+    cells = [[str(c) for c in r] for r in rows]
+    t = Table(title=title, title_justify="left")
+    for i, header in enumerate(headers):
+        numeric = bool(cells) and all(_is_number(r[i]) for r in cells)
+        t.add_column(header, justify="right" if numeric else "left", no_wrap=True)
+    for r in cells:
+        t.add_row(*r)
+    console(file).print(t)
+
+
+def fields(pairs: Iterable[tuple[str, Any]], file: TextIO | None = None) -> None:
+    """Name/value lines, the names in bold and aligned (the head of a command's output)."""
+    from rich.text import Text
+
+    lines = [(name, str(value)) for name, value in pairs]
+    width = max((len(name) for name, _ in lines), default=0)
+    con = console(file)
+    for name, value in lines:
+        con.print(Text.assemble((name.ljust(width), "bold"), "  ", value))
+
+
+def _is_number(cell: str) -> bool:
+    return cell == "-" or cell.replace(",", "").replace(".", "").replace("x", "").strip().isdigit()
 
 
 def progress(total: int | None = None, desc: str = "", unit: str = "it", disable: bool | None = None):
