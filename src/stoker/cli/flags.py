@@ -18,7 +18,7 @@ ALIASES: Mapping[str, str] = {"num_workers": "workers"}
 
 _QUOTED = r"'[^']*'|\"[^\"]*\""
 _VALUE = rf"(?:{_QUOTED}|[^\s,;()\[\]{{}}]+)"
-_KEYWORD = re.compile(rf"(?<![\w.\-'\"])([A-Za-z_]\w*)=({_VALUE}(?:(?:, | or )(?:{_QUOTED}))*)?")
+_KEYWORD = re.compile(rf"(?<![\w.\-'\"/\\])([A-Za-z_]\w*)=({_VALUE}(?:(?:, | or )(?:{_QUOTED}))*)?")
 
 
 def command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

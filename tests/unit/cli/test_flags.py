@@ -48,6 +48,7 @@ def test_command_parser_follows_the_subcommands(parser):
         ("workers=None picks a default", None, "workers=None picks a default"),
         ("target is not MODULE:ATTRIBUTE", "target", "target is not MODULE:ATTRIBUTE"),
         ("overwrite=True", "overwrite", "--overwrite"),
+        ("no store at '/data/workers=3/s'", None, "no store at '/data/workers=3/s'"),
     ],
 )
 def test_in_flag_words(parser, message, option, expected):
