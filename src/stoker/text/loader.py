@@ -11,7 +11,7 @@ with its ``block_size`` and ``window`` included).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from stoker.config import LoaderConfig
@@ -45,11 +45,12 @@ class TextConfig:
         pad_to_multiple_of: the padded width of a batch is its longest row rounded up to a multiple
             of this (:class:`stoker.LoaderConfig`'s option of the same name and meaning; text
             defaults to 8, which suits tensor cores).
-        bucketing: group similar lengths (``"auto"``, the default: on unless ``packing``). With
-            ``shuffle=False`` the order is fixed: windows sorted by length, batches in window order
-            (deterministic, padding-efficient, but not the input order: ``bucketing=False`` keeps
-            the input order). ``drop_last``, ``block_size`` and ``window`` shape the core loader's
-            plain batches and need ``bucketing=False``.
+        bucketing: group similar lengths. ``"auto"`` (the default): on when shuffling, off with
+            ``shuffle=False``, which keeps the input order (predictions line up with the input; the
+            report says bucketing is off). ``True`` with ``shuffle=False`` gives a fixed,
+            padding-efficient order: windows sorted by length, batches in window order.
+            ``drop_last``, ``block_size`` and ``window`` shape the core loader's plain batches and
+            are refused with bucketing.
         max_tokens: a token budget per batch instead of a fixed row count (implies bucketing).
         bucket_window: batches whose rows are sorted by length together when bucketing (larger:
             less padding, less mixing).
@@ -105,10 +106,13 @@ class TextConfig:
             raise ConfigError("packing=True needs max_length: it is the block length", option="max_length")
         return DEFAULT_MAX_LENGTH if self.max_length is UNSET else int(self.max_length)
 
-    def buckets(self) -> bool:
-        """Whether batches are length-bucketed: unless ``packing`` or ``bucketing=False``, whatever
-        ``shuffle`` (``shuffle=False`` gives a fixed order: windows sorted by length)."""
-        return not self.packing and (self.max_tokens is not None or self.bucketing in (True, AUTO))
+    def buckets(self, shuffle: bool | str) -> bool:
+        """Whether batches are length-bucketed for this ``shuffle`` (``"auto"``: when shuffling)."""
+        if self.packing:
+            return False
+        if self.max_tokens is not None or self.bucketing is True:
+            return True
+        return self.bucketing == AUTO and order_name(shuffle) != "sequential"
 
     @classmethod
     def names(cls) -> set[str]:
@@ -148,7 +152,7 @@ def build(
         columns=cfg.inputs,
         progress=cfg.progress,
     )
-    if not cfg.buckets():
+    if not cfg.buckets(shuffle):
         return source, None
     rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     uneven = options.get("uneven", LoaderConfig.uneven)
@@ -195,14 +199,14 @@ class Loader(CoreLoader):
             ``progress``, ``text_column``, ...) and the fields of :class:`stoker.LoaderConfig`
             (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``, ...).
             ``block_size``, ``window`` and ``drop_last=True`` shape the core loader's plain
-            batches: they need ``bucketing=False`` (refused otherwise; bucketing keeps every row).
+            batches: they are refused with bucketing (which keeps every row).
 
     Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
     when asked or for pairs, ``labels`` when the source has them (names numbered in sorted
     order, or by ``label_names``/``class_to_idx``: :attr:`label_names`); with ``packing``,
     ``input_ids`` and ``position_ids``. :meth:`report` counts tokens, padding and truncation.
-    With ``shuffle=False`` batches are still length-bucketed, in a fixed order that is not the
-    input order (``bucketing=False`` keeps the input order).
+    With ``shuffle=False`` batches come in input order, unbucketed, and :meth:`report` says so;
+    ``bucketing=True`` gives evaluation a fixed length-sorted order instead.
     The same batches come from ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
     """
 
@@ -225,7 +229,7 @@ class Loader(CoreLoader):
             )
         self.text_config = cfg = TextConfig.of(max_length=max_length, **text_opts)
         given = [name for name in BLOCK_ORDER if name in options]
-        if given and (cfg.packing or cfg.buckets()):
+        if given and (cfg.packing or cfg.buckets(shuffle)):
             raise ConfigError(
                 f"{given[0]} shapes shuffle='block' without bucketing; with bucketing or packing the text sampler "
                 "orders the rows (the bucketing window is bucket_window)",
@@ -235,7 +239,7 @@ class Loader(CoreLoader):
             raise ConfigError(
                 "batch_size=None needs max_tokens (a token budget decides the batch sizes)", option="batch_size"
             )
-        if options.get("drop_last") and cfg.buckets():
+        if options.get("drop_last") and cfg.buckets(shuffle):
             raise ConfigError(
                 "drop_last=True does not apply with length bucketing: its batches vary in size and every row is "
                 "kept; pass bucketing=False for fixed batches with drop_last",
@@ -265,8 +269,14 @@ class Loader(CoreLoader):
         return isinstance(self.batch_sampler, LengthBuckets)
 
     def report(self) -> TextReport:
-        """Tokens, padding and truncation over the batches delivered so far."""
-        return self.text_source.report()
+        """Tokens, padding and truncation over the batches delivered so far, and the batching mode."""
+        report = self.text_source.report()
+        if self.text_config.packing:
+            return report
+        if self.bucketed:
+            return replace(report, bucketing="on")
+        why = "shuffle=False keeps the input order" if self.text_config.bucketing == AUTO else "bucketing=False"
+        return replace(report, bucketing=f"off ({why}; bucketing=True sorts by length)")
 
     def reset_report(self) -> None:
         """Start the counts of delivered batches again from zero."""

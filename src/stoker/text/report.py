@@ -39,6 +39,7 @@ class TextReport:
         truncated: examples cut to ``max_length`` (on the fly: as delivered; from a store: at conversion).
         skipped_empty: empty lines left out of the source (once, when it was read).
         replaced_lines: lines whose invalid UTF-8 was replaced (``encoding_errors="replace"``).
+        bucketing: ``"on"``, or ``"off (why)"``, as the text loader batches (empty when unknown).
     """
 
     batches: int = 0
@@ -48,6 +49,7 @@ class TextReport:
     truncated: int = 0
     skipped_empty: int = 0
     replaced_lines: int = 0
+    bucketing: str = ""
 
     @property
     def padded_fraction(self) -> float:
@@ -61,6 +63,7 @@ class TextReport:
             f"{self.padded_tokens:,} padding ({self.padded_fraction:.1%}), {self.truncated:,} truncated, "
             f"{self.skipped_empty:,} empty lines skipped"
             + (f", {self.replaced_lines:,} lines with invalid UTF-8 replaced" if self.replaced_lines else "")
+            + (f"; length bucketing {self.bucketing}" if self.bucketing else "")
         )
 
 

@@ -140,39 +140,54 @@ def test_default_workers_inline_from_a_store_threads_on_the_fly(tmp_path):
     assert len(inline) == len(threaded) == 7 and all(torch.equal(a, b) for a, b in zip(inline, threaded))
 
 
-def test_shuffle_false_still_buckets_in_a_fixed_order_that_resumes():
+def test_shuffle_false_keeps_the_input_order_and_the_report_says_bucketing_is_off():
+    texts = [t for t in TEXTS if len(t) < 200]
+    loader = Loader(texts, batch_size=16, pad_to_multiple_of=1)  # shuffle=False, bucketing="auto"
+    assert not loader.bucketed
+    rows = [r for b in loader for r in b["input_ids"].tolist()]
+    expected = [
+        r for b in Loader(texts, batch_size=16, bucketing=False, pad_to_multiple_of=1) for r in b["input_ids"].tolist()
+    ]
+    assert rows == expected  # input order: predictions line up with the input
+    assert "off (shuffle=False keeps the input order" in str(loader.report())
+    assert loader.report().bucketing.startswith("off")
+    assert Loader(texts, batch_size=16, shuffle=True).report().bucketing == "on"
+
+
+def test_bucketing_true_gives_evaluation_a_fixed_sorted_order_that_resumes():
     EVAL = [t for t in TEXTS if len(t) < 200]  # no one very long line that pads its batch whatever the order
     plain = Loader(EVAL, batch_size=16, bucketing=False, pad_to_multiple_of=1)
-    evaluation = Loader(EVAL, batch_size=16, pad_to_multiple_of=1)  # shuffle=False, bucketing="auto"
+    evaluation = Loader(EVAL, batch_size=16, pad_to_multiple_of=1, bucketing=True)  # shuffle=False
     assert evaluation.bucketed and not plain.bucketed
     first = [b["input_ids"] for b in evaluation]
     collect(plain)
     assert evaluation.report().padded_fraction < plain.report().padded_fraction / 2
-    again = [b["input_ids"] for b in Loader(EVAL, batch_size=16, pad_to_multiple_of=1)]
+    again = [b["input_ids"] for b in Loader(EVAL, batch_size=16, pad_to_multiple_of=1, bucketing=True)]
     assert len(first) == len(again) and all(torch.equal(a, b) for a, b in zip(first, again))  # deterministic
     assert [b["input_ids"] for b in evaluation] and all(
         torch.equal(a, b) for a, b in zip(first, (b["input_ids"] for b in evaluation))
     )  # the same order every epoch
     assert sum(len(b) for b in first) == len(EVAL)
-    stopped = Loader(EVAL, batch_size=16, pad_to_multiple_of=1)
+    stopped = Loader(EVAL, batch_size=16, pad_to_multiple_of=1, bucketing=True)
     it = iter(stopped)
     for _ in range(3):
         next(it)
     state = stopped.state_dict()
     it.close()
-    resumed = Loader(EVAL, batch_size=16, pad_to_multiple_of=1)
+    resumed = Loader(EVAL, batch_size=16, pad_to_multiple_of=1, bucketing=True)
     resumed.load_state_dict(state)
     rest = [b["input_ids"] for b in resumed]
     assert len(rest) == len(first) - 3 and all(torch.equal(a, b) for a, b in zip(rest, first[3:]))
 
 
-def test_options_of_plain_batches_need_bucketing_false_whatever_the_shuffle():
-    for shuffle in (False, True):
+def test_options_of_plain_batches_are_refused_with_bucketing():
+    for kw in ({"shuffle": True}, {"bucketing": True}):
         with pytest.raises(ConfigError, match="pass bucketing=False") as err:
-            Loader(TEXTS, batch_size=16, shuffle=shuffle, drop_last=True)
+            Loader(TEXTS, batch_size=16, drop_last=True, **kw)
         assert err.value.option == "drop_last"
-    dropped = Loader(TEXTS, batch_size=16, drop_last=True, bucketing=False)
-    assert not dropped.bucketed and len(dropped) == len(TEXTS) // 16
+    for kw in ({}, {"bucketing": False, "shuffle": True}):
+        dropped = Loader(TEXTS, batch_size=16, drop_last=True, **kw)
+        assert not dropped.bucketed and len(dropped) == len(TEXTS) // 16
 
 
 def test_max_tokens_below_the_longest_row_is_refused_when_max_length_is_not_given():

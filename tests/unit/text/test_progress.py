@@ -11,15 +11,15 @@ TEXTS = [f"sentence number {i} with some words" for i in range(300)]
 
 def test_the_length_pass_reports_every_row_to_a_callable():
     seen = []
-    loader = stoker.text.Loader(TEXTS, batch_size=8, progress=seen.append)
+    loader = stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=seen.append)
     assert loader.bucketed and sum(seen) == len(TEXTS)
 
 
 def test_progress_true_draws_a_bar_on_stderr_and_false_none(capsys):
-    stoker.text.Loader(TEXTS, batch_size=8, progress=True)
+    stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=True)
     assert "counting tokens" in capsys.readouterr().err
-    stoker.text.Loader(TEXTS, batch_size=8, progress=False)
-    stoker.text.Loader(TEXTS, batch_size=8)  # None: stderr is not a terminal here
+    stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=False)
+    stoker.text.Loader(TEXTS, batch_size=8, shuffle=True)  # None: stderr is not a terminal here
     assert capsys.readouterr().err == ""
 
 

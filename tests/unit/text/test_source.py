@@ -1,5 +1,7 @@
 """TextSource composed with the core loader, and the options stoker.text.Loader hands it."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -35,7 +37,7 @@ def test_core_loader_with_text_source_and_length_buckets_equals_the_text_loader(
     buckets = LengthBuckets(source.lengths(), 16, shuffle=True, seed=5, window=3, round_to=source.pad_to_multiple_of)
     composed = stoker.Loader(source, batch_sampler=buckets)
     assert_same_batches(tensors(text), tensors(composed))
-    assert text.report() == composed.report() and text.report().real_tokens > 0
+    assert replace(text.report(), bucketing="") == composed.report() and text.report().real_tokens > 0
     assert len(text) == len(composed) and text.state_dict() == composed.state_dict()
 
 
