@@ -1,5 +1,6 @@
 """``stoker doctor -- python script.py`` on real scripts written to temporary directories."""
 
+import html as html_lib
 import json
 import os
 import re
@@ -9,6 +10,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 INPUT_BOUND = """
@@ -101,6 +103,41 @@ time.sleep(0.5)  # the workers live on, idle, until sampled: a process that exit
 """
 
 
+TWO_LOADERS = """
+import os, random, sys, time
+import numpy as np, torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
+class RandomCrop:  # named as torchvision's: a crop drawn per call
+    def __init__(self, size):
+        self.size = size
+    def __call__(self, x):
+        i, j = random.randint(0, x.shape[1] - self.size), random.randint(0, x.shape[2] - self.size)
+        return x[:, i : i + self.size, j : j + self.size]
+
+class Photos(Dataset):
+    def __init__(self, root, transform=None):
+        self.root, self.transform = root, transform
+        self.files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+    def __len__(self):
+        return len(self.files)
+    def __getitem__(self, i):
+        time.sleep(0.004)  # 32 rows per loader: at least 0.13 s of data wait each against microseconds of loop
+        with Image.open(self.files[i]) as im:
+            x = torch.from_numpy(np.asarray(im.convert("RGB"))).permute(2, 0, 1)
+        return self.transform(x) if self.transform else x[:, :24, :24]
+
+if __name__ == "__main__":
+    train_loader = DataLoader(Photos(sys.argv[1], RandomCrop(24)), batch_size=16)
+    val_loader = DataLoader(Photos(sys.argv[1]), batch_size=4)
+    for batch in train_loader:
+        batch.float().sum()
+    for batch in val_loader:
+        batch.float().sum()
+"""
+
+
 def doctor(tmp_path, source, *extra, args=()):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(source))
@@ -189,6 +226,76 @@ def test_html_report_renders_offline_in_headless_chromium(input_bound, tmp_path)
     assert "SlowDataset.__getitem__" in dom
 
 
+@pytest.fixture(scope="module")
+def two_loaders(tmp_path_factory):
+    from PIL import Image
+
+    tmp = tmp_path_factory.mktemp("two")
+    rng = np.random.default_rng(0)
+    for k in range(32):
+        folder = tmp / "photos" / ("cat" if k % 2 else "dog")
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (32, 32, 3), dtype=np.uint8)).save(folder / f"{k}.jpg")
+    return (*doctor(tmp, TWO_LOADERS, args=[str(tmp / "photos")]), tmp / "photos")
+
+
+def test_two_loaders_random_crops_and_exact_commands(two_loaders):
+    proc, report, _, photos = two_loaders
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].count("input-bound") == 1  # the headline says it once
+    loaders = {ld["name"]: ld for ld in report["loaders"]}
+    train, val = loaders["train_loader = DataLoader(Photos)"], loaders["val_loader = DataLoader(Photos)"]
+    assert (train["batch_size"], val["batch_size"]) == (16, 4)
+    assert train["random"] is True and train["info"]["random_transforms"] == ["RandomCrop"] and val["random"] is False
+    assert train["stages"][0]["calls"] == 32 and train["stages"][0]["unit"] == "sample"  # per sample, not per batch
+    recs = {}
+    for r in report["recommendations"]:
+        recs.setdefault(r["loader"], []).append(r)
+    assert not any(r["title"].startswith("Precompute") for r in recs[train["name"]])  # would freeze the crops
+    (aug,) = [r for r in recs[train["name"]] if "encoded" in r["title"]]
+    assert f"stoker convert images {photos} stores/photos " in aug["action"] and "train_transforms(24)" in aug["action"]
+    (pre,) = [r for r in recs[val["name"]] if r["title"].startswith("Precompute")]
+    assert f"stoker convert images {photos} stores/photos --mode resized --size 24" in pre["action"]
+    assert "batch_size=4," in pre["action"]
+    assert "loader" in proc.stdout and "train_loader = DataLoader(Photos)" in proc.stdout
+
+
+LAYOUT_PROBE = """<script>
+window.addEventListener('load', () => {
+  const page = document.documentElement.clientWidth;
+  const svgs = [...document.querySelectorAll('figure svg')];
+  const widest = Math.max(...svgs.map(s => s.getBoundingClientRect().right));
+  document.body.setAttribute('data-layout', JSON.stringify({page, widest, scroll: document.documentElement.scrollWidth}));
+});
+</script></body>"""
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(
+    _browser() is None, reason="needs headless Chromium: apt-get install chromium (or set STOKER_CHROMIUM)"
+)
+def test_two_loader_html_report_fits_the_page_in_headless_chromium(two_loaders, tmp_path):
+    _, report, out, _ = two_loaders
+    page = tmp_path / "report.html"
+    page.write_text((out / "report.html").read_text().replace("</body>", LAYOUT_PROBE))
+    base = [_browser(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run(
+        [*base, "--window-size=900,3000", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=90
+    ).stdout
+    layout = json.loads(html_lib.unescape(re.search(r'data-layout="([^"]*)"', dom).group(1)))
+    assert layout["widest"] <= layout["page"] and layout["scroll"] <= layout["page"]  # no plot overflows to the right
+    for ld in report["loaders"]:  # two loaders of one class stay two, in the tables and the plots
+        assert dom.count(html_lib.escape(ld["name"])) >= 2
+    shot = os.environ.get("STOKER_DOCTOR_SCREENSHOT")  # set it to look at the page: the image is kept there
+    if shot:
+        subprocess.run(
+            [*base, "--window-size=900,3000", f"--screenshot={shot}", (out / "report.html").as_uri()],
+            capture_output=True,
+            timeout=90,
+        )
+        assert os.path.getsize(shot) > 10_000
+
+
 def test_compute_bound_script(tmp_path):
     proc, report, _ = doctor(tmp_path, COMPUTE_BOUND, "--no-html")
     assert proc.returncode == 0, proc.stderr
@@ -249,7 +356,7 @@ def test_worker_processes_count_in_the_scripts_cpu(tmp_path):
     (ld,) = report["loaders"]
     getitem = ld["stages"][0]
     assert getitem["stage"].endswith("Busy.__getitem__") and getitem["where"] == "2 worker processes"
-    assert getitem["calls"] == 12  # timed inside the forked workers
+    assert getitem["calls"] == 24 and getitem["unit"] == "sample"  # 24 samples, timed inside the forked workers
 
 
 def test_usage_errors(tmp_path):

@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="never call a Dataset's __getitem__ outside the script's own fetches (the check for random augmentation)",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of the tables")
-    p.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after '--'")
+    # dest "script", not "command": that is the name of the subcommand chosen (cli/main.py, cli/flags.py)
+    p.add_argument("script", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after '--'")
     p.set_defaults(func=run)
 
 
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from stoker.doctor.session import write_outputs
     from stoker.doctor.terminal import render
 
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = args.script[1:] if args.script[:1] == ["--"] else args.script
     if not command:
         print(
             "stoker doctor: give the command to run after '--', e.g. stoker doctor -- python train.py", file=sys.stderr

@@ -101,7 +101,7 @@ def recommend(
 def _rules(st: LoaderStats, res: dict[str, Any], bound: str, cores: int, has_gpu: bool) -> list[Recommendation | None]:
     return [
         _more_workers(st, res, bound, cores),
-        _precompute(st, bound),
+        _precompute(st, bound, has_gpu),
         _store_for_reads(st, res, bound),
         _pin(st, has_gpu),
         _normalize_on_device(st, has_gpu) if has_gpu else None,
@@ -155,7 +155,7 @@ def _store_name(st: LoaderStats) -> str:
     return f"stores/{base}"
 
 
-def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
+def _precompute(st: LoaderStats, bound: str, has_gpu: bool = False) -> Recommendation | None:
     if bound != "input-bound" or st.info.store:
         return None
     rows = st.stage_table()
@@ -169,7 +169,7 @@ def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
     )
     random = _randomness(st)
     if random:
-        return _augment_at_load(st, cost, random, store, batch)
+        return _augment_at_load(st, cost, random, store, batch + ('device="cuda", ' if has_gpu else ""))
     checked = "" if st.random is not None else " (not checked for random augmentation)"
     if info.image_root:
         size = _image_size(st)
@@ -195,7 +195,10 @@ def _precompute(st: LoaderStats, bound: str) -> Recommendation | None:
 
 
 def _augment_at_load(st: LoaderStats, cost: str, random: str, store: str, batch: str) -> Recommendation:
-    """The advice for a Dataset that draws at random: keep the augmentation out of the store."""
+    """The advice for a Dataset that draws at random: keep the augmentation out of the store.
+
+    ``batch`` holds the loader's keywords (batch size, and the device where there is a GPU).
+    """
     info = st.info
     evidence = f"{cost}; __getitem__ draws at random ({random}): a store of its outputs would freeze the augmentation"
     if info.image_root:
@@ -205,7 +208,7 @@ def _augment_at_load(st: LoaderStats, cost: str, random: str, store: str, batch:
             evidence,
             f"once: stoker convert images {info.image_root} {store}  (JPEG bytes, decoded per batch); "
             f"then: stoker.Loader(stoker.vision.ImageSource({store!r}, stoker.vision.train_transforms({size})), "
-            f'{batch}shuffle=True, device="cuda")  (random crops and flips drawn per row and epoch)',
+            f"{batch}shuffle=True)  (random crops and flips drawn per row and epoch)",
             0.6 * st.wait_s,
             st.name,
         )
@@ -215,8 +218,8 @@ def _augment_at_load(st: LoaderStats, cost: str, random: str, store: str, batch:
         "Store the samples before their random part; augment each batch on the device",
         evidence,
         f"take the random transforms out of __getitem__, then once: stoker convert dataset {ref} {store}{note}; "
-        f'then: for batch in stoker.Loader("{store}", {batch}shuffle=True, device="cuda"): '
-        "apply the augmentation to the whole batch on the device",
+        f'then: for batch in stoker.Loader("{store}", {batch}shuffle=True): '
+        "apply the augmentation to the whole batch (on the GPU where there is one)",
         0.6 * st.wait_s,
         st.name,
     )

@@ -25,7 +25,7 @@ h1{font-size:1.5em} .verdict{font-size:1.3em;padding:.5em 1em;border-radius:6px;
 .input-bound{background:#fde2e1} .compute-bound{background:#e0f5e4} .none{background:#fff4d6}
 table{border-collapse:collapse;margin:1em 0} td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3} code{background:#f5f5f5;padding:1px 3px} figure{margin:1em 0} .muted{color:#777}
-td{overflow-wrap:anywhere} figure svg{max-width:100%;height:auto;display:block}
+td{overflow-wrap:anywhere} figure svg{max-width:100%;height:auto;display:block} .loader{display:inline-block;min-width:10em}
 """
 
 
@@ -39,6 +39,7 @@ def _svg(fig: Any) -> str:
 def steps_figure(report: Report) -> Any:
     """The steps plot as a matplotlib Figure, or None when there is nothing to draw."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     if not report.steps:
         return None
@@ -56,6 +57,7 @@ def steps_figure(report: Report) -> Any:
         ax.set_title(textwrap.shorten(name, 110), fontsize="medium", loc="left")
         ax.set_ylabel("ms")
         ax.set_ylim(bottom=0)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="upper right", fontsize="small")
     axes[-1].set_xlabel("step")
     fig.suptitle("per step: waiting for data (red) vs compute until the next fetch (green)")
@@ -179,7 +181,13 @@ def render_html(report: Report) -> str:
             _table(
                 ["#", "loader", "change", "evidence", "how"],
                 [
-                    [i, e(r.loader), e(r.title), e(r.evidence), f"<code>{e(r.action)}</code>"]
+                    [
+                        i,
+                        f"<span class='loader'>{e(r.loader)}</span>",
+                        e(r.title),
+                        e(r.evidence),
+                        f"<code>{e(r.action)}</code>",
+                    ]
                     for i, r in enumerate(report.recommendations, 1)
                 ],
             )
