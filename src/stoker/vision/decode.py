@@ -5,6 +5,8 @@ JPEG goes through libjpeg-turbo (simplejpeg), which releases the GIL and can dec
 the smallest scale that still covers the crop. Everything else (PNG, WebP, BMP, TIFF, CMYK
 JPEG) goes through Pillow. Every image comes out RGB and upright (EXIF orientation applied);
 grayscale is repeated over three channels and alpha is dropped, as ``Image.convert("RGB")``.
+16-bit samples become 8-bit by keeping their high byte (``value >> 8``): Pillow does so for 16-bit
+RGB, and stoker does the same for 16-bit grayscale, which ``convert("RGB")`` would clip.
 
 Every failure is an :class:`~stoker.vision.errors.ImageError` saying what is wrong with the
 bytes; the caller adds which file or row they came from.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -135,12 +137,30 @@ def _decode_pil(data: bytes, info: Probe, min_height: int, min_width: int) -> np
             if im.format == "JPEG" and (min_height or min_width):
                 want = (min_height, min_width) if info.orientation >= 5 else (min_width, min_height)
                 im.draft("RGB", (max(want[0], 1), max(want[1], 1)))  # DCT scaling for CMYK JPEG too
-            arr = np.array(im.convert("RGB"))  # a writable copy
+            arr = _sixteen_bit_gray(im)
+            if arr is None:
+                arr = np.array(im.convert("RGB"))  # a writable copy
     except Image.DecompressionBombError as exc:
         raise ImageError(f"the image is enormous ({exc})") from exc
     except _PIL_ERRORS as exc:
         raise ImageError(f"corrupt, truncated or unsupported image ({type(exc).__name__}: {exc})") from exc
     return orient(arr, info.orientation)
+
+
+_GRAY16_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
+
+
+def _sixteen_bit_gray(im: Any) -> np.ndarray | None:
+    """A 16-bit grayscale image as RGB uint8 (``value >> 8``, what Pillow does to 16-bit RGB), else None.
+
+    Pillow opens a 16-bit grayscale PNG or TIFF in mode ``I;16`` (older Pillow: ``I`` for a PNG), and its
+    ``convert("RGB")`` clips those values to 0..255 instead of scaling them. A PNG holds at most 16 bits
+    per sample, so mode ``I`` is scaled only for PNG; other 32-bit images keep Pillow's conversion.
+    """
+    if im.mode not in _GRAY16_MODES and not (im.mode == "I" and im.format == "PNG"):
+        return None
+    gray = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
+    return np.repeat(gray[:, :, None], 3, axis=2)
 
 
 def orient(arr: np.ndarray, orientation: int) -> np.ndarray:

@@ -105,3 +105,36 @@ def test_png_with_jpeg_name_is_read(tmp_path):
     (tmp_path / "mislabeled.jpg").write_bytes(buf.getvalue())
     data = read_file(tmp_path / "mislabeled.jpg")
     assert decode(data, probe(data)).shape == (10, 12, 3)
+
+
+def _png16_rgb(values: np.ndarray) -> bytes:
+    """A 16-bit RGB PNG (colour type 2) whose three channels all hold ``values``, written by hand:
+    Pillow cannot write one."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    h, w = values.shape
+    rgb = np.repeat(values.astype(">u2")[:, :, None], 3, axis=2)
+    raw = b"".join(b"\x00" + row.tobytes() for row in rgb)
+    header = struct.pack(">IIBBBBB", w, h, 16, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def test_16_bit_grayscale_png_is_scaled_like_16_bit_rgb(tmp_path):
+    # every 16-bit value 0..65535 once: the old decode clipped them to 0 and 255 (99.6 % came out 255)
+    values = np.arange(65536, dtype=np.uint16).reshape(256, 256)
+    Image.fromarray(values).save(tmp_path / "gray16.png")  # mode "I;16"
+    data = read_file(tmp_path / "gray16.png")
+    with Image.open(tmp_path / "gray16.png") as im:
+        assert im.mode.startswith("I")  # Pillow really wrote and reads a 16-bit grayscale PNG
+    got = decode(data, probe(data))
+    expected = (values >> 8).astype(np.uint8)  # the high byte, no rounding
+    assert got.shape == (256, 256, 3) and got.dtype == np.uint8
+    for channel in range(3):
+        np.testing.assert_array_equal(got[:, :, channel], expected)
+    # the same rule as Pillow's own 16-bit RGB path: one pixel row of both agrees exactly
+    rgb = _png16_rgb(values[:1])
+    np.testing.assert_array_equal(decode(rgb, probe(rgb))[0], got[0])
