@@ -18,9 +18,11 @@ The tree::
     ├── SampleError                     a Dataset's __getitem__ raised while converting it into a
     │                                   store; ``index`` names the sample, the original error is
     │                                   its ``__cause__`` when it could be sent back
-    └── WorkerError                     a worker failed in a way that cannot be re-raised as
-                                        the original exception (it died, or its exception
-                                        could not be sent back)
+    ├── WorkerError                     a worker failed in a way that cannot be re-raised as
+    │                                   the original exception (it died, or its exception
+    │                                   could not be sent back, or it timed out)
+    └── ConcurrentIterationError        a second pass over one loader began while a pass ran in
+                                        another thread (also RuntimeError)
 
 Exceptions raised by user code inside a worker (a ``Dataset.__getitem__``, a ``collate_fn``)
 are re-raised in the consumer as the original exception type, with a note naming the stage
@@ -47,6 +49,7 @@ __all__ = [
     "StateError",
     "SampleError",
     "WorkerError",
+    "ConcurrentIterationError",
 ]
 
 
@@ -137,3 +140,10 @@ class WorkerError(StokerError):
         super().__init__(message)
         self.stage = stage
         self.batch = batch
+
+
+class ConcurrentIterationError(StokerError, RuntimeError):
+    """A pass over a loader (or a worker pool) began while another pass over it ran in another thread.
+
+    One loader serves one pass at a time; use one loader per thread.
+    """
