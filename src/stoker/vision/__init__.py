@@ -23,7 +23,8 @@ from stoker.vision.finder import (
     image_folder,
 )
 from stoker.vision.gpu import gpu_available
-from stoker.vision.source import ImageOptions, ImageSource, Skipped
+from stoker.vision.options import ImageOptions
+from stoker.vision.source import ImageSource, Skipped
 from stoker.vision.transforms import (
     IMAGENET_MEAN,
     IMAGENET_STD,

@@ -22,7 +22,7 @@ from stoker.vision.readers import Encoded, ImageReader, RowErrors, RowRandom
 from stoker.vision.render import box_in
 
 if TYPE_CHECKING:
-    from stoker.vision.source import ImageOptions
+    from stoker.vision.options import ImageOptions
 
 
 def gpu_available() -> str | None:

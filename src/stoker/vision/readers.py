@@ -35,7 +35,7 @@ from stoker.vision.finder import ImageList
 from stoker.vision.render import render_array, render_bytes
 
 if TYPE_CHECKING:
-    from stoker.vision.source import ImageOptions
+    from stoker.vision.options import ImageOptions
 
 
 @dataclass(frozen=True)
