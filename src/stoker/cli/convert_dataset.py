@@ -14,6 +14,7 @@ import importlib
 import inspect
 import os
 import sys
+import warnings
 from typing import Any
 
 from stoker.cli.convert_common import shared, shared_options, split_list, summary, warn
@@ -96,20 +97,27 @@ def _check_no_arguments(target: str, factory: Any) -> None:
         ) from None
 
 
+def _show_resume(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    warn(str(message))
+
+
 def main(args: argparse.Namespace) -> int:
     import stoker.convert
     from stoker.convert.from_dataset import staging_dir
 
     dataset = load_target(args.target)
     try:
-        result = stoker.convert.dataset(
-            dataset,
-            args.store,
-            names=split_list(args.names),
-            on_error=args.on_error,
-            chunk_size=args.chunk_size,
-            **shared(args),
-        )
+        with warnings.catch_warnings():  # "resuming at row N" as one stoker: line on stderr
+            warnings.showwarning = _show_resume
+            result = stoker.convert.dataset(
+                dataset,
+                args.store,
+                names=split_list(args.names),
+                on_error=args.on_error,
+                chunk_size=args.chunk_size,
+                metadata={"target": args.target},  # a resume must name the same MODULE:ATTRIBUTE
+                **shared(args),
+            )
     except KeyboardInterrupt:
         from pathlib import Path
 

@@ -12,13 +12,18 @@ The life of a conversion::
 Resuming: the staging directory ``.NAME.partial`` beside the store keeps every finished
 shard, the writer's journal and ``skipped.txt`` (indices left out with ``on_error="skip"``,
 written before the rows after them can reach a shard). A new run on the same dataset (same
-type, length and field names, recorded in the journal's metadata) starts at the first index
-not yet in a finished shard. The directory becomes the store when the last shard is written.
+type, length and field names, recorded in the journal's metadata, and the same content of a
+few samples, the journal's fingerprint: ``samples.fingerprint``) starts at the first index
+not yet in a finished shard, with a ResumeWarning saying so; other input is refused (or, with
+``overwrite=True``, started over). One conversion at a time works in the directory (the
+writer locks it; a second is refused, naming the first's pid). The directory becomes the
+store when the last shard is written.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from stoker.convert.options import ConvertOptions, ConvertResult
-from stoker.convert.samples import Columnize, Failure, Guarded, compatible, conflict
+from stoker.convert.samples import Columnize, Failure, Guarded, compatible, conflict, fingerprint
 from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaError, StoreExistsError
 from stoker.pipeline.processes import process_map
 from stoker.pipeline.threads import default_workers
@@ -36,6 +41,10 @@ from stoker.store.writer import StoreWriter
 ON_ERROR = ("raise", "skip")
 SKIPPED_NAME = "skipped.txt"
 KEEP_SKIPPED = 1000  # indices listed in the manifest's metadata (the count is always there)
+
+
+class ResumeWarning(UserWarning):
+    """A conversion continues from the finished shards of an earlier run (the message says at which row)."""
 
 
 def staging_dir(store: Path) -> Path:
@@ -124,12 +133,30 @@ def convert(
     }
     meta = options.with_metadata({"source": source})
     writer = StoreWriter(
-        store, None, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta, staging=staging
+        store,
+        None,
+        shard_size=options.shard_size,
+        overwrite=options.overwrite,
+        metadata=meta,
+        staging=staging,
+        fingerprint=fingerprint(dataset, names),
     )
-    skipped = _read_skipped(staging) if writer.rows_written else []
-    start = resume_index(writer.rows_written, skipped)
-    skipped = [k for k in skipped if k < start]
-    _write_skipped(staging, skipped, append=False)
+    try:
+        skipped = _read_skipped(staging) if writer.rows_written else []
+        start = resume_index(writer.rows_written, skipped)
+        skipped = [k for k in skipped if k < start]
+        _write_skipped(staging, skipped, append=False)
+    except BaseException:
+        writer.abort()
+        raise
+    if writer.rows_written:
+        warnings.warn(
+            ResumeWarning(
+                f"resuming at row {writer.rows_written} (dataset index {start} of {n}) from the finished shards "
+                f"in {staging} (delete it to start over)"
+            ),
+            stacklevel=4,
+        )
     collate = Columnize(tuple(names) if names else None, dict(schema) if schema else None)
     guarded = Guarded(dataset)
     index_batches = (np.arange(a, min(a + chunk_size, n)) for a in range(start, n, chunk_size))
@@ -168,7 +195,7 @@ def convert(
         close = getattr(produced, "close", None)
         if close is not None:
             close()
-    return ConvertResult(store, rows, len(skipped), report={"skipped_indices": kept})
+    return ConvertResult(store, rows, len(skipped), report={"skipped_indices": kept, "resumed_at": start})
 
 
 def _add(writer: StoreWriter, out: dict[str, Any]) -> None:

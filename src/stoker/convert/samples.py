@@ -9,6 +9,7 @@ process on one batch of samples and returns columns ready for ``StoreWriter.add_
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import traceback
 from collections.abc import Mapping, Sequence
@@ -194,3 +195,40 @@ class Columnize:
             "columns": columns,
             "schema": schema,
         }
+
+
+def fingerprint(dataset: Any, names: Sequence[str] | None = None, picks: int = 4) -> dict[str, str | None]:
+    """Content hashes of a few samples: index -> hash of its collated bytes, or None.
+
+    The first and the last index and ``picks`` more chosen by a generator seeded with the
+    length are read (in this process) twice and collated as the conversion does; a sample that
+    raises, or whose two reads differ (random augmentation), hashes to None and is not compared.
+    """
+    n = len(dataset)
+    chosen = {0, n - 1, *np.random.default_rng(n).integers(0, n, size=picks).tolist()}
+    collate = Columnize(tuple(names) if names else None)
+    guarded = Guarded(dataset)
+    out: dict[str, str | None] = {}
+    for index in sorted(chosen):
+        digests = {_digest(collate([guarded[index]])) for _ in range(2)}
+        out[str(index)] = digests.pop() if len(digests) == 1 else None
+    return out
+
+
+def _digest(batch: dict[str, Any]) -> str | None:
+    if batch["failed"]:
+        return None
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(batch["columns"]):
+        h.update(f"{name}:{batch['schema'][name].to_json()}".encode())
+        values = batch["columns"][name]
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, str):
+                h.update(value.encode())
+            elif isinstance(value, bytes):
+                h.update(value)
+            else:
+                arr = np.ascontiguousarray(value)
+                h.update(f"{arr.dtype.str}{arr.shape}".encode())
+                h.update(arr.tobytes())
+    return h.hexdigest()

@@ -3,13 +3,18 @@
 Rows are buffered until a shard's worth of bytes is reached, then written as one Arrow
 record batch. Everything goes to a hidden temporary directory beside the destination,
 which is renamed into place only after the manifest is written: a writer that is killed
-leaves no directory that opens as a store.
+leaves no directory that opens as a store. ``overwrite=True`` swaps the new store for the old
+one atomically where the kernel can (``replace.py``: hidden names carry the writer's pid;
+leftovers of killed writers are recovered or deleted when the destination is next written).
 
 Resumable writing: with ``staging=DIR`` the writer works in that fixed directory instead of
 a random one and records every finished shard in ``DIR/journal.json`` (written atomically
 after the shard; ``journal.py``). A writer opened later on the same ``DIR`` keeps those shards and starts
 with ``rows_written`` equal to their rows; the caller skips that many rows of its input. An
 interrupted or failed staging writer keeps its finished shards (delete ``DIR`` to start over).
+The writer holds an exclusive lock on ``DIR`` from its start to its end (a second writer on
+the same ``DIR`` is refused with an error naming the first); an optional content
+``fingerprint`` recorded in the journal keeps a resume from mixing two inputs.
 
 Shards written in parallel: :meth:`StoreWriter.reserve_shard` hands out the next shard as a
 ``ShardTask``, whose ``write(columns)`` the caller may run on a thread of its own (a page-cache
@@ -22,8 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -43,7 +46,17 @@ from stoker.store.columns import (
     to_chunk,
 )
 from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo
-from stoker.store.journal import JOURNAL_NAME, read_journal, write_journal
+from stoker.store.journal import (
+    JOURNAL_NAME,
+    LOCK_NAME,
+    Fingerprint,
+    OtherInputError,
+    lock_staging,
+    read_journal,
+    unlock_staging,
+    write_journal,
+)
+from stoker.store.replace import hidden_dir, pause_point, recover, remove_tree, replace_dir, sweep
 from stoker.store.shardfile import ShardTask, record_batch
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
@@ -94,11 +107,16 @@ class StoreWriter:
         schema: column name -> :class:`~stoker.store.format.Column` (``stoker.Tensor(...)``,
             ``stoker.Sequence(...)``, ...). Inferred from the first rows when omitted.
         shard_size: bytes of data per shard (int or ``"256MB"``); one shard is held in RAM while writing.
-        overwrite: replace an existing store at ``path``.
+        overwrite: replace an existing store at ``path`` (and a staging directory holding another
+            input's partial write).
         metadata: JSON-serializable dict kept in the manifest (class names, tokenizer, ...).
         staging: a fixed working directory that makes the write resumable (see the module
             docstring). A journal there must have been written with the same ``metadata``
-            (callers put what identifies their input in it), else a ConfigError says so.
+            (callers put what identifies their input in it), else a ConfigError says so. The
+            writer locks it until it closes or aborts; a second writer is refused (StoreError).
+        fingerprint: with ``staging``, content hashes of a few input samples (index -> hash or
+            None); a journal whose hashes differ from these holds another input (ConfigError,
+            or a fresh start with ``overwrite=True``).
     """
 
     def __init__(
@@ -110,6 +128,7 @@ class StoreWriter:
         overwrite: bool = False,
         metadata: Mapping[str, Any] | None = None,
         staging: str | os.PathLike[str] | None = None,
+        fingerprint: Fingerprint | None = None,
     ) -> None:
         self.path = Path(path)
         self.shard_bytes = parse_size(shard_size)
@@ -126,6 +145,8 @@ class StoreWriter:
                         f"schema[{name!r}] must be a stoker column (stoker.Tensor(...), ...), not {col!r}", column=name
                     )
         self.schema: dict[str, Column] | None = dict(schema) if schema is not None else None
+        recover(self.path)  # a store left hidden by a writer killed mid-swap comes back first
+        sweep(self.path)
         if self.path.exists() and not overwrite:
             raise StoreExistsError(f"{self.path} exists; pass overwrite=True to replace it", path=self.path)
         self._tmp: Path | None = None
@@ -138,13 +159,36 @@ class StoreWriter:
         self._rows_written = 0
         self._closed = False
         self._staging = None if staging is None else Path(staging)
-        if self._staging is not None and (self._staging / JOURNAL_NAME).is_file():
-            self._resume(self._staging)
+        self._fingerprint = None if fingerprint is None else dict(fingerprint)
+        self._lock: int | None = None
+        if self._staging is not None:
+            self._lock = lock_staging(self._staging)
+            try:
+                if (self._staging / JOURNAL_NAME).is_file():
+                    self._resume(self._staging)
+            except BaseException:
+                self._unlock()
+                raise
 
     def _resume(self, staging: Path) -> None:
-        self.schema, self._shards = read_journal(staging, self.metadata, self.schema)
+        try:
+            self.schema, self._shards = read_journal(staging, self.metadata, self.schema, self._fingerprint)
+        except OtherInputError:
+            if not self.overwrite:
+                raise
+            for entry in staging.iterdir():  # start over: this writer's own files only
+                if entry.name in (JOURNAL_NAME, JOURNAL_NAME + ".part", "manifest.json") or re.fullmatch(
+                    r"shard-\d+\.arrow(\.part)?", entry.name
+                ):
+                    entry.unlink()
+            return
         self._rows_written = sum(info.rows for info in self._shards)
         self._tmp = staging
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            unlock_staging(self._lock)
+            self._lock = None
 
     # -- context manager ------------------------------------------------------------------
     def __enter__(self) -> StoreWriter:
@@ -263,7 +307,7 @@ class StoreWriter:
                 self._staging.mkdir(parents=True, exist_ok=True)
                 self._tmp = self._staging
             else:
-                self._tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:12]}"
+                self._tmp = hidden_dir(self.path, "tmp")
                 self._tmp.mkdir()
         return self._tmp
 
@@ -313,7 +357,8 @@ class StoreWriter:
         self._shards.append(task.info)
         self._rows_written += task.info.rows
         if self._staging is not None:
-            write_journal(self._tmpdir(), self._schema(), self._shards, self.metadata)
+            write_journal(self._tmpdir(), self._schema(), self._shards, self.metadata, self._fingerprint)
+            pause_point("shard-committed")
 
     def close(self) -> Path:
         """Write what is buffered, the manifest, and move the store into place."""
@@ -327,37 +372,37 @@ class StoreWriter:
             if not self._shards:
                 raise EmptyDatasetError(f"no rows were written to {self.path}; a store needs at least one row")
             tmp = self._tmpdir()
-            (tmp / JOURNAL_NAME).unlink(missing_ok=True)
             Manifest(self._schema(), tuple(self._shards), self.metadata).write(tmp)
-            _replace_dir(tmp, self.path, self.overwrite)
+            if self._staging is not None:
+                # killed before this rename, the staging dir still resumes (every shard in its
+                # journal); after it, the store is complete under this writer's pid (replace.py)
+                moved = hidden_dir(self.path, "tmp")
+                os.rename(tmp, moved)
+                self._tmp = tmp = moved
+                (tmp / LOCK_NAME).unlink()  # still held: a new writer locks a new staging dir
+            replace_dir(tmp, self.path, self.overwrite)
             self._tmp = None
+            (self.path / JOURNAL_NAME).unlink(missing_ok=True)
         except BaseException:
             self.abort()
             raise
         self._closed = True
+        self._unlock()
         return self.path
 
     def abort(self) -> None:
         """Drop everything written so far; nothing appears at ``path``. A staging writer keeps its finished shards."""
         self._closed = True
         if self._tmp is not None and self._staging is None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            remove_tree(self._tmp)
             self._tmp = None
-
-
-def _replace_dir(tmp: Path, dest: Path, overwrite: bool) -> None:
-    if dest.exists():
-        if not overwrite:
-            raise StoreExistsError(f"{dest} appeared while writing; pass overwrite=True to replace it", path=dest)
-        trash = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(dest, trash)
-        os.rename(tmp, dest)
-        if trash.is_dir():
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            trash.unlink()
-    else:
-        os.rename(tmp, dest)
+        elif self._tmp is not None and self._staging is not None and self._tmp != self._staging:
+            try:  # moved out of the staging dir, then not put in place: its shards and journal go back
+                os.rename(self._tmp, self._staging)
+            except OSError:
+                remove_tree(self._tmp)
+            self._tmp = None
+        self._unlock()
 
 
 def write(

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import stoker
-from stoker.convert.from_dataset import resume_index, staging_dir
+from stoker.convert.from_dataset import ResumeWarning, resume_index, staging_dir
 from stoker.errors import SampleError, SchemaError, StoreExistsError
 
 
@@ -83,9 +83,12 @@ def test_resume_after_a_failure_reads_only_the_rest(tmp_path):
     with pytest.raises(SampleError):
         stoker.convert.dataset(Samples(bad=[150]), tmp_path / "s", workers=0, shard_size=1000, chunk_size=16)
     log.unlink(missing_ok=True)
-    out = stoker.convert.dataset(Samples(log=log), tmp_path / "s", workers=0, shard_size=1000, chunk_size=16)
-    first_call = min(int(x) for x in log.read_text().split())
-    assert first_call > 50  # the finished shards were not computed again
+    with pytest.warns(ResumeWarning, match=r"resuming at row (\d+)") as warned:
+        out = stoker.convert.dataset(Samples(log=log), tmp_path / "s", workers=0, shard_size=1000, chunk_size=16)
+    resumed = out.report["resumed_at"]
+    assert 50 < resumed <= 150 and f"resuming at row {resumed} " in str(warned[0].message)
+    early = {int(x) for x in log.read_text().split()} & set(range(resumed))
+    assert len(early) <= 6  # only the fingerprint's few samples: the finished shards were not computed again
     assert stoker.open(out)[:]["label"].tolist() == list(range(200))
 
 
@@ -110,9 +113,10 @@ def test_skip_then_resume_keeps_positions(tmp_path):
         stoker.convert.dataset(
             _FailAt(Samples(bad=[10]), 150), tmp_path / "s", workers=0, shard_size=1000, chunk_size=8, on_error="skip"
         )
-    out = stoker.convert.dataset(
-        _FailAt(Samples(bad=[10]), None), tmp_path / "s", workers=0, shard_size=1000, chunk_size=8, on_error="skip"
-    )
+    with pytest.warns(ResumeWarning, match="resuming at row"):
+        out = stoker.convert.dataset(
+            _FailAt(Samples(bad=[10]), None), tmp_path / "s", workers=0, shard_size=1000, chunk_size=8, on_error="skip"
+        )
     ds = stoker.open(out)
     assert ds[:]["label"].tolist() == [i for i in range(200) if i != 10]
     assert ds.metadata["skipped_indices"] == [10]

@@ -1,0 +1,166 @@
+"""Putting a finished store in place: an atomic swap, hidden temporaries, recovery after a kill.
+
+A writer works in a hidden directory beside its destination ``DEST`` and moves it into place
+at the end. The hidden names carry the writer's pid, so that a later writer can tell the
+leftovers of a killed one from the work of a live one:
+
+- ``.DEST.tmp-PID-HEX``: a writer's working directory (complete once it holds manifest.json);
+- ``.DEST.old-PID-HEX``: a replaced store being deleted (two-step swap only).
+
+``overwrite=True`` swaps the new store and the old one with ``renameat2(RENAME_EXCHANGE)``
+(Linux >= 3.15, glibc >= 2.28; called through ctypes): ``DEST`` always names a complete store.
+Where the call or the filesystem lacks it, the swap is two renames (``DEST`` -> ``.old``, then
+``.tmp`` -> ``DEST``); a writer killed between them leaves no ``DEST``, and :func:`recover`
+(called when a store is opened or written and ``DEST`` is missing) moves the newest complete
+hidden store of a dead writer back into place. :func:`sweep` deletes the hidden directories
+of dead writers; every new write of ``DEST`` calls it.
+
+Test hook: with ``STOKER_TEST_PAUSE_AT=NAME`` in the environment (read when the point is
+reached), :func:`pause_point` ``NAME`` writes ``stoker-test-paused: NAME`` to stderr and waits
+forever, so that a test can SIGKILL the process exactly there. Points: ``between-renames``
+(the old store hidden, after the exchange or between the two renames) and ``shard-committed``
+(a shard and its journal entry written).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import re
+import shutil
+import sys
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from stoker.errors import StoreExistsError
+
+PAUSE_ENV = "STOKER_TEST_PAUSE_AT"
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_HIDDEN = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{12}")
+_MANIFEST = "manifest.json"
+
+
+def pause_point(name: str) -> None:
+    """Test hook: stop here for good when ``STOKER_TEST_PAUSE_AT`` names this point (see the module docstring)."""
+    if name in os.environ.get(PAUSE_ENV, "").split(","):
+        sys.stderr.write(f"stoker-test-paused: {name}\n")
+        sys.stderr.flush()
+        threading.Event().wait()
+
+
+def hidden_dir(dest: Path, kind: str) -> Path:
+    """A new hidden name beside ``dest`` for this process: ``.DEST.KIND-PID-HEX`` (``kind``: tmp or old)."""
+    return dest.parent / f".{dest.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _leftovers(dest: Path) -> list[tuple[str, Path]]:
+    """Hidden directories of ``dest`` whose writer has exited: ``(kind, path)``."""
+    try:
+        entries = list(os.scandir(dest.parent))
+    except OSError:
+        return []
+    out = []
+    for entry in entries:
+        m = _HIDDEN.fullmatch(entry.name)
+        if m and m.group("name") == dest.name and not _alive(int(m.group("pid"))):
+            out.append((m.group("kind"), Path(entry.path)))
+    return out
+
+
+def recover(dest: Path) -> bool:
+    """Move a killed writer's complete store back to ``dest`` when ``dest`` is missing; True if one was.
+
+    The newest complete new store (``.tmp``) is preferred to the one it was replacing (``.old``).
+    """
+    if os.path.lexists(dest):
+        return False
+    complete = [(kind, p) for kind, p in _leftovers(dest) if (p / _MANIFEST).is_file()]
+    complete.sort(key=lambda kp: (kp[0] == "tmp", (kp[1] / _MANIFEST).stat().st_mtime), reverse=True)
+    for _, path in complete:
+        try:
+            os.rename(path, dest)
+            return True
+        except OSError:  # another process recovered it first, or it went away meanwhile
+            if os.path.lexists(dest):
+                return False
+    return False
+
+
+def sweep(dest: Path) -> None:
+    """Delete the hidden directories that killed writers left beside ``dest``."""
+    for _, path in _leftovers(dest):
+        remove_tree(path)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a store directory, its manifest first (a half-deleted store is never complete)."""
+    try:
+        (path / _MANIFEST).unlink(missing_ok=True)
+    except OSError:
+        pass
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        path.unlink()
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2() -> Any:
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` atomically; False where libc, the kernel or the filesystem cannot."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def replace_dir(tmp: Path, dest: Path, overwrite: bool) -> None:
+    """Move the complete store ``tmp`` to ``dest``, swapping out an existing one when ``overwrite``."""
+    if not os.path.lexists(dest):
+        os.rename(tmp, dest)
+        return
+    if not overwrite:
+        raise StoreExistsError(f"{dest} appeared while writing; pass overwrite=True to replace it", path=dest)
+    if exchange(tmp, dest):  # tmp now holds the old store, under this writer's pid
+        pause_point("between-renames")
+        remove_tree(tmp)
+        return
+    old = hidden_dir(dest, "old")
+    os.rename(dest, old)
+    pause_point("between-renames")
+    os.rename(tmp, dest)
+    remove_tree(old)
+
+
+__all__ = ["PAUSE_ENV", "pause_point", "hidden_dir", "recover", "sweep", "remove_tree", "exchange", "replace_dir"]
