@@ -17,8 +17,9 @@ Orders:
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -119,17 +120,22 @@ class Sampler:
             yield idx[b * batch_size : (b + 1) * batch_size]
 
     def fingerprint(self) -> dict[str, Any]:
-        """What a saved position must agree with to be resumed here."""
-        return {
-            "num_rows": self.num_rows,
-            "order": self.order,
-            "seed": self.seed,
-            "block_size": self.block_size,
-            "window": self.window,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "uneven": self.uneven,
-        }
+        """What a saved position must agree with to be resumed here: every field."""
+        return field_fingerprint(self)
+
+
+def field_fingerprint(sampler: Any, **first: Any) -> dict[str, Any]:
+    """The fingerprint of a dataclass sampler: ``first``, then each of its init fields by name, in
+    field order; an array field as the CRC-32 of its bytes (``lengths`` -> ``lengths_crc32``)."""
+    out = dict(first)
+    for f in fields(sampler):
+        if f.init:
+            value = getattr(sampler, f.name)
+            if isinstance(value, np.ndarray):
+                out[f"{f.name}_crc32"] = zlib.crc32(value.tobytes())
+            else:
+                out[f.name] = value
+    return out
 
 
 def _block_order(n: int, block_size: int, window: int, rng: np.random.Generator) -> np.ndarray:

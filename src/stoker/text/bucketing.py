@@ -19,7 +19,6 @@ epoch, ``"drop"`` leaves the remainder out. An epoch is a pure function of
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError
-from stoker.pipeline.sampler import BatchSampler
+from stoker.pipeline.sampler import BatchSampler, field_fingerprint
 
 
 def _positive(name: str, value: Any, minimum: int = 1) -> None:
@@ -159,20 +158,7 @@ class LengthBuckets(BatchSampler):
             yield every[b]
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
-            "kind": "LengthBuckets",
-            "rows": len(self.lengths),
-            "lengths_crc32": zlib.crc32(self.lengths.tobytes()),
-            "batch_size": self.batch_size,
-            "max_tokens": self.max_tokens,
-            "shuffle": self.shuffle,
-            "seed": self.seed,
-            "window": self.window,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "uneven": self.uneven,
-            "round_to": self.round_to,
-        }
+        return field_fingerprint(self, kind="LengthBuckets", rows=len(self.lengths))
 
 
 def _sort_windows(order: np.ndarray, keys: np.ndarray, size: int) -> np.ndarray:

@@ -14,7 +14,6 @@ pure functions of the epoch, so a resumed loader continues exactly where it stop
 from __future__ import annotations
 
 import threading
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.sampler import BatchSampler
+from stoker.pipeline.sampler import BatchSampler, field_fingerprint
 from stoker.pipeline.source import BatchSource
 from stoker.store.columns import Ragged
 from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
@@ -108,18 +107,7 @@ class PackedBatches(BatchSampler):
             yield np.stack([np.full(len(ids), epoch, dtype=np.int64), ids], axis=1)
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
-            "kind": "PackedBatches",
-            "docs": len(self.lengths),
-            "lengths_crc32": zlib.crc32(self.lengths.tobytes()),
-            "block_length": self.block_length,
-            "batch_size": self.batch_size,
-            "shuffle": self.shuffle,
-            "seed": self.seed,
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "drop_last": self.drop_last,
-        }
+        return field_fingerprint(self, kind="PackedBatches", docs=len(self.lengths))
 
 
 @dataclass(frozen=True, eq=False)
