@@ -21,6 +21,7 @@ import pyarrow as pa
 from stoker.errors import ShardError, StoreNotFoundError
 from stoker.store.columns import Ragged
 from stoker.store.format import Column, Manifest, ShardInfo, arrow_schema
+from stoker.store.replace import recover
 from stoker.store.selection import check_indices, split_rows
 from stoker.store.shardfile import file_checksum
 
@@ -116,7 +117,7 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], *, verify: bool = False) -> None:
         self.path = Path(path)
-        if not self.path.exists():
+        if not self.path.exists() and not recover(self.path):  # a store hidden by a writer killed mid-swap
             raise StoreNotFoundError(f"no store at {self.path}: the path does not exist", path=self.path)
         if not self.path.is_dir():
             raise StoreNotFoundError(
