@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ NO_LOADER = (
     "the script never fetched a batch from a torch DataLoader or a stoker.Loader "
     "(doctor times those two; a hand-written loop over tensors is not visible to it)"
 )
+
+_RUN_TIME = ("_stats", "origin")  # Report fields that report.json leaves out
 
 
 @dataclass
@@ -57,25 +59,10 @@ class Report:
         return self.verdict == "input-bound"
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict,
-            "stall_share": self.stall_share,
-            "loop_s": self.loop_s,
-            "wait_s": self.wait_s,
-            "wall_s": self.wall_s,
-            "bottleneck_stage": self.bottleneck_stage,
-            "bottleneck_resource": self.bottleneck_resource,
-            "message": self.message,
-            "command": self.command,
-            "exit_code": self.exit_code,
-            "gpu_status": self.gpu_status,
-            "loaders": self.loaders,
-            "resources": self.resources,
-            "recommendations": [r.to_json() for r in self.recommendations],
-            "samples": self.samples,
-            "steps": self.steps,
-            "files": self.files,
-        }
+        """Every field but the run-time ones (``_stats``, ``origin``), recommendations as dicts."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUN_TIME}
+        out["recommendations"] = [r.to_json() for r in self.recommendations]
+        return out
 
     def write_json(self, path: str | os.PathLike) -> Path:
         path = Path(path)

@@ -36,35 +36,13 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
         for i, step in enumerate(st.steps):
             t0, t1 = step.requested, step.ready
             if prev is not None and t0 > prev:
-                events.append(
-                    {
-                        "name": "compute",
-                        "cat": "step",
-                        "ph": "X",
-                        "pid": pid,
-                        "tid": tid,
-                        "ts": (prev - origin) * _US,
-                        "dur": (t0 - prev) * _US,
-                    }
-                )
-            events.append(
-                {
-                    "name": "data wait",
-                    "cat": "step",
-                    "ph": "X",
-                    "pid": pid,
-                    "tid": tid,
-                    "ts": (t0 - origin) * _US,
-                    "dur": (t1 - t0) * _US,
-                    "args": {"step": i},
-                }
-            )
+                events.append(_span("compute", "step", pid, tid, prev - origin, t0 - prev))
+            events.append(_span("data wait", "step", pid, tid, t0 - origin, t1 - t0, {"step": i}))
             prev = t1
         for spid, span in st.spans:
             stid = track(spid, span.thread, f"stages: {st.name}" if spid == pid else f"worker {spid}: {st.name}")
             name = f"stoker.{span.stage}" if st.info.kind == "stoker" else span.stage
-            ts, dur = (span.start - origin) * _US, span.duration * _US
-            events.append({"name": name, "cat": "stage", "ph": "X", "pid": spid, "tid": stid, "ts": ts, "dur": dur})
+            events.append(_span(name, "stage", spid, stid, span.start - origin, span.duration))
     pid0 = min((st.pid for st in report._stats.values()), default=0)
     for s in report.samples:
         ts = s["t"] * _US
@@ -82,6 +60,14 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
             if "util" in g:
                 events.append({"name": f"GPU {i} %", "ph": "C", "pid": pid0, "ts": ts, "args": {"util": g["util"]}})
     return events
+
+
+def _span(name: str, cat: str, pid: int, tid: int, start: float, duration: float, args: Any = None) -> dict[str, Any]:
+    """A complete ("X") event on track ``(pid, tid)``: ``start`` and ``duration`` in seconds."""
+    event = {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": start * _US, "dur": duration * _US}
+    if args is not None:
+        event["args"] = args
+    return event
 
 
 def write_trace(report: Report, path: str | os.PathLike) -> Path:
