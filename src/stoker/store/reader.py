@@ -3,13 +3,24 @@
 ``Store.gather(indices)`` is the loader's hot path: one gather per column per group of
 rows that lie in the same shard. With sorted indices each group is a contiguous slice of
 the output, so a fixed-width column is read with one ``np.take`` per shard straight into
-the (recycled) output buffer.
+the (recycled) output buffer. Which shard holds a row is a ``searchsorted`` over the shards'
+first rows, and only the shards a batch touches are visited: a gather costs the same in a
+store of 10 shards or 100,000.
+
+Opening a store reads the manifest and checks each shard's size (one ``stat``), nothing more.
+A shard is memory-mapped, parsed and checked against the manifest the first time a gather
+touches it (``_ShardCache``); at most ``STOKER_MAX_MAPPED_SHARDS`` shards (default
+:data:`DEFAULT_MAX_MAPPED_SHARDS`) stay mapped, the least recently used unmapped first, so a
+store of any shard count stays under the kernel's ``vm.max_map_count`` (65,530 by default).
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stoker.errors import ShardError, StoreNotFoundError
+from stoker.errors import ConfigError, ShardError, StoreNotFoundError
 from stoker.store.columns import Ragged
 from stoker.store.format import Column, Manifest, ShardInfo, arrow_schema
 from stoker.store.replace import recover
@@ -38,6 +49,49 @@ class _ColumnView:
         if self.offsets is None:
             raise TypeError("a tensor column has no row offsets")
         return self.offsets
+
+
+# shards kept mapped at once (one map each): 8× under the kernel's default vm.max_map_count of 65,530,
+# so a few stores per process fit; STOKER_MAX_MAPPED_SHARDS overrides it
+DEFAULT_MAX_MAPPED_SHARDS = 8192
+MAX_MAPPED_ENV = "STOKER_MAX_MAPPED_SHARDS"
+
+
+def max_mapped_shards() -> int:
+    """How many shards a store keeps mapped: ``STOKER_MAX_MAPPED_SHARDS`` (read now), else the default."""
+    raw = os.environ.get(MAX_MAPPED_ENV)
+    if raw is None or raw == "":
+        return DEFAULT_MAX_MAPPED_SHARDS
+    try:
+        cap = int(raw)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ConfigError(
+            f"{MAX_MAPPED_ENV}={raw!r} must be an integer >= 1 (shards kept memory-mapped at once); "
+            f"unset it for the default of {DEFAULT_MAX_MAPPED_SHARDS}",
+            option=MAX_MAPPED_ENV,
+        )
+    return cap
+
+
+def _check_file(directory: Path, info: ShardInfo) -> None:
+    """The shard file exists and has the manifest's size (one ``stat``); ShardError if not."""
+    path = directory / info.file
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path) from None
+    except OSError as exc:
+        raise ShardError(f"shard {path} cannot be read ({exc.strerror or exc})", path=path) from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise ShardError(f"shard {path} is missing (not a regular file); the store is incomplete", path=path)
+    if st.st_size != info.bytes:
+        raise ShardError(
+            f"shard {path} is {st.st_size} bytes, the manifest says {info.bytes}: it was truncated or altered "
+            "(write the store again, or restore the file)",
+            path=path,
+        )
 
 
 class _Shard:
@@ -69,6 +123,45 @@ class _Shard:
             raise ShardError(f"shard {path} holds {batch.num_rows} rows, the manifest says {info.rows}", path=path)
         self.rows = info.rows
         self.columns = {name: _view(batch.column(i), col, info.rows) for i, (name, col) in enumerate(schema.items())}
+
+
+class _ShardCache:
+    """The mapped shards of one store, shared by its views: a shard is mapped (and validated, in
+    ``_Shard``) on first touch, and at most ``cap`` stay mapped (least recently used dropped first).
+    Thread-safe.
+
+    Dropping a shard from the cache unmaps it once no gather still holds it: a gather keeps the
+    shards it reads referenced until it returns, so eviction never pulls a map from under a reader.
+    """
+
+    def __init__(self, directory: Path, infos: Sequence[ShardInfo], schema: dict[str, Column], cap: int) -> None:
+        self.directory = directory
+        self.infos = infos
+        self.schema = schema
+        self.cap = cap
+        self._mapped: OrderedDict[int, _Shard] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, index: int) -> _Shard:
+        """Shard ``index``, mapped (and checked) now if it is not mapped already."""
+        with self._lock:
+            shard = self._mapped.get(index)
+            if shard is not None:
+                self._mapped.move_to_end(index)
+                return shard
+        # mapped outside the lock: validating a shard pages in its data, and other readers need not wait
+        fresh = _Shard(self.directory, self.infos[index], self.schema)
+        with self._lock:
+            shard = self._mapped.setdefault(index, fresh)
+            self._mapped.move_to_end(index)
+            while len(self._mapped) > self.cap:
+                self._mapped.popitem(last=False)
+        return shard
+
+    def mapped(self) -> list[int]:
+        """The indices of the shards mapped now, least recently used first."""
+        with self._lock:
+            return list(self._mapped)
 
 
 FILE_MAGIC = b"ARROW1"  # the first bytes of an Arrow IPC *file* (format versions 1-2); a stream has none
@@ -126,8 +219,11 @@ class Store:
         self.manifest = Manifest.read(self.path)
         if verify:
             self.verify()
-        self._shards = [_Shard(self.path, info, self.schema) for info in self.manifest.shards]
-        rows = np.array([s.rows for s in self._shards], dtype=np.int64)
+        infos = self.manifest.shards
+        for info in infos:
+            _check_file(self.path, info)
+        self._cache = _ShardCache(self.path, infos, self.schema, max_mapped_shards())
+        rows = np.fromiter((info.rows for info in infos), dtype=np.int64, count=len(infos))
         self._starts = np.concatenate([[0], np.cumsum(rows)])
         self._len = int(self._starts[-1])
         self._rows: np.ndarray | None = None  # a view's rows of the whole store; None: all of them
@@ -177,7 +273,13 @@ class Store:
 
     @property
     def num_shards(self) -> int:
-        return len(self._shards)
+        return len(self.manifest.shards)
+
+    @property
+    def mapped_shards(self) -> int:
+        """How many of the store's shards are memory-mapped now (shared with its views); at most
+        ``STOKER_MAX_MAPPED_SHARDS`` (read when the store was opened) once a gather has returned."""
+        return len(self._cache.mapped())
 
     @property
     def shard_starts(self) -> np.ndarray:
@@ -220,7 +322,7 @@ class Store:
 
     def table(self) -> pa.Table:
         """All shards as one pyarrow Table (zero-copy, memory-mapped); a view's rows are taken (a copy)."""
-        tables = [read_shard(s.path) for s in self._shards]
+        tables = [read_shard(self.path / info.file) for info in self.manifest.shards]
         table = pa.concat_tables(tables)
         return table if self._rows is None else table.take(pa.array(self._rows))
 
@@ -260,18 +362,21 @@ class Store:
         if self._rows is not None:
             idx = self._rows[idx]
         names = list(self.schema) if columns is None else list(columns)
+        for name in names:
+            if name not in self.schema:
+                raise KeyError(f"no column {name!r}; the store has {list(self.schema)}")
         plan = _Plan(idx, self._starts)
+        # only the shards this batch touches, held until the gather returns (eviction cannot unmap them)
+        shards = {s: self._cache.get(s) for s, _ in plan.runs}
         result: dict[str, Any] = {}
         for name in names:
-            col = self.schema.get(name)
-            if col is None:
-                raise KeyError(f"no column {name!r}; the store has {list(self.schema)}")
-            views = [s.columns[name] for s in self._shards]
+            col = self.schema[name]
+            views = {s: shard.columns[name] for s, shard in shards.items()}
             if col.kind == "tensor":
                 target = None if out is None else out.get(name)
                 result[name] = _gather_tensor(col, views, plan, target)
             elif col.kind == "sequence":
-                result[name] = _gather_ragged(views, plan)
+                result[name] = _gather_ragged(col, views, plan)
             else:
                 result[name] = _gather_blobs(views, plan, col.kind == "string")
         return result
@@ -297,7 +402,7 @@ class _Plan:
             self.runs = [(int(s), np.flatnonzero(shard == s)) for s in np.unique(shard)]
 
 
-def _gather_tensor(col: Column, views: list[_ColumnView], plan: _Plan, out: np.ndarray | None) -> np.ndarray:
+def _gather_tensor(col: Column, views: Mapping[int, _ColumnView], plan: _Plan, out: np.ndarray | None) -> np.ndarray:
     shape = (plan.n, *col.row_shape)
     if out is None:
         out = np.empty(shape, dtype=col.numpy_dtype)
@@ -315,7 +420,7 @@ def _gather_tensor(col: Column, views: list[_ColumnView], plan: _Plan, out: np.n
     return out
 
 
-def _gather_ragged(views: list[_ColumnView], plan: _Plan) -> Ragged:
+def _gather_ragged(col: Column, views: Mapping[int, _ColumnView], plan: _Plan) -> Ragged:
     lengths = np.empty(plan.n, dtype=np.int64)
     starts = np.empty(plan.n, dtype=np.int64)
     for shard, pos in plan.runs:
@@ -325,8 +430,7 @@ def _gather_ragged(views: list[_ColumnView], plan: _Plan) -> Ragged:
         lengths[pos] = off[local + 1] - starts[pos]
     offsets = np.zeros(plan.n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    dtype = views[0].data.dtype
-    values = np.empty(int(offsets[-1]), dtype=dtype)
+    values = np.empty(int(offsets[-1]), dtype=col.numpy_dtype)
     for shard, pos in plan.runs:
         if isinstance(pos, slice):  # rows in a run: their values land in one contiguous range
             a, b = int(offsets[pos.start]), int(offsets[pos.stop])
@@ -352,7 +456,7 @@ def _ramp(lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
 
 
-def _gather_blobs(views: list[_ColumnView], plan: _Plan, as_text: bool) -> list[Any]:
+def _gather_blobs(views: Mapping[int, _ColumnView], plan: _Plan, as_text: bool) -> list[Any]:
     result: list[Any] = [None] * plan.n
     for shard, pos in plan.runs:
         view = views[shard]
@@ -389,4 +493,4 @@ def open(path: str | os.PathLike[str], *, verify: bool = False) -> Store:  # noq
     return Store(path, verify=verify)
 
 
-__all__ = ["Store", "open"]
+__all__ = ["DEFAULT_MAX_MAPPED_SHARDS", "MAX_MAPPED_ENV", "Store", "max_mapped_shards", "open"]
