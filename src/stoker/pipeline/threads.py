@@ -3,7 +3,8 @@
 The heavy work of a batch (numpy gathers, Arrow reads, the Rust tokenizer, libjpeg-turbo,
 torch copies) releases the GIL, so threads run it in parallel without the cost of moving
 batches between processes. Threads start when iteration starts and are joined when it
-ends, however it ends (exhausted, ``break``, an exception, Ctrl-C, the iterator dropped).
+ends, however it ends (exhausted, ``break``, an exception, Ctrl-C, the iterator dropped);
+only a thread stuck past ``timeout`` is left behind, as a daemon.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import ctypes.util
 import functools
 import itertools
 import os
+import queue
 import sys
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from stoker.errors import WorkerError
 
@@ -68,6 +72,55 @@ def tag_error(exc: BaseException, stage: str, batch: int) -> None:
         exc.add_note(f"stoker: raised in stage {stage!r} while producing batch {batch} of this epoch")
 
 
+class _Threads:
+    """Daemon worker threads taking ``(future, fn, item)`` off one queue.
+
+    Not ``concurrent.futures.ThreadPoolExecutor``: its threads are joined when the interpreter
+    exits, so one stuck in a read that never returns would keep the process from exiting. A
+    thread left behind after a timeout here is a daemon and ends with the process.
+    """
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._tasks: queue.SimpleQueue[tuple[cf.Future[Any], Callable[[Any], Any], Any] | None] = queue.SimpleQueue()
+        self.threads = [
+            threading.Thread(target=_serve, args=(self._tasks,), name=f"{name}_{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for t in self.threads:
+            t.start()
+
+    def submit(self, fn: Callable[[T], R], item: T) -> cf.Future[R]:
+        fut: cf.Future[R] = cf.Future()
+        self._tasks.put((fut, fn, item))
+        return fut
+
+    def stop(self, wait: float | None) -> list[threading.Thread]:
+        """Tell every thread to stop after its current task; join them for at most ``wait`` seconds
+        in all (None: until they end). Returns the threads still running."""
+        for _ in self.threads:
+            self._tasks.put(None)
+        deadline = None if wait is None else time.monotonic() + wait
+        for t in self.threads:
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return [t for t in self.threads if t.is_alive()]
+
+
+def _serve(tasks: queue.SimpleQueue[tuple[cf.Future[Any], Callable[[Any], Any], Any] | None]) -> None:
+    one_torch_thread_here()
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        fut, fn, item = task
+        del task
+        if fut.set_running_or_notify_cancel():
+            try:
+                fut.set_result(fn(item))
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer through the future
+                fut.set_exception(exc)
+        del fut, fn, item
+
+
 def ordered_map(
     fn: Callable[[T], R],
     items: Iterable[T],
@@ -81,7 +134,10 @@ def ordered_map(
 
     At most ``depth`` items are in flight. ``workers=0`` runs ``fn`` in the calling thread.
     An exception raised by ``fn`` is re-raised here with a note naming ``stage`` and the
-    batch; ``timeout`` (seconds, ``None`` for none) bounds the wait for one result.
+    batch. ``timeout`` (seconds, ``None`` for none) bounds the wait for one result: past it a
+    :class:`~stoker.errors.WorkerError` is raised at once, and the thread stuck in ``fn`` is left
+    behind (a daemon thread: Python cannot stop it; it ends with the process). Otherwise the
+    threads are joined when the iteration ends (for at most ``timeout`` seconds when one is set).
     """
     if workers <= 0:
         for n, item in enumerate(items):
@@ -93,9 +149,8 @@ def ordered_map(
         return
     it = iter(items)
     pending: deque[cf.Future[R]] = deque()
-    pool = cf.ThreadPoolExecutor(
-        max_workers=workers, thread_name_prefix=f"stoker-{stage}", initializer=one_torch_thread_here
-    )
+    pool = _Threads(workers, f"stoker-{stage}")
+    timed_out = False
     try:
         for item in itertools.islice(it, max(depth, 1)):
             pending.append(pool.submit(fn, item))
@@ -105,9 +160,12 @@ def ordered_map(
             try:
                 result = fut.result(timeout=timeout)
             except cf.TimeoutError:
+                timed_out = True
                 raise WorkerError(
-                    f"stage {stage!r}: batch {n} was not ready after timeout={timeout}s "
-                    "(raise timeout, or look for a stuck read)",
+                    f"stage {stage!r}: batch {n} was not ready after timeout={timeout}s; the worker thread "
+                    "still running it is left behind as a daemon thread (a thread cannot be stopped from "
+                    "outside; it ends with the process). Raise timeout=, or look for a read that blocks "
+                    "(a network file system, a lock, an endless loop)",
                     stage=stage,
                     batch=n,
                 ) from None
@@ -121,7 +179,7 @@ def ordered_map(
     finally:
         for fut in pending:
             fut.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.stop(wait=0.0 if timed_out else timeout)
 
 
 def default_workers(limit: int | None = None) -> int:

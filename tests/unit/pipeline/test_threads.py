@@ -62,8 +62,45 @@ def test_break_joins_threads():
 
 
 def test_timeout():
-    with pytest.raises(WorkerError, match="timeout=0.05"):
-        list(ordered_map(lambda i: time.sleep(0.5), range(2), workers=1, depth=1, timeout=0.05))
+    release = threading.Event()
+    try:
+        with pytest.raises(WorkerError, match="timeout=0.05"):
+            list(ordered_map(lambda i: release.wait(30), range(2), workers=1, depth=1, timeout=0.05))
+    finally:
+        release.set()
+    _wait_for_no_stoker_threads()
+
+
+def _wait_for_no_stoker_threads():
+    for t in _stoker_threads():
+        t.join(30)
+    assert _stoker_threads() == []
+
+
+def test_a_stuck_read_raises_at_the_timeout_and_is_left_behind_as_a_daemon():
+    """Issue 15 item 7: the error came only once the stuck read returned (never, for one that hangs)."""
+    release = threading.Event()
+    outcome = []
+
+    def consume():
+        try:
+            list(ordered_map(lambda i: release.wait(60) if i == 1 else i, range(4), workers=2, depth=2, timeout=0.5))
+        except WorkerError as exc:
+            outcome.append(exc)
+
+    runner = threading.Thread(target=consume)
+    runner.start()
+    runner.join(30)  # a bound for a hang, not a speed check
+    try:
+        assert not runner.is_alive(), "the timeout did not end the iteration while the read was stuck"
+        (exc,) = outcome
+        assert "timeout=0.5" in str(exc) and "daemon" in str(exc) and exc.batch == 1
+        left = _stoker_threads()
+        assert left and all(t.daemon for t in left)
+    finally:
+        release.set()
+        runner.join(30)
+    _wait_for_no_stoker_threads()
 
 
 def test_worker_threads_run_torch_single_threaded_and_leave_the_caller_alone():
