@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from time import perf_counter
 from typing import Any
 
@@ -34,6 +34,7 @@ from stoker.pipeline.collate import BF16, flatten, unflatten
 from stoker.pipeline.dataset_source import DatasetSource, tensor_columns
 from stoker.pipeline.executor import Executor, chunk_size, chunked
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers
+from stoker.pipeline.passes import OnePass
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
 from stoker.pipeline.source import BatchSource, overrides
 from stoker.pipeline.store_source import StoreSource
@@ -219,6 +220,7 @@ class Loader:
         self._started = False  # a pass of the current epoch has begun (the next pass takes the next epoch)
         self._executor: Executor | None = None  # kept between epochs only with persistent_workers
         self._finalizer: weakref.finalize | None = None
+        self._passes = OnePass(f"this {type(self).__name__}")
         self.observers = Observers(self._info(), [])
         for observer in REGISTRY.current():
             self.observers.add(observer)
@@ -334,6 +336,10 @@ class Loader:
         return executor
 
     def __iter__(self) -> Iterator[Any]:
+        # One pass at a time: a pass still running in another thread is refused, an abandoned one closed.
+        return self._passes.start(self._pass)
+
+    def _pass(self) -> Generator[Any, None, None]:
         if self._resume and self._done < len(self):
             pass  # the pass after load_state_dict continues after the saved batches
         elif self._resume or self._started:  # each pass gets its own epoch, even one left early

@@ -3,9 +3,14 @@
 A :class:`ProcessPool` runs one function over tasks in worker processes. Each worker calls it
 on a task and writes every array of the result into one shared-memory segment; only a small
 description (names, dtypes, shapes, offsets) travels through the result queue. The consumer
-copies the arrays out, unlinks the segment, and rebuilds the result. Segments are named
-``stoker_<token>_<generation>_<task>``, so closing the pool can sweep ``/dev/shm`` for anything
-a killed worker left behind.
+opens the segment, unlinks it at once, copies the arrays out and rebuilds the result. Segments
+are named ``stoker_<token>_<generation>_<task>`` (the token starts with the consumer's pid).
+
+Nothing outlives the consumer: each worker watches its parent *process* (``getppid`` polled by a
+daemon thread; ``PR_SET_PDEATHSIG`` is not used, as it fires when the *thread* that started the
+worker ends) and, when the consumer is gone, unlinks every segment of its pool not yet taken and
+exits. A worker that fails while writing a segment unlinks it. Closing the pool sweeps what a
+killed worker left, and a new pool sweeps segments whose consumer pid is gone.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import os
 import pickle
 import queue
 import secrets
+import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -24,11 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import WorkerError
+from stoker.errors import ConcurrentIterationError, WorkerError
 from stoker.pipeline.collate import BF16, default_collate, fetch, flatten, unflatten
 from stoker.pipeline.threads import tag_error
 
 _POLL = 0.5  # seconds between liveness checks while waiting for a result
+_WATCH = 0.2  # seconds between a worker's checks that its consumer process is still there
 _END = object()
 
 
@@ -54,8 +62,11 @@ def _write_segment(name: str, leaves: list[Any]) -> tuple[list[Any], bool]:
     try:
         for off, arr in arrays:
             np.ndarray(arr.shape, arr.dtype, buffer=shm.buf, offset=off)[...] = arr
-    finally:
+    except BaseException:
         shm.close()
+        shm.unlink()  # a half-written segment nobody will read
+        raise
+    shm.close()
     _untrack(name)
     return layout, True
 
@@ -70,15 +81,25 @@ def _untrack(name: str) -> None:
         pass
 
 
-def _die_with_parent() -> None:
-    """Linux: have the kernel end this worker if the consumer dies (even by SIGKILL)."""
-    try:
-        import ctypes
-        import signal
+def _watch_parent(parent: int, token: str, writing: threading.Lock) -> None:
+    """End this worker when its consumer process ``parent`` is gone, unlinking its pool's segments.
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    A daemon thread polls ``getppid()`` (a dead parent's children are re-parented). It then takes
+    ``writing`` (held while a segment is made and sent) so no segment is made after the sweep.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(_WATCH)
+        writing.acquire(timeout=10.0)
+        for path in glob.glob(f"/dev/shm/stoker_{token}_*"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stoker-watch-consumer", daemon=True).start()
 
 
 def sweep_stale_segments(directory: str = "/dev/shm") -> int:
@@ -117,8 +138,9 @@ class FetchCollate:
         return self.collate_fn(fetch(self.dataset, [int(i) for i in indices]))
 
 
-def _worker(fn: Callable[[Any], Any], token: str, tasks: Any, results: Any, current: Any) -> None:
-    _die_with_parent()
+def _worker(fn: Callable[[Any], Any], token: str, parent: int, tasks: Any, results: Any, current: Any) -> None:
+    writing = threading.Lock()
+    _watch_parent(parent, token, writing)
     while True:
         task = tasks.get()
         if task is None:
@@ -129,8 +151,9 @@ def _worker(fn: Callable[[Any], Any], token: str, tasks: Any, results: Any, curr
         try:
             leaves, spec = flatten(fn(payload))
             name = f"stoker_{token}_{gen}_{n}"
-            layout, has_segment = _write_segment(name, leaves)
-            results.put((gen, n, "ok", (name if has_segment else None, layout, spec)))
+            with writing:
+                layout, has_segment = _write_segment(name, leaves)
+                results.put((gen, n, "ok", (name if has_segment else None, layout, spec)))
         except Exception as exc:  # noqa: BLE001 - sent back and re-raised in the consumer
             try:
                 payload = pickle.dumps(exc)
@@ -142,6 +165,8 @@ def _worker(fn: Callable[[Any], Any], token: str, tasks: Any, results: Any, curr
 def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
     leaves: list[Any] = []
     shm = shared_memory.SharedMemory(name=name) if name else None
+    if shm is not None:
+        shm.unlink()  # mapped here now: the name can go, the memory stays until closed
     try:
         for entry in layout:
             if entry[0] == "object":
@@ -155,7 +180,6 @@ def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
     finally:
         if shm is not None:
             shm.close()
-            shm.unlink()
     return unflatten(spec, leaves)
 
 
@@ -180,7 +204,8 @@ class ProcessPool:
         self._results: Any = None
         self._current: Any = None
         self._generation = 0
-        self._busy = False
+        self._serving = threading.Lock()  # held by the one map() in progress
+        self._oom_kills: int | None = None
 
     def _start(self) -> None:
         sweep_stale_segments()
@@ -188,10 +213,11 @@ class ProcessPool:
         self._tasks = [ctx.Queue() for _ in range(self.workers)]
         self._results = ctx.Queue()
         self._current = ctx.Value("q", 0, lock=False)
+        self._oom_kills = oom_kills()
         self._procs = [
             ctx.Process(
                 target=_worker,
-                args=(self.fn, self.token, self._tasks[w], self._results, self._current),
+                args=(self.fn, self.token, os.getpid(), self._tasks[w], self._results, self._current),
                 daemon=True,
                 name=f"stoker-{self.stage}-{w}",
             )
@@ -202,11 +228,17 @@ class ProcessPool:
 
     def map(self, tasks: Iterable[Any], *, depth: int, timeout: float | None = None) -> Iterator[Any]:
         """Yield ``fn(task)`` for each of ``tasks``, in order, at most ``depth`` in flight."""
-        if self._busy:
-            raise RuntimeError("this worker pool is already serving an iteration; finish or close it first")
-        if not self._procs:
-            self._start()
-        self._busy = True
+        if not self._serving.acquire(blocking=False):
+            raise ConcurrentIterationError(
+                f"the {self.stage!r} worker pool is already serving an iteration (in another thread, or one "
+                "not closed yet); iterate one loader from one thread at a time, or use one loader per thread"
+            )
+        try:
+            if not self._procs:
+                self._start()
+        except BaseException:
+            self._serving.release()
+            raise
         self._generation += 1
         gen = self._current.value = self._generation
         it = iter(tasks)
@@ -227,7 +259,9 @@ class ProcessPool:
                 pass
             while received < sent:
                 while received not in ready:
-                    g, n, status, payload = _get(self._results, self._procs, timeout, self.stage, received)
+                    g, n, status, payload = _get(
+                        self._results, self._procs, timeout, self.stage, received, self._oom_kills
+                    )
                     if g != gen:  # left over from an abandoned iteration
                         _discard(status, payload)
                         continue
@@ -246,7 +280,7 @@ class ProcessPool:
         finally:
             for status_payload in ready.values():
                 _discard("ok", status_payload)
-            self._busy = False
+            self._serving.release()
 
     def close(self) -> None:
         """Stop the workers and unlink every segment this pool made. Safe to call twice."""
@@ -280,7 +314,7 @@ def _discard(status: str, payload: Any) -> None:
         _unlink(payload[0])
 
 
-def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batch: int) -> Any:
+def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batch: int, oom_before: int | None) -> Any:
     waited = 0.0
     while True:
         try:
@@ -291,15 +325,76 @@ def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batc
             if dead:
                 p = dead[0]
                 raise WorkerError(
-                    f"worker {p.name} exited unexpectedly (exit code {p.exitcode}) while producing batch {batch}; "
-                    "a crash in native code or the out-of-memory killer are the usual causes",
+                    f"worker {p.name} of stage {stage!r} {exit_words(p.exitcode, oom_before)} while producing batch "
+                    f"{batch}; the pool is closed, start a new iteration to go on",
                     stage=stage,
                     batch=batch,
                 ) from None
             if timeout and waited >= timeout:
                 raise WorkerError(
-                    f"stage {stage!r}: batch {batch} was not ready after timeout={timeout}s", stage=stage, batch=batch
+                    f"stage {stage!r}: batch {batch} was not ready after timeout={timeout}s; the worker "
+                    "processes were stopped. Raise timeout=, or look for a read that blocks",
+                    stage=stage,
+                    batch=batch,
                 ) from None
+
+
+def exit_words(code: int | None, oom_before: int | None = None) -> str:
+    """How a worker process ended, in words, with the likely cause only where there is evidence.
+
+    ``oom_before`` is this cgroup's count of out-of-memory kills when the pool started (see
+    :func:`oom_kills`): a SIGKILL is put down to the OOM killer only if that count rose since.
+    """
+    if code is None:
+        return "is gone"
+    if code >= 0:
+        return f"exited with code {code} (did the dataset or collate_fn call sys.exit or os._exit?)"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    words = f"was killed by {name} (exit code {code})"
+    if -code == signal.SIGKILL:
+        now = oom_kills()
+        if oom_before is not None and now is not None:
+            if now > oom_before:
+                return (
+                    f"{words}: the kernel's out-of-memory killer ended {now - oom_before} process(es) of this "
+                    "cgroup since the pool started (memory.events), so memory ran out: use fewer workers or "
+                    "smaller batches, or give the job more memory"
+                )
+            return f"{words}: the out-of-memory kill count of this cgroup did not rise, so the OOM killer is unlikely; something else sent SIGKILL"
+        return f"{words}: something sent SIGKILL; the kernel's out-of-memory killer is one possible cause (see dmesg)"
+    if -code in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT):
+        return f"{words}: a crash in native code (a C extension or library the dataset calls)"
+    return words
+
+
+def oom_kills() -> int | None:
+    """This process's cgroup count of out-of-memory kills (v2 ``memory.events``, v1
+    ``memory.oom_control``), or None where it cannot be read."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [line.strip().split(":", 2) for line in f]
+    except OSError:
+        return None
+    v2 = next((p for h, _, p in lines if h == "0"), "/")
+    v1 = next((p for _, c, p in lines if "memory" in c.split(",")), "/")
+    for path in (
+        os.path.join("/sys/fs/cgroup", v2.lstrip("/"), "memory.events"),
+        os.path.join("/sys/fs/cgroup/memory", v1.lstrip("/"), "memory.oom_control"),
+        "/sys/fs/cgroup/memory.events",
+        "/sys/fs/cgroup/memory/memory.oom_control",
+    ):
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def _rebuild_error(payload: Any, stage: str, batch: int) -> BaseException:
