@@ -202,3 +202,40 @@ def test_many_failures_in_flight_do_not_hang(tmp_path):
 )
 def test_resume_index(rows, skipped, start):
     assert resume_index(rows, skipped) == start
+
+
+class _Shifted(Samples):
+    """Samples of the same type and length with other content."""
+
+    def __getitem__(self, i):
+        row = super().__getitem__(i)
+        row["label"] = i + 1000
+        return row
+
+
+class _Noisy(Samples):
+    """Samples with random content (augmentation): not fingerprinted, still resumable."""
+
+    def __getitem__(self, i):
+        row = super().__getitem__(i)
+        row["score"] = np.float32(np.random.random())
+        return row
+
+
+def test_resume_refuses_another_datasets_shards_and_overwrite_starts_over(tmp_path):
+    """Issue 15 item 10: same type, length and fields, other content: refused, never mixed."""
+    with pytest.raises(KeyboardInterrupt):
+        stoker.convert.dataset(_FailAt(Samples(), 150), tmp_path / "s", workers=0, shard_size=1000)
+    with pytest.raises(stoker.errors.ConfigError, match=r"another dataset's conversion.*overwrite=True"):
+        stoker.convert.dataset(_FailAt(_Shifted(), None), tmp_path / "s", workers=0, shard_size=1000)
+    out = stoker.convert.dataset(_FailAt(_Shifted(), None), tmp_path / "s", workers=0, overwrite=True)
+    assert out.report["resumed_at"] == 0
+    assert stoker.open(out)[:]["label"].tolist() == [i + 1000 for i in range(200)]
+
+
+def test_random_samples_still_resume(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        stoker.convert.dataset(_FailAt(_Noisy(), 150), tmp_path / "s", workers=0, shard_size=1000)
+    with pytest.warns(ResumeWarning):
+        out = stoker.convert.dataset(_FailAt(_Noisy(), None), tmp_path / "s", workers=0, shard_size=1000)
+    assert out.report["resumed_at"] > 0 and stoker.open(out)[:]["label"].tolist() == list(range(200))

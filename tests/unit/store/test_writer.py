@@ -70,7 +70,7 @@ def test_store_opens_in_plain_pyarrow(mixed_store, mixed_columns):
 
 def test_manifest_records_shards(mixed_store):
     m = json.loads((mixed_store / "manifest.json").read_text())
-    assert m["format"] == "stoker-store" and m["version"] == 3
+    assert m["format"] == "stoker-store" and m["version"] == 4
     assert sum(s["rows"] for s in m["shards"]) == m["num_rows"] == 300
     for s in m["shards"]:
         assert os.path.getsize(mixed_store / s["file"]) == s["bytes"]
@@ -245,3 +245,34 @@ def test_tensor_fields_carry_shape_and_dtype(tmp_path):
     assert schema.field("y").metadata[b"stoker.shape"] == b"[]"
     assert schema.field("b").metadata[b"stoker.dtype"] == b"bool"  # stored as uint8; the dtype says bool
     assert json.loads(schema.field("x").metadata[b"stoker.shape"]) == [28, 28]
+
+
+def test_a_staging_dir_is_locked_while_a_writer_works_in_it(tmp_path):
+    """Issue 15 item 9: a second writer on the same staging dir is refused, naming the first."""
+    staging = tmp_path / ".s.partial"
+    first = StoreWriter(tmp_path / "s", staging=staging, shard_size=64)
+    first.add_batch({"x": np.arange(40)})
+    with pytest.raises(stoker.errors.StoreError, match=rf"in use by another conversion .*pid {os.getpid()}, started"):
+        StoreWriter(tmp_path / "s", staging=staging)
+    first.abort()  # releases the lock, keeps the shards
+    second = StoreWriter(tmp_path / "s", staging=staging)
+    assert second.rows_written == 40
+    second.close()
+    assert sorted(p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith("shard-")) == ["manifest.json"]
+
+
+def test_leftovers_of_dead_writers_are_recovered_or_swept(tmp_path):
+    """Issue 15 item 11: a complete hidden store of a dead writer comes back; live writers' dirs stay."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    stoker.write(tmp_path / "d", {"x": np.arange(5)})
+    os.rename(tmp_path / "d", tmp_path / f".d.tmp-{pid}-{'a' * 12}")
+    (tmp_path / f".d.old-{pid}-{'b' * 12}").mkdir()  # half-deleted: no manifest
+    live = tmp_path / f".d.tmp-{os.getppid()}-{'c' * 12}"
+    live.mkdir()
+    assert stoker.open(tmp_path / "d")[:]["x"].tolist() == list(range(5))  # recovered on open
+    stoker.write(tmp_path / "d", {"x": np.arange(3)}, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "d"]
