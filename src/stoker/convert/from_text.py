@@ -12,7 +12,8 @@ Rust tokenizer releases the GIL) while the main thread writes them in order. The
 
 and, in its metadata under ``"stoker.text"``, the tokenizer (name, fingerprint, ``max_length``,
 special tokens around a text), pad id, label names, the source and the counts of empty lines
-skipped and lines with replaced UTF-8.
+skipped, lines with replaced UTF-8 and long lines tokenized from a prefix (``cut_lines``: their
+ids are the whole line's cut to ``max_length``; see ``stoker.text.tokenizer``).
 
 Label names get ids in sorted order, or from the map given (``label_names``), the same in every
 file: for names the source is read once before tokenizing to collect them.
@@ -57,7 +58,7 @@ def convert(
     workers = default_workers() if options.workers is None else options.workers
     coder = scan_labels(source, columns)
     where, unit = describe_source(source), row_unit(source)
-    skipped = replaced = 0
+    skipped = replaced = cut_lines = 0
     id_dtype = tok.id_dtype
     len_dtype = smallest_uint((max_length or 2**31) + 1)
 
@@ -83,6 +84,7 @@ def convert(
         try:
             for block, enc in blocks:
                 skipped += block.skipped_empty
+                cut_lines += 0 if enc.cut is None else int(enc.cut.sum())
                 replaced += block.replaced_lines
                 if not block.texts:
                     continue
@@ -124,6 +126,7 @@ def convert(
             "label_names": list(coder.label_names) if coder is not None and coder.label_names else None,
             "skipped_empty": skipped,
             "replaced_lines": replaced,
+            "cut_lines": cut_lines,
         }
         writer.metadata[METADATA_KEY] = report
         rows = writer.rows_written

@@ -266,6 +266,9 @@ class PaddedText(BatchSource):
         cut = [0] * len(chunk)
         if enc.truncated is not None and len(idx):
             cut = np.where(sizes > 0, np.add.reduceat(enc.truncated.astype(np.int64), grid.bounds[:-1]), 0).tolist()
+        long = [0] * len(chunk)
+        if enc.cut is not None and len(idx):
+            long = np.where(sizes > 0, np.add.reduceat(enc.cut.astype(np.int64), grid.bounds[:-1]), 0).tolist()
         out = []
         for k, (a, b, n, w) in enumerate(zip(starts, starts[1:], rows, widths)):
             batch: dict[str, Any] = {"input_ids": ids[a:b].reshape(n, w), "attention_mask": masks[a:b].reshape(n, w)}
@@ -273,7 +276,7 @@ class PaddedText(BatchSource):
                 batch["token_type_ids"] = types[a:b].reshape(n, w)
             if labels is not None:
                 batch["labels"] = labels[bounds[k] : bounds[k + 1]]
-            batch[TALLY_KEY] = BatchTally(n, real[k], n * w - real[k], cut[k])
+            batch[TALLY_KEY] = BatchTally(n, real[k], n * w - real[k], cut[k], long[k])
             out.append(batch)
         return out
 

@@ -25,6 +25,7 @@ class BatchTally:
     real_tokens: int
     padded_tokens: int
     truncated: int
+    cut_lines: int = 0  # long lines tokenized from a prefix (same ids; see text/tokenizer.py)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class TextReport:
         skipped_empty: empty lines left out of the source (once, when it was read).
         replaced_lines: lines whose invalid UTF-8 was replaced (``encoding_errors="replace"``).
         bucketing: ``"on"``, or ``"off (why)"``, as the text loader batches (empty when unknown).
+        cut_lines: examples whose line was longer than the tokenizer's ``cut_at`` characters and was
+            tokenized from a prefix; their ids equal the whole line's cut to ``max_length`` (on the fly:
+            as delivered; from a store: see its metadata).
     """
 
     batches: int = 0
@@ -50,6 +54,7 @@ class TextReport:
     skipped_empty: int = 0
     replaced_lines: int = 0
     bucketing: str = ""
+    cut_lines: int = 0
 
     @property
     def padded_fraction(self) -> float:
@@ -63,6 +68,7 @@ class TextReport:
             f"{self.padded_tokens:,} padding ({self.padded_fraction:.1%}), {self.truncated:,} truncated, "
             f"{self.skipped_empty:,} empty lines skipped"
             + (f", {self.replaced_lines:,} lines with invalid UTF-8 replaced" if self.replaced_lines else "")
+            + (f", {self.cut_lines:,} long lines cut before tokenizing" if self.cut_lines else "")
             + (f"; length bucketing {self.bucketing}" if self.bucketing else "")
         )
 
@@ -73,7 +79,7 @@ class Tally:
 
     skipped_empty: int = 0
     replaced_lines: int = 0
-    _counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    _counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0, 0])
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, t: BatchTally) -> None:
@@ -84,15 +90,16 @@ class Tally:
             c[2] += t.real_tokens
             c[3] += t.padded_tokens
             c[4] += t.truncated
+            c[5] += t.cut_lines
 
     def reset(self) -> None:
         with self._lock:
-            self._counts = [0, 0, 0, 0, 0]
+            self._counts = [0, 0, 0, 0, 0, 0]
 
     def report(self) -> TextReport:
         with self._lock:
-            b, e, r, p, t = self._counts
-        return TextReport(b, e, r, p, t, self.skipped_empty, self.replaced_lines)
+            b, e, r, p, t, c = self._counts
+        return TextReport(b, e, r, p, t, self.skipped_empty, self.replaced_lines, cut_lines=c)
 
 
 __all__ = ["BatchTally", "TALLY_KEY", "Tally", "TextReport"]

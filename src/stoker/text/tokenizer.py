@@ -13,6 +13,26 @@ its pad id and the smallest integer dtype that holds its ids.
 :meth:`TextTokenizer.encode` tokenizes a whole batch in one ``encode_batch`` call (the Rust
 tokenizer releases the GIL and spreads the batch over its own threads) and returns flat ids
 with offsets, ready for one padding pass.
+
+**Long lines are cut before tokenizing, with the same ids.** With ``max_length`` set, a single
+text longer than :attr:`TextTokenizer.cut_at` characters is tokenized from a prefix only, so a
+50 MB line costs what its first few kilobytes cost. The ids (and the ``truncated`` flag) are
+exactly those of the whole line truncated by the tokenizer, because the prefix is chosen so that:
+
+1. it ends just before an ASCII space, after a printable ASCII character. For the tokenizers
+   allowed here (:func:`cut_bound`: char-by-char normalizers; pre-tokenizers that split at
+   whitespace; models that tokenize each pre-tokenized word alone; no added token containing
+   whitespace) the words of the prefix are then exactly the first words of the line, normalized
+   and tokenized the same, so the prefix's tokens are the first tokens of the line;
+2. it gives *more* than ``max_length`` tokens (its encoding overflows): then the kept tokens are
+   the line's first ones, and the line is truncated too.
+
+A prefix that fails (2), e.g. one long word or a run of spaces, is doubled and tried again, up
+to the whole line (the old cost, for such lines only). A line of at most ``cut_at`` characters,
+every pair of texts, and any tokenizer outside that list are tokenized whole, as before.
+``cut_at`` itself only decides where to start: ``(max_length + 1)`` times the longest vocabulary
+entry plus one separator, at least 1,024 characters, which a line of ordinary words never needs
+to grow.
 """
 
 from __future__ import annotations
@@ -21,7 +41,8 @@ import hashlib
 import itertools
 import json
 import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,6 +51,11 @@ import numpy as np
 
 from stoker.errors import ConfigError
 from stoker.store.columns import Ragged
+
+
+class LongLineWarning(UserWarning):
+    """Lines longer than :attr:`TextTokenizer.cut_at` were tokenized from a prefix (same ids)."""
+
 
 BUNDLED = {"bert-base-uncased": "bert-base-uncased-vocab.txt"}
 _PAD_NAMES = ("[PAD]", "<pad>", "<|padding|>")
@@ -90,12 +116,16 @@ class TextTokenizer:
         pad_id: the id that pads batches.
         name: where it came from (kept in a store's metadata).
         max_length: longest encoding, special tokens included (``None``: no truncation).
+        cut_at: single texts longer than this many characters are tokenized from a prefix, with
+            the same ids (see the module doc); ``None``: every text is tokenized whole.
     """
 
     tokenizer: Any
     pad_id: int
     name: str
     max_length: int | None = None
+    cut_at: int | None = None  # single texts longer than this (chars) are tokenized from a prefix; None: never
+    _warned: list[bool] = field(default_factory=lambda: [False], repr=False, compare=False)
 
     @property
     def vocab_size(self) -> int:
@@ -109,7 +139,20 @@ class TextTokenizer:
     def encode(self, texts: list[str], pairs: list[str] | None = None, special_tokens: bool = True) -> Encoded:
         """Tokenize a batch in one call; ids come back flat (``Ragged``) in :attr:`id_dtype`."""
         inputs: Any = texts if pairs is None else list(zip(texts, pairs))
+        limit = self.cut_at if pairs is None else None
+        long = [] if limit is None else [i for i, t in enumerate(texts) if len(t) > limit]
+        if long:
+            inputs = list(texts)
+            for i in long:
+                inputs[i] = _prefix(texts[i], limit or 0)
         encs = self.tokenizer.encode_batch_fast(inputs, add_special_tokens=special_tokens)
+        cut = None
+        if long:
+            cut = np.zeros(len(texts), dtype=bool)
+            for i in long:
+                encs[i], cut[i] = self._encode_long(texts[i], inputs[i], encs[i], special_tokens)
+            if cut.any():
+                self._warn_once(int(cut.sum()))
         rows = [e.ids for e in encs]
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -125,7 +168,32 @@ class TextTokenizer:
             truncated = np.zeros(len(rows), dtype=bool)
             full = np.flatnonzero(lengths >= self.max_length)
             truncated[full] = [bool(encs[i].overflowing) for i in full.tolist()]
-        return Encoded(Ragged(ids, offsets), None if types is None else Ragged(types, offsets), truncated)
+        return Encoded(Ragged(ids, offsets), None if types is None else Ragged(types, offsets), truncated, cut)
+
+    def _encode_long(self, text: str, prefix: str, enc: Any, special_tokens: bool) -> tuple[Any, bool]:
+        """The encoding of ``text`` from its shortest tried prefix that overflows ``max_length``
+        (same ids as the whole line's), and whether the text was cut (False: tokenized whole)."""
+        limit = self.cut_at or 0
+        while not (prefix and enc.overflowing):
+            limit *= 2
+            if limit >= len(text):
+                return self.tokenizer.encode_batch_fast([text], add_special_tokens=special_tokens)[0], False
+            prefix = _prefix(text, limit)
+            if prefix:
+                enc = self.tokenizer.encode_batch_fast([prefix], add_special_tokens=special_tokens)[0]
+        return enc, True
+
+    def _warn_once(self, count: int) -> None:
+        if self._warned[0]:
+            return
+        self._warned[0] = True
+        warnings.warn(
+            f"{count} line(s) longer than {self.cut_at:,} characters were tokenized from their first part only "
+            f"(their ids are those of the whole line cut to max_length={self.max_length}); report() and a "
+            "converted store's metadata count them as cut_lines. This warning is shown once per tokenizer.",
+            LongLineWarning,
+            stacklevel=3,
+        )
 
     @property
     def fingerprint(self) -> str:
@@ -163,6 +231,7 @@ class Encoded:
     ids: Ragged
     type_ids: Ragged | None
     truncated: np.ndarray | None  # bool per row; None when nothing can have been cut
+    cut: np.ndarray | None = None  # bool per row: tokenized from a prefix (same ids); None: none was
 
 
 def resolve(
@@ -222,7 +291,57 @@ def resolve(
         )
     if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)) or pad_id < 0:
         raise ConfigError(f"pad_id must be an integer >= 0, got {pad_id!r}", option="pad_id")
-    return TextTokenizer(tok, int(pad_id), name, max_length)
+    return TextTokenizer(tok, int(pad_id), name, max_length, cut_bound(tok, max_length))
+
+
+# the parts of a tokenizer under which a prefix ending before " " tokenizes as the line's first words
+_LOCAL_NORMALIZERS = {"BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents"}
+_WORD_PRE_TOKENIZERS = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "ByteLevel"}
+_WORD_MODELS = {"WordPiece", "BPE", "WordLevel", "Unigram"}
+_PREFIX_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))  # printable ASCII but space
+
+
+def _parts(spec: Any, key: str) -> list[dict[str, Any]]:
+    """A normalizer or pre-tokenizer spec as its list of steps (a ``Sequence`` flattened)."""
+    if spec is None:
+        return []
+    if spec.get("type") == "Sequence":
+        return [part for sub in spec.get(key, []) for part in _parts(sub, key)]
+    return [spec]
+
+
+def cut_bound(tok: Any, max_length: int | None) -> int | None:
+    """The length in characters above which a single text may be tokenized from a prefix (see the
+    module doc), or None when ``max_length`` is None or the tokenizer is not one whose words are
+    tokenized independently of what follows them."""
+    if max_length is None:
+        return None
+    spec = json.loads(tok.to_str())
+    norms = _parts(spec.get("normalizer"), "normalizers")
+    pres = _parts(spec.get("pre_tokenizer"), "pretokenizers")
+    if not pres or any(n.get("type") not in _LOCAL_NORMALIZERS for n in norms):
+        return None
+    for pre in pres:
+        kind = pre.get("type")
+        if kind == "Metaspace" and pre.get("split", True):
+            continue
+        if kind not in _WORD_PRE_TOKENIZERS or (kind == "ByteLevel" and not pre.get("use_regex", True)):
+            return None
+    if (spec.get("model") or {}).get("type") not in _WORD_MODELS:
+        return None
+    if any(any(ch.isspace() for ch in t.get("content", " ")) for t in spec.get("added_tokens") or []):
+        return None
+    longest = max((len(token) for token in tok.get_vocab(with_added_tokens=True)), default=1)
+    return max(1024, (max_length + 1) * (longest + 1))
+
+
+def _prefix(text: str, limit: int) -> str:
+    """The longest ``text[:c]`` with ``c <= limit``, ``text[c] == " "`` and ``text[c - 1]`` printable
+    ASCII; ``""`` when there is none (the caller then tries a longer limit)."""
+    c = text.rfind(" ", 0, limit + 1)
+    while c > 0 and text[c - 1] not in _PREFIX_CHARS:
+        c = text.rfind(" ", 0, c)
+    return text[:c] if c > 0 else ""
 
 
 def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[Any, str]:
@@ -255,4 +374,13 @@ def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[A
     return wordpiece_from_vocab(path, lowercase), str(path)
 
 
-__all__ = ["BUNDLED", "Encoded", "TextTokenizer", "resolve", "smallest_uint", "wordpiece_from_vocab"]
+__all__ = [
+    "BUNDLED",
+    "Encoded",
+    "LongLineWarning",
+    "TextTokenizer",
+    "cut_bound",
+    "resolve",
+    "smallest_uint",
+    "wordpiece_from_vocab",
+]
