@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_common import shared, shared_options, summary
+from stoker.cli.convert_common import kind_parser, shared, shared_options, summary
 from stoker.errors import ConfigError
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser(
-        "arrays",
-        help=".npy / .npz arrays (memory-mapped)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = kind_parser(kinds, "arrays", ".npy / .npz arrays (memory-mapped)", __doc__, raw=True)
     p.add_argument("sources", nargs="+", metavar="SRC", help="an .npz file, or NAME=FILE.npy pairs")
     p.add_argument("store", help="the store directory to create")
     shared_options(p, workers="shards written at once (default: one per core, at most 4)")

@@ -9,6 +9,22 @@ from typing import Any
 from stoker.cli.output import human_bytes
 
 
+def kind_parser(
+    kinds: argparse._SubParsersAction, name: str, help: str, doc: str | None, *, raw: bool = False
+) -> argparse.ArgumentParser:
+    """The parser of one ``stoker convert`` kind, described by its module docstring ``doc``.
+
+    ``raw``: the description is printed as written (for docstrings with example commands, one a line).
+    """
+    formatter = argparse.RawDescriptionHelpFormatter if raw else argparse.HelpFormatter
+    return kinds.add_parser(name, help=help, description=doc, formatter_class=formatter)
+
+
+def on_error_option(p: argparse.ArgumentParser, help: str) -> None:
+    """``--on-error raise|skip`` (default raise): the ``on_error`` of the kinds that can leave a bad input out."""
+    p.add_argument("--on-error", choices=("raise", "skip"), default="raise", help=help)
+
+
 def shared_options(p: argparse.ArgumentParser, workers: str | None) -> None:
     """The flags of :class:`stoker.convert.ConvertOptions`; ``workers`` is the help of ``--workers`` (None: no flag)."""
     p.add_argument("--overwrite", action="store_true", help="replace STORE if it exists")

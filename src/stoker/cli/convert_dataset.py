@@ -17,26 +17,16 @@ import sys
 import warnings
 from typing import Any
 
-from stoker.cli.convert_common import shared, shared_options, split_list, summary, warn
+from stoker.cli.convert_common import kind_parser, on_error_option, shared, shared_options, split_list, summary, warn
 from stoker.errors import ConfigError
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser(
-        "dataset",
-        help="any map-style torch Dataset (module:attribute)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = kind_parser(kinds, "dataset", "any map-style torch Dataset (module:attribute)", __doc__, raw=True)
     p.add_argument("target", metavar="MODULE:ATTRIBUTE", help="where the Dataset (or a no-argument factory) lives")
     p.add_argument("store", help="the store directory to create")
     p.add_argument("--names", help="column names for tuple samples, e.g. image,label (default 0,1,...)")
-    p.add_argument(
-        "--on-error",
-        choices=("raise", "skip"),
-        default="raise",
-        help="a sample that raises: stop (default) or skip and count it",
-    )
+    on_error_option(p, help="a sample that raises: stop (default) or skip and count it")
     p.add_argument("--chunk-size", type=int, default=64, help="samples per worker task (default 64)")
     shared_options(p, workers="processes running __getitem__ (default: the usable cores; 0: in this process)")
     p.set_defaults(func=main)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_common import shared, shared_options, split_list, summary
+from stoker.cli.convert_common import kind_parser, shared, shared_options, split_list, summary
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser("hdf5", help="datasets of an HDF5 file", description=__doc__)
+    p = kind_parser(kinds, "hdf5", "datasets of an HDF5 file", __doc__)
     p.add_argument("file", help="the .h5 / .hdf5 file")
     p.add_argument("store", help="the store directory to create")
     p.add_argument("--keys", help="comma-separated dataset names, e.g. data,labels (default: every dataset)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stoker.cli.convert_common import shared, shared_options, summary
+from stoker.cli.convert_common import kind_parser, on_error_option, shared, shared_options, summary
 
 
 def _size(text: str) -> int | tuple[int, int]:
@@ -26,9 +26,7 @@ def _size(text: str) -> int | tuple[int, int]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "images", help="image files to a store (JPEG bytes or resized uint8 arrays)", description=__doc__
-    )
+    p = kind_parser(sub, "images", "image files to a store (JPEG bytes or resized uint8 arrays)", __doc__)
     p.add_argument("src", help="folder of images: SRC/<class>/<image>, or flat with labels.csv/labels.json")
     p.add_argument("store", help="the store directory to write")
     p.add_argument(
@@ -48,12 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quality", type=int, default=90, help="JPEG quality of re-encoded images (default 90)")
     p.add_argument("--labels", default=None, help="a CSV (file,label) or JSON labels file for a flat folder")
-    p.add_argument(
-        "--on-error",
-        choices=("raise", "skip"),
-        default="raise",
-        help="a bad image stops the conversion (raise) or is skipped and reported",
-    )
+    on_error_option(p, help="a bad image stops the conversion (raise) or is skipped and reported")
     shared_options(p, workers="decoding threads (default: the usable cores; 0: in this thread)")
     p.set_defaults(func=run)
 

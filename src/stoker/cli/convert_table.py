@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from stoker.cli.convert_common import shared, shared_options, split_list, summary
+from stoker.cli.convert_common import kind_parser, shared, shared_options, split_list, summary
 
 
 def register(kinds: argparse._SubParsersAction) -> None:
-    p = kinds.add_parser("table", help="a Parquet, CSV/TSV or JSON Lines file", description=__doc__)
+    p = kind_parser(kinds, "table", "a Parquet, CSV/TSV or JSON Lines file", __doc__)
     p.add_argument("file", help="the .parquet / .csv / .tsv / .jsonl file")
     p.add_argument("store", help="the store directory to create")
     p.add_argument("--columns", help="comma-separated column names (default: all)")

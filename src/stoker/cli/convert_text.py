@@ -9,11 +9,11 @@ import argparse
 
 import numpy as np
 
-from stoker.cli.convert_common import shared, shared_options, split_list, summary
+from stoker.cli.convert_common import kind_parser, shared, shared_options, split_list, summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("text", help="tokenize a text file into a store", description=__doc__)
+    p = kind_parser(sub, "text", "tokenize a text file into a store", __doc__)
     p.add_argument("src", help="the text file: .txt, .jsonl, .csv or .tsv")
     p.add_argument("store", help="the store directory to write")
     p.add_argument(
