@@ -54,3 +54,17 @@ def test_killed_consumer_leaves_nothing_after_the_next_pool(tmp_path):
     assert not [
         f for f in os.listdir("/dev/shm") if f.startswith("stoker_") and not os.path.exists(f"/proc/{f.split('_')[1]}")
     ]
+
+
+def test_a_worker_death_is_named_by_its_signal_and_oom_is_said_only_on_evidence(monkeypatch):
+    """Issue 15 item 5: every death used to be put down to 'the out-of-memory killer'."""
+    from stoker.pipeline import processes
+
+    monkeypatch.setattr(processes, "oom_kills", lambda: 3)
+    assert "out-of-memory killer ended 1" in processes.exit_words(-9, oom_before=2)
+    unlikely = processes.exit_words(-9, oom_before=3)
+    assert "SIGKILL" in unlikely and "unlikely" in unlikely
+    monkeypatch.setattr(processes, "oom_kills", lambda: None)
+    assert "one possible cause" in processes.exit_words(-9, oom_before=None)
+    assert "SIGSEGV" in processes.exit_words(-11) and "native code" in processes.exit_words(-11)
+    assert "code 3" in processes.exit_words(3)
