@@ -11,7 +11,22 @@ with stoker.doctor("doctor-report") as report:   # where the step time goes, wha
 
 from stoker import convert, errors, sources
 from stoker.config import LoaderConfig
-from stoker.errors import StokerError
+from stoker.errors import (
+    ConfigError,
+    EmptyDatasetError,
+    InputError,
+    ManifestError,
+    SampleError,
+    SchemaError,
+    ShardError,
+    StateError,
+    StokerError,
+    StoreError,
+    StoreExistsError,
+    StoreNotFoundError,
+    StoreWriteError,
+    WorkerError,
+)
 from stoker.loader import Loader
 from stoker.pipeline.observe import LoaderInfo, Observer, register_observer
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler
@@ -50,21 +65,34 @@ __all__ = [
     "BatchSource",
     "Binary",
     "Column",
+    "ConfigError",
+    "EmptyDatasetError",
     "FixedBatches",
+    "InputError",
     "Loader",
     "LoaderConfig",
     "LoaderInfo",
+    "ManifestError",
     "Observer",
     "Ragged",
+    "SampleError",
     "Sampler",
     "Scalar",
+    "SchemaError",
     "Sequence",
+    "ShardError",
+    "StateError",
     "StokerError",
     "Store",
+    "StoreError",
+    "StoreExistsError",
+    "StoreNotFoundError",
+    "StoreWriteError",
     "StoreWriter",
     "String",
     "Subset",
     "Tensor",
+    "WorkerError",
     "__version__",
     "convert",
     "doctor",

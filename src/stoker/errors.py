@@ -8,7 +8,10 @@ The tree::
     │   ├── StoreExistsError            writing over an existing path without overwrite=True
     │   │                               (also FileExistsError)
     │   ├── ManifestError               manifest.json missing, unreadable or inconsistent
-    │   └── ShardError                  a shard is missing, truncated, altered or unreadable
+    │   ├── ShardError                  a shard is missing, truncated, altered, unreadable or
+    │   │                               outside the store directory
+    │   └── StoreWriteError             a store file could not be written: disk full, no
+    │                                   permission (also OSError, with errno and filename)
     ├── SchemaError                     data does not fit the schema (also ValueError)
     ├── InputError                      a source file cannot be read as asked: bad encoding,
     │                                   a missing column, a malformed line (also ValueError)
@@ -42,6 +45,7 @@ __all__ = [
     "StoreExistsError",
     "ManifestError",
     "ShardError",
+    "StoreWriteError",
     "SchemaError",
     "InputError",
     "EmptyDatasetError",
@@ -79,6 +83,28 @@ class ManifestError(StoreError):
 
 class ShardError(StoreError):
     """A shard file is missing, truncated, altered (checksum) or not Arrow IPC."""
+
+
+class StoreWriteError(StoreError, OSError):
+    """A file of a store could not be written (disk full, no permission, read-only file system).
+
+    ``path`` and ``filename`` name the file, ``errno`` is the system's error number.
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None, errno: int | None = None) -> None:
+        super().__init__(message, path=path)
+        self.errno = errno
+        self.filename = None if path is None else str(path)
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # the message, not OSError's "[Errno n] strerror: filename"
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, path: str | Path) -> StoreWriteError:
+        """The error of writing ``path`` that failed with ``exc``, saying what to do."""
+        hint = {28: "free space on that file system, or write the store elsewhere", 13: "check its permissions"}
+        what = hint.get(exc.errno or 0, "check the file system")
+        return cls(f"cannot write {path}: {exc.strerror or exc} ({what})", path=path, errno=exc.errno)
 
 
 class SchemaError(StokerError, ValueError):

@@ -30,6 +30,22 @@ EXPECTED = {
     "write",
 }
 
+ERRORS = {  # the specific errors, so that `except stoker.ShardError` works without importing stoker.errors
+    "ConfigError",
+    "EmptyDatasetError",
+    "InputError",
+    "ManifestError",
+    "SampleError",
+    "SchemaError",
+    "ShardError",
+    "StateError",
+    "StoreError",
+    "StoreExistsError",
+    "StoreNotFoundError",
+    "StoreWriteError",
+    "WorkerError",
+}
+
 
 def test_all_is_what_we_promise():
     assert set(stoker.__all__) >= EXPECTED
@@ -60,3 +76,9 @@ def test_every_error_derives_from_the_base():
         cls = getattr(stoker.errors, name)
         assert issubclass(cls, stoker.errors.StokerError)
         assert name in stoker.errors.__doc__  # drawn in the tree
+
+
+def test_specific_errors_are_exported_at_the_top():
+    assert set(stoker.__all__) >= ERRORS
+    for name in ERRORS:
+        assert getattr(stoker, name) is getattr(stoker.errors, name)

@@ -23,9 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ds = Store(args.store)
-    if args.verify:
-        ds.verify()
+    ds = Store(args.store, verify=args.verify)  # checksums first: no shard is parsed before its bytes are checked
     if args.json:
         obj = ds.manifest.to_json()
         obj["path"] = str(ds.path)

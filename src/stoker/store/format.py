@@ -33,8 +33,11 @@ Format versions: 1 recorded each shard's ``sha256``; 2 records each shard's chec
 name of its algorithm (``xxh3_128`` for new shards, computed while the shard is written; see
 ``shardfile.py``); 3 writes shards in the Arrow IPC *stream* format (1 and 2: the IPC *file*
 format), the format ``datasets.Dataset.from_file`` memory-maps, with the field metadata above.
-All are read (the reader tells the two formats apart by the file's first bytes); new stores are
-written as version 3.
+4 adds the manifest's own checksum (``"checksum": {"xxh3_128": hex}``, over the canonical JSON of
+every other key, see :func:`manifest_checksum`), so that an edited manifest (a shard listed twice, a
+shape changed from ``[4]`` to ``[2, 2]``) is refused at open. All are read (the reader tells the two
+shard formats apart by the file's first bytes); a manifest of versions 1-3 has no checksum of its own
+(one that does is checked all the same); new stores are written as version 4.
 """
 
 from __future__ import annotations
@@ -47,12 +50,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 
-from stoker.errors import ManifestError, SchemaError
+from stoker.errors import ManifestError, SchemaError, StoreWriteError
 
 FORMAT_NAME = "stoker-store"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
+CHECKSUMMED_SINCE = 4  # the first version whose manifest must carry its own checksum
+MAX_ROW_ELEMENTS = 2**31 - 1  # an Arrow fixed_size_list holds at most this many values per row
 SHAPE_KEY = b"stoker.shape"  # Arrow field metadata of tensor columns: the per-row shape, as JSON
 DTYPE_KEY = b"stoker.dtype"  # ... and the numpy dtype name
 MANIFEST_NAME = "manifest.json"
@@ -117,6 +123,11 @@ class Column:
             shape = tuple(int(s) for s in (self.shape or ()))
             if any(s <= 0 for s in shape):
                 raise SchemaError(f"tensor shape {shape} must have positive sizes")
+            if math.prod(shape) > MAX_ROW_ELEMENTS:
+                raise SchemaError(
+                    f"tensor shape {list(shape)} has {math.prod(shape):,} values per row; a row holds at most "
+                    f"{MAX_ROW_ELEMENTS:,} (store such rows as several rows, or as a binary column)"
+                )
             object.__setattr__(self, "shape", shape)
         elif self.shape is not None:
             raise SchemaError("only tensor columns have a shape")
@@ -171,8 +182,18 @@ class Column:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Column:
+        """Parse one manifest column entry; a shape must be a list of integers (TypeError if not)."""
         shape = obj.get("shape")
-        return cls(obj["kind"], obj.get("dtype"), None if shape is None else tuple(shape))
+        if shape is not None and not (isinstance(shape, list) and all(_is_int(s) for s in shape)):
+            raise TypeError(f"a column shape is a list of integers, not {shape!r:.100}")
+        dtype = obj.get("dtype")
+        if dtype is not None and not isinstance(dtype, str):
+            raise TypeError(f"a column dtype is a name, not {dtype!r:.100}")
+        return cls(obj["kind"], dtype, None if shape is None else tuple(shape))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def Tensor(dtype: Any, shape: tuple[int, ...] | list[int] = ()) -> Column:  # noqa: N802
@@ -230,7 +251,12 @@ class ShardInfo:
         algorithm = next((a for a in algorithms if a in obj), None)
         if algorithm is None:
             raise KeyError(f"no checksum ({' or '.join(algorithms)}) for shard {obj.get('file')!r}")
-        return cls(str(obj["file"]), int(obj["rows"]), int(obj["bytes"]), str(obj[algorithm]), algorithm)
+        file, rows, size, checksum = obj["file"], obj["rows"], obj["bytes"], obj[algorithm]
+        if not isinstance(file, str) or not isinstance(checksum, str):
+            raise TypeError(f"shard {file!r:.100}: its file name and checksum are strings")
+        if not (_is_int(rows) and _is_int(size) and rows >= 0 and size >= 0):
+            raise ValueError(f"shard {file!r}: rows and bytes are counts, not {rows!r:.40} and {size!r:.40}")
+        return cls(file, rows, size, checksum, algorithm)
 
 
 @dataclass(frozen=True)
@@ -247,7 +273,8 @@ class Manifest:
         return sum(s.rows for s in self.shards)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The manifest as JSON; from version 4 on with its own checksum (``manifest_checksum``)."""
+        obj: dict[str, Any] = {
             "format": FORMAT_NAME,
             "version": self.version,
             "num_rows": self.num_rows,
@@ -255,10 +282,19 @@ class Manifest:
             "shards": [s.to_json() for s in self.shards],
             "metadata": self.metadata,
         }
+        if self.version >= CHECKSUMMED_SINCE:
+            obj = json.loads(json.dumps(obj))  # the form a reader will see (tuples as lists, keys as strings)
+            obj[CHECKSUM_KEY] = {DEFAULT_CHECKSUM: manifest_checksum(obj)}
+        return obj
 
     def write(self, directory: Path) -> None:
+        """Write ``directory/manifest.json``; a failed write (disk full) is a StoreWriteError naming the file."""
+        path = directory / MANIFEST_NAME
         text = json.dumps(self.to_json(), indent=2, sort_keys=False)
-        (directory / MANIFEST_NAME).write_text(text + "\n", encoding="utf-8")
+        try:
+            path.write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise StoreWriteError.from_os_error(exc, path) from exc
 
     @classmethod
     def read(cls, directory: Path) -> Manifest:
@@ -270,9 +306,13 @@ class Manifest:
                 path=path,
             )
         try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            obj = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
             raise ManifestError(f"{path} is not valid JSON ({exc}); the store is corrupt", path=path) from exc
+        except RecursionError as exc:
+            raise ManifestError(
+                f"{path} is nested too deeply to be a stoker manifest; the store is corrupt", path=path
+            ) from exc
         return cls.from_json(obj, path)
 
     @classmethod
@@ -280,32 +320,96 @@ class Manifest:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
             raise ManifestError(f'{path} is not a stoker manifest (no "format": "{FORMAT_NAME}")', path=path)
         version = obj.get("version")
-        if version not in READABLE_VERSIONS:
+        if not _is_int(version) or version not in READABLE_VERSIONS:
             raise ManifestError(
                 f"{path} has format version {version!r}; this stoker reads versions {READABLE_VERSIONS} "
                 "(upgrade stoker, or write the store again)",
                 path=path,
             )
         try:
-            schema = {str(k): Column.from_json(v) for k, v in obj["columns"].items()}
+            columns, entries = obj["columns"], obj["shards"]
+            if not isinstance(columns, dict) or not isinstance(entries, list):
+                raise TypeError('"columns" is an object and "shards" a list')
+            schema = {str(k): Column.from_json(v) for k, v in columns.items()}
             algorithms = ("sha256",) if version == 1 else CHECKSUMS
-            shards = tuple(ShardInfo.from_json(s, algorithms) for s in obj["shards"])
-            metadata = dict(obj.get("metadata") or {})
-            declared_rows = int(obj["num_rows"])
-        except (KeyError, TypeError, ValueError, AttributeError, SchemaError) as exc:
+            shards = tuple(ShardInfo.from_json(s, algorithms) for s in entries)
+            metadata = obj.get("metadata") or {}
+            if not isinstance(metadata, dict):
+                raise TypeError(f'"metadata" is an object, not {metadata!r:.100}')
+            declared_rows = obj["num_rows"]
+            if not _is_int(declared_rows):
+                raise TypeError(f'"num_rows" is an integer, not {declared_rows!r:.40}')
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, SchemaError) as exc:
             raise ManifestError(
                 f"{path} is malformed ({type(exc).__name__}: {exc}); the store is corrupt", path=path
             ) from exc
-        manifest = cls(schema, shards, metadata, version)
+        manifest = cls(schema, shards, dict(metadata), version)
         if manifest.num_rows != declared_rows:
             raise ManifestError(
                 f"{path} says num_rows={declared_rows} but its shards add up to {manifest.num_rows}; the store is corrupt",
                 path=path,
             )
+        if not schema or not shards:
+            raise ManifestError(
+                f"{path} lists {len(schema)} columns and {len(shards)} shards; a store has at least one of each "
+                "(the store is corrupt: write it again)",
+                path=path,
+            )
+        seen: set[str] = set()
         for s in shards:
-            if "/" in s.file or "\\" in s.file or s.file.startswith("."):
+            if "/" in s.file or "\\" in s.file or s.file.startswith(".") or "\0" in s.file:
                 raise ManifestError(f"{path} names shard {s.file!r} outside the store directory", path=path)
+            if s.file in seen:
+                raise ManifestError(
+                    f"{path} lists shard {s.file!r} twice (its rows would be read twice); the store is corrupt",
+                    path=path,
+                )
+            seen.add(s.file)
+        _check_own_checksum(obj, version, path)
         return manifest
+
+
+CHECKSUM_KEY = "checksum"  # the manifest's own checksum (format 4): {"xxh3_128": hex}
+
+
+def manifest_checksum(obj: dict[str, Any]) -> str:
+    """xxh3_128 of a manifest's canonical JSON (sorted keys, no spaces, ASCII), the ``checksum`` key left out.
+
+    It binds every shard entry to its place in the list and to the schema: a shard listed twice,
+    shards swapped or a shape edited all change it.
+    """
+    body = {k: v for k, v in obj.items() if k != CHECKSUM_KEY}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    return xxhash.xxh3_128_hexdigest(canonical.encode("ascii"))
+
+
+def _check_own_checksum(obj: dict[str, Any], version: int, path: Path) -> None:
+    """Compare a manifest's own checksum with its contents; required from version 4, checked where present."""
+    own = obj.get(CHECKSUM_KEY)
+    if own is None and version < CHECKSUMMED_SINCE:
+        return  # a store written before manifests had a checksum of their own
+    if not isinstance(own, dict) or not isinstance(own.get(DEFAULT_CHECKSUM), str):
+        raise ManifestError(
+            f'{path} (format version {version}) has no "{CHECKSUM_KEY}": {{"{DEFAULT_CHECKSUM}": ...}} of its own; '
+            "it was edited or damaged (write the store again)",
+            path=path,
+        )
+    if own[DEFAULT_CHECKSUM] != manifest_checksum(obj):
+        raise ManifestError(
+            f"{path} does not match its own {DEFAULT_CHECKSUM} checksum: it was edited or damaged after it was "
+            "written (write the store again, or restore the file)",
+            path=path,
+        )
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's keys as a dict; a key given twice is a ValueError (the JSON is ambiguous)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
 
 
 def arrow_schema(schema: dict[str, Column]) -> pa.Schema:

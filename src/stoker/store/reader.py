@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from stoker.errors import ConfigError, ShardError, StoreNotFoundError
 from stoker.store.columns import Ragged
-from stoker.store.format import Column, Manifest, ShardInfo, arrow_schema
+from stoker.store.format import DTYPE_KEY, SHAPE_KEY, Column, Manifest, ShardInfo, arrow_schema
 from stoker.store.replace import recover
 from stoker.store.selection import check_indices, split_rows
 from stoker.store.shardfile import file_checksum
@@ -76,14 +76,25 @@ def max_mapped_shards() -> int:
 
 
 def _check_file(directory: Path, info: ShardInfo) -> None:
-    """The shard file exists and has the manifest's size (one ``stat``); ShardError if not."""
-    path = directory / info.file
+    """The shard file exists inside the store and has the manifest's size; ShardError if not.
+
+    One ``lstat`` on a plain path string (open runs this per shard: 100,000 shards must stay cheap);
+    a symlink goes through :func:`shard_path`, which refuses one that leads outside the store.
+    """
+    name = os.path.join(directory, info.file)
     try:
-        st = os.stat(path)
+        st = os.lstat(name)
+        if stat.S_ISLNK(st.st_mode):
+            st = os.stat(shard_path(directory, info))
     except FileNotFoundError:
+        path = directory / info.file
         raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path) from None
     except OSError as exc:
+        path = directory / info.file
         raise ShardError(f"shard {path} cannot be read ({exc.strerror or exc})", path=path) from exc
+    if stat.S_ISREG(st.st_mode) and st.st_size == info.bytes:
+        return
+    path = directory / info.file
     if not stat.S_ISREG(st.st_mode):
         raise ShardError(f"shard {path} is missing (not a regular file); the store is incomplete", path=path)
     if st.st_size != info.bytes:
@@ -95,11 +106,16 @@ def _check_file(directory: Path, info: ShardInfo) -> None:
 
 
 class _Shard:
+    """One shard, opened: its size checked, its record batch fully validated, then viewed as numpy.
+
+    Nothing is viewed before ``RecordBatch.validate(full=True)`` has checked every buffer size and
+    every offset (monotonic, inside its values), so a damaged shard is a ShardError naming it,
+    never a crash or a read outside the file.
+    """
+
     def __init__(self, directory: Path, info: ShardInfo, schema: dict[str, Column]) -> None:
-        path = directory / info.file
+        path = shard_path(directory, info)
         self.path = path
-        if not path.is_file():
-            raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path)
         size = path.stat().st_size
         if size != info.bytes:
             raise ShardError(
@@ -111,18 +127,71 @@ class _Shard:
             table = read_shard(path)
             batches = table.to_batches()
             batch = batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
-        except (pa.ArrowInvalid, pa.ArrowIOError, OSError, IndexError) as exc:
+            batch.validate(full=True)
+        except _PARSE_ERRORS as exc:
             raise ShardError(
-                f"shard {path} is not a readable Arrow IPC shard, stream or file ({exc}); the store is corrupt",
+                f"shard {path} is not a readable Arrow IPC shard, stream or file ({type(exc).__name__}: {exc}); "
+                "the store is corrupt (write it again, or restore the file)",
                 path=path,
             ) from exc
         expected = arrow_schema(schema)
         if not batch.schema.equals(expected):
             raise ShardError(f"shard {path} has schema {batch.schema}, the manifest declares {expected}", path=path)
+        _check_field_metadata(path, batch.schema, expected)
         if batch.num_rows != info.rows:
             raise ShardError(f"shard {path} holds {batch.num_rows} rows, the manifest says {info.rows}", path=path)
         self.rows = info.rows
-        self.columns = {name: _view(batch.column(i), col, info.rows) for i, (name, col) in enumerate(schema.items())}
+        try:
+            self.columns = {
+                name: _view(batch.column(i), col, info.rows) for i, (name, col) in enumerate(schema.items())
+            }
+        except _PARSE_ERRORS as exc:
+            raise ShardError(
+                f"shard {path}: its columns cannot be viewed ({type(exc).__name__}: {exc}); the store is corrupt",
+                path=path,
+            ) from exc
+
+
+# what parsing a damaged shard can raise (pyarrow errors are ArrowException; the rest come from numpy views)
+_PARSE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, IndexError, OverflowError, MemoryError)
+
+
+def shard_path(directory: Path, info: ShardInfo) -> Path:
+    """The path of shard ``info``: a file whose real path (symlinks resolved) lies inside ``directory``.
+
+    A missing shard, or one that is (or links to) a file outside the store, is a ShardError naming it.
+    """
+    path = directory / info.file  # info.file has no "/" (the manifest is checked): only the file itself can link out
+    try:
+        link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path) from None
+    except OSError as exc:
+        raise ShardError(f"shard {path} cannot be read ({exc.strerror or exc})", path=path) from exc
+    if not link:
+        return path
+    real, home = path.resolve(), directory.resolve()
+    if not real.is_relative_to(home) or real == home:
+        raise ShardError(
+            f"shard {path} links to {real}, outside the store directory {home}; stoker reads only files "
+            "inside a store (copy the file into the store, or write the store again)",
+            path=path,
+        )
+    return path
+
+
+def _check_field_metadata(path: Path, found: pa.Schema, expected: pa.Schema) -> None:
+    """Tensor shapes and dtypes in the shard's field metadata (format 3 on) must be the manifest's."""
+    for have, want in zip(found, expected):
+        meta = have.metadata or {}
+        for key in (SHAPE_KEY, DTYPE_KEY):
+            if key in meta and meta[key] != (want.metadata or {}).get(key):
+                raise ShardError(
+                    f"shard {path}: column {have.name!r} has {key.decode()} {meta[key].decode(errors='replace')!r}, "
+                    f"the manifest declares {(want.metadata or {}).get(key, b'none').decode()!r}; the manifest "
+                    "or the shard was altered (write the store again)",
+                    path=path,
+                )
 
 
 class _ShardCache:
@@ -305,9 +374,7 @@ class Store:
     def verify(self) -> None:
         """Check every shard's size and checksum against the manifest; raise ShardError on the first bad one."""
         for info in self.manifest.shards:
-            path = self.path / info.file
-            if not path.is_file():
-                raise ShardError(f"shard {path} is missing", path=path)
+            path = shard_path(self.path, info)
             if path.stat().st_size != info.bytes:
                 raise ShardError(
                     f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from stoker.errors import SchemaError
+from stoker.errors import SchemaError, StoreWriteError
 from stoker.store.columns import to_chunk
 from stoker.store.format import CHECKSUMS, DEFAULT_CHECKSUM, Column, ShardInfo, arrow_schema
 
@@ -60,24 +60,32 @@ class HashingFile:
     """A write-only binary file that hashes every byte it writes (for ``pa.PythonFile``).
 
     Writes go straight to the file descriptor (no Python-side buffering); large buffers are
-    hashed and written in slices.
+    hashed and written in slices. A failed open or write (disk full) is a StoreWriteError naming
+    the file (``os.write`` alone names none).
     """
 
     def __init__(self, path: Path, algorithm: str = DEFAULT_CHECKSUM) -> None:
+        self.path = path
         self.algorithm = algorithm
         self._hasher = new_hasher(algorithm)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as exc:
+            raise StoreWriteError.from_os_error(exc, path) from exc
         self._pos = 0
         self.closed = False
 
     def write(self, data: Any) -> int:
         view = memoryview(data).cast("B")
         n = len(view)
-        for start in range(0, n, _SLICE):
-            piece = view[start : start + _SLICE]
-            self._hasher.update(piece)
-            while piece:
-                piece = piece[os.write(self._fd, piece) :]
+        try:
+            for start in range(0, n, _SLICE):
+                piece = view[start : start + _SLICE]
+                self._hasher.update(piece)
+                while piece:
+                    piece = piece[os.write(self._fd, piece) :]
+        except OSError as exc:
+            raise StoreWriteError.from_os_error(exc, self.path) from exc
         self._pos += n
         return n
 
