@@ -17,7 +17,6 @@ memory. Observers (``register_observer``) time each stage through ``pipeline/obs
 
 from __future__ import annotations
 
-import numbers
 import os
 import weakref
 from collections.abc import Callable, Generator, Iterator
@@ -307,14 +306,6 @@ class Loader:
         """Continue from ``state``: the next ``iter`` starts right after its last delivered batch."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise StateError(f"not a stoker loader state (version {STATE_VERSION}): {state!r:.200}")
-        for key in ("epoch", "batches_done", "order"):
-            value = state.get(key)
-            count = isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0
-            if not (isinstance(value, dict) if key == "order" else count):
-                raise StateError(
-                    f"loader state field {key!r} must be a {'dict' if key == 'order' else 'count >= 0'}, "
-                    f"not {value!r:.100}; pass a dict saved by Loader.state_dict()"
-                )
         self.batch_sampler.check_fingerprint(state["order"])
         done = int(state["batches_done"])
         if not 0 <= done <= len(self):

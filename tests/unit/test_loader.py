@@ -424,7 +424,12 @@ def test_an_observer_times_every_stage_of_a_store(mixed_store):
     main = threading.get_ident()
     assert all(t != main for s, t in log.seen if s == "read") and all(t == main for s, t in log.seen if s == "h2d_wait")
     (info,) = log.infos
-    assert info.loader_id == id(loader) and info.store and info.engine == "threads" and info.num_workers == 2
+    assert (
+        info.loader_id == loader.observers.info.loader_id
+        and info.store
+        and info.engine == "threads"
+        and info.num_workers == 2
+    )
 
 
 def test_an_observer_on_a_dataset_read_inline():
@@ -452,8 +457,15 @@ def test_a_registered_observer_sees_every_loader_built_after_it_until_removed(mi
         handle.remove()
     second = stoker.Loader(mixed_store, batch_size=100)
     list(first), list(second)
-    assert [i.loader_id for i in log.infos] == [id(first)]
+    assert [i.loader_id for i in log.infos] == [first.observers.info.loader_id]
     assert len(log.waits) == len(first)
+
+
+def test_loader_ids_are_never_reused(mixed_store):
+    seen = set()
+    for _ in range(50):  # dropped at once: id() would hand the same address out again
+        seen.add(stoker.Loader(mixed_store, batch_size=8).observers.info.loader_id)
+    assert len(seen) == 50
 
 
 def test_no_observer_by_default(mixed_store):

@@ -30,7 +30,8 @@ class LoaderInfo:
     """What an observer is told about a loader when it is built.
 
     Attributes:
-        loader_id: ``id()`` of the loader; every event of this loader carries it.
+        loader_id: a number unique to this loader in its process (never reused, unlike ``id()``);
+            every event of this loader carries it.
         name: a label for reports, e.g. ``"stoker.Loader(StoreSource)"``.
         source: the qualified type name of the batch source.
         source_id: ``id()`` of the source (two loaders over one dataset share it).
