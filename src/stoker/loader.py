@@ -17,6 +17,8 @@ memory. Observers (``register_observer``) time each stage through ``pipeline/obs
 
 from __future__ import annotations
 
+import itertools
+import numbers
 import os
 import weakref
 from collections.abc import Callable, Generator, Iterator
@@ -43,6 +45,7 @@ from stoker.pipeline.threads import default_workers
 from stoker.store.reader import Store
 
 STATE_VERSION = 1
+_LOADER_IDS = itertools.count(1)  # LoaderInfo.loader_id: unique in a process, unlike id(), which is reused
 
 
 def distributed_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -234,7 +237,7 @@ class Loader:
             else f"{kind.__module__}.{kind.__qualname__}"
         )
         return LoaderInfo(
-            loader_id=id(self),
+            loader_id=os.getpid() * 1_000_000 + next(_LOADER_IDS),
             name=f"{type(self).__module__.split('.')[0]}.Loader({qualified})",
             source=qualified,
             source_id=id(inner),
@@ -306,6 +309,14 @@ class Loader:
         """Continue from ``state``: the next ``iter`` starts right after its last delivered batch."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise StateError(f"not a stoker loader state (version {STATE_VERSION}): {state!r:.200}")
+        for key in ("epoch", "batches_done", "order"):
+            value = state.get(key)
+            count = isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0
+            if not (isinstance(value, dict) if key == "order" else count):
+                raise StateError(
+                    f"loader state field {key!r} must be a {'dict' if key == 'order' else 'count >= 0'}, "
+                    f"not {value!r:.100}; pass a dict saved by Loader.state_dict()"
+                )
         self.batch_sampler.check_fingerprint(state["order"])
         done = int(state["batches_done"])
         if not 0 <= done <= len(self):
