@@ -12,6 +12,7 @@ with stoker.doctor("doctor-report") as report:   # where the step time goes, wha
 from stoker import convert, errors, sources
 from stoker.config import LoaderConfig
 from stoker.errors import (
+    ConcurrentIterationError,
     ConfigError,
     EmptyDatasetError,
     InputError,
@@ -81,6 +82,7 @@ __all__ = [
     "SchemaError",
     "Sequence",
     "ShardError",
+    "ConcurrentIterationError",
     "StateError",
     "StokerError",
     "Store",

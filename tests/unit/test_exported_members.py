@@ -82,3 +82,9 @@ def test_specific_errors_are_exported_at_the_top():
     assert set(stoker.__all__) >= ERRORS
     for name in ERRORS:
         assert getattr(stoker, name) is getattr(stoker.errors, name)
+
+
+def test_every_error_class_is_exported_at_the_top():
+    assert set(stoker.errors.__all__) <= set(stoker.__all__)
+    for name in stoker.errors.__all__:
+        assert getattr(stoker, name) is getattr(stoker.errors, name)
