@@ -51,3 +51,28 @@ def shm_clean():
     if os.path.isdir("/dev/shm"):
         left = sorted(f for f in os.listdir("/dev/shm") if f.startswith(prefix))
         assert not left, f"left in /dev/shm: {left}"
+
+
+def _in_thread(fn):
+    """Run ``fn`` in a thread that then ends; return what it returned or raised (a hang fails the test)."""
+    import threading
+
+    out = []
+
+    def run():
+        try:
+            out.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the thread hung"
+    return out[0]
+
+
+@pytest.fixture
+def in_thread():
+    """``in_thread(fn)``: run ``fn`` in a thread that then ends and return its result or exception."""
+    return _in_thread

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import numpy as np
@@ -37,23 +36,6 @@ class Rows(torch.utils.data.Dataset):
         return np.full(3, i, dtype=np.int64)
 
 
-def _in_thread(fn):
-    """Run ``fn`` in a thread that then ends; return what it returned or raised (a hang fails the test)."""
-    out = []
-
-    def run():
-        try:
-            out.append(fn())
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            out.append(exc)
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join(60)
-    assert not t.is_alive(), "the thread hung"
-    return out[0]
-
-
 def _running(pid):
     """Whether process ``pid`` exists and is not a zombie."""
     try:
@@ -68,20 +50,20 @@ def _rows(batches):
 
 
 # -- item 5: workers watch the consumer process, not the thread that started them ----------------
-def test_persistent_workers_outlive_the_thread_that_ran_the_first_epoch():
+def test_persistent_workers_outlive_the_thread_that_ran_the_first_epoch(in_thread):
     """Old code: PR_SET_PDEATHSIG killed the workers when that thread ended; epoch 2 raised WorkerError."""
     with stoker.Loader(Rows(), batch_size=8, num_workers=2, persistent_workers=True) as loader:
-        assert _rows(_in_thread(lambda: list(loader))) == list(range(64))
-        second = _in_thread(lambda: list(loader))  # bounded: a hang fails
+        assert _rows(in_thread(lambda: list(loader))) == list(range(64))
+        second = in_thread(lambda: list(loader))  # bounded: a hang fails
         assert not isinstance(second, BaseException), second
         assert _rows(second) == list(range(64))
 
 
-def test_an_iterator_started_in_a_thread_that_ended_goes_on_in_another():
+def test_an_iterator_started_in_a_thread_that_ended_goes_on_in_another(in_thread):
     loader = stoker.Loader(Rows(), batch_size=8, num_workers=2)
     it = iter(loader)
-    first = _in_thread(lambda: next(it))
-    rest = _in_thread(lambda: list(it))
+    first = in_thread(lambda: next(it))
+    rest = in_thread(lambda: list(it))
     assert not isinstance(rest, BaseException), rest
     assert _rows([first, *rest]) == list(range(64))
 
@@ -97,12 +79,12 @@ def test_a_killed_worker_is_reported_by_its_signal_without_guessing_the_cause():
 
 
 # -- item 6: one pass at a time ------------------------------------------------------------------
-def test_two_threads_on_one_loader_with_persistent_process_workers_get_a_clear_error():
+def test_two_threads_on_one_loader_with_persistent_process_workers_get_a_clear_error(in_thread):
     """Old code: both threads deadlocked in the pool's _get (or a bare RuntimeError came)."""
     with stoker.Loader(Rows(), batch_size=8, num_workers=2, persistent_workers=True) as loader:
         first = iter(loader)
         next(first)
-        err = _in_thread(lambda: next(iter(loader)))
+        err = in_thread(lambda: next(iter(loader)))
         assert isinstance(err, ConcurrentIterationError), err
         assert "one loader per thread" in str(err)
         assert len(list(first)) == len(loader) - 1

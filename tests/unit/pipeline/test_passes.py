@@ -1,7 +1,5 @@
 """One pass at a time over a loader (issue 15 item 6): concurrent passes refused, abandoned ones closed."""
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -15,36 +13,19 @@ def loader(tmp_path):
     return stoker.Loader(tmp_path / "s", batch_size=4, num_workers=2)
 
 
-def _in_thread(fn):
-    """Run ``fn`` in a thread (bounded: a hang fails the test) and return what it returned or raised."""
-    out = []
-
-    def run():
-        try:
-            out.append(fn())
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
-            out.append(exc)
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join(30)
-    assert not t.is_alive(), "the thread hung"
-    return out[0]
-
-
-def test_a_pass_running_in_another_thread_is_refused_at_once(loader):
+def test_a_pass_running_in_another_thread_is_refused_at_once(loader, in_thread):
     """Old code: the second pass ran beside the first (thread workers) and state_dict() was meaningless."""
     first = iter(loader)
     next(first)  # this thread holds a pass in progress
-    err = _in_thread(lambda: next(iter(loader)))
+    err = in_thread(lambda: next(iter(loader)))
     assert isinstance(err, ConcurrentIterationError) and isinstance(err, StokerError)
     assert "one loader per thread" in str(err)
     assert sum(1 for _ in first) == len(loader) - 1  # the first pass is untouched
     assert loader.state_dict()["batches_done"] == 0 and loader.epoch == 1
 
 
-def test_sequential_passes_from_several_threads_work(loader):
-    assert _in_thread(lambda: len(list(loader))) == len(loader)
+def test_sequential_passes_from_several_threads_work(loader, in_thread):
+    assert in_thread(lambda: len(list(loader))) == len(loader)
     assert len(list(loader)) == len(loader)
     assert loader.epoch == 2
 
@@ -58,26 +39,26 @@ def test_an_abandoned_pass_is_closed_by_the_next_pass_of_the_same_thread(loader)
         next(kept)  # not a silent, early end of its epoch
 
 
-def test_a_pass_left_by_a_thread_that_ended_does_not_block_the_next(loader):
+def test_a_pass_left_by_a_thread_that_ended_does_not_block_the_next(loader, in_thread):
     holder = {}
 
     def start():
         holder["it"] = iter(loader)
         return next(holder["it"])
 
-    _in_thread(start)
+    in_thread(start)
     assert len(list(loader)) == len(loader)
 
 
-def test_a_pass_started_in_one_thread_can_go_on_in_another(loader):
+def test_a_pass_started_in_one_thread_can_go_on_in_another(loader, in_thread):
     it = iter(loader)
     next(it)
-    assert _in_thread(lambda: sum(1 for _ in it)) == len(loader) - 1
+    assert in_thread(lambda: sum(1 for _ in it)) == len(loader) - 1
     assert len(list(loader)) == len(loader)  # and the guard was given back
 
 
-def test_a_dropped_pass_gives_the_guard_back(loader):
+def test_a_dropped_pass_gives_the_guard_back(loader, in_thread):
     it = iter(loader)
     del it  # never started
     next(iter(loader))  # started, then dropped at once
-    assert _in_thread(lambda: len(list(loader))) == len(loader)
+    assert in_thread(lambda: len(list(loader))) == len(loader)
