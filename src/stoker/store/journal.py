@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stoker.errors import ConfigError, SchemaError, StoreError
+from stoker.errors import ConfigError, SchemaError, StoreError, StoreWriteError
 from stoker.store.format import Column, ShardInfo
 
 JOURNAL_NAME = "journal.json"
@@ -105,7 +105,10 @@ def write_journal(
     metadata: dict[str, Any],
     fingerprint: Fingerprint | None = None,
 ) -> None:
-    """Record ``shards`` in ``staging``'s journal (written to a part file, synced, then renamed)."""
+    """Record ``shards`` in ``staging``'s journal (written to a part file, synced, then renamed).
+
+    A failed write (disk full) is a StoreWriteError naming the file.
+    """
     obj = {
         "columns": {name: col.to_json() for name, col in schema.items()},
         "shards": [s.to_json() for s in shards],
@@ -113,11 +116,14 @@ def write_journal(
         "fingerprint": None if fingerprint is None else dict(fingerprint),
     }
     part = staging / (JOURNAL_NAME + ".part")
-    with open(part, "w", encoding="utf-8") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(part, staging / JOURNAL_NAME)
+    try:
+        with open(part, "w", encoding="utf-8") as f:
+            json.dump(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, staging / JOURNAL_NAME)
+    except OSError as exc:  # disk full: a StoreWriteError naming the file, as shard and manifest writes give
+        raise StoreWriteError.from_os_error(exc, part) from exc
 
 
 def read_journal(

@@ -388,8 +388,16 @@ class Store:
                 )
 
     def table(self) -> pa.Table:
-        """All shards as one pyarrow Table (zero-copy, memory-mapped); a view's rows are taken (a copy)."""
-        tables = [read_shard(self.path / info.file) for info in self.manifest.shards]
+        """All shards as one pyarrow Table (zero-copy, memory-mapped); a view's rows are taken (a copy).
+
+        Every shard goes through the gather path's checks first (``_Shard``: size, full validation,
+        schema, rows), so a damaged shard is a ShardError naming it here too, never a Table whose
+        offsets point outside the file.
+        """
+        tables = []
+        for i, info in enumerate(self.manifest.shards):
+            self._cache.get(i)  # validated (or already validated and mapped) like a gather's shards
+            tables.append(read_shard(shard_path(self.path, info)))
         table = pa.concat_tables(tables)
         return table if self._rows is None else table.take(pa.array(self._rows))
 

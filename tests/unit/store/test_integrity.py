@@ -224,3 +224,42 @@ def test_disk_full_names_the_file(tmp_path):
         assert "StoreWriteError" in out.stderr and "small-disk" in out.stderr
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_table_validates_each_shard_like_a_gather(tmp_path):
+    # old code: Store.table() concatenated the mapped shards unchecked, handing back offsets far outside the file
+    store = _small(tmp_path)
+    shard = store / "shard-00000.arrow"
+    offsets = np.asarray(stoker.open(store)._cache.get(0).columns["ids"].offsets).tobytes()
+    data = bytearray(shard.read_bytes())
+    found = bytes(data).find(offsets)
+    assert found >= 0
+    data[found + len(offsets) - 8 : found + len(offsets)] = np.int64(2**56).tobytes()  # the last offset
+    shard.write_bytes(bytes(data))
+    ds = stoker.open(store, verify=False)  # shards are mapped on first touch: opening reads none
+    with pytest.raises(ShardError, match="shard-00000.arrow"):
+        ds.table()
+    with pytest.raises(ShardError, match="shard-00000.arrow"):
+        ds.select([0, 1]).table()
+
+
+def test_a_full_disk_under_the_journal_names_the_file(tmp_path):
+    # old code: write_journal raised a bare OSError: [Errno 28] with no path
+    from stoker.store.journal import write_journal
+
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    if not _can_mount_tmpfs(mnt):
+        pytest.skip("needs root to mount a 1 MiB tmpfs (mount -t tmpfs -o size=1m tmpfs DIR)")
+    try:
+        with open(mnt / "filler", "wb") as f, pytest.raises(OSError):  # fill every page of the 1 MiB
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        with pytest.raises(
+            stoker.StoreWriteError, match=r"cannot write .*small-disk.*journal\.json\.part.*No space"
+        ) as info:
+            write_journal(mnt, {}, [], {"input": "x" * 100})
+        assert info.value.errno == 28 and info.value.filename == str(mnt / "journal.json.part")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
