@@ -13,7 +13,9 @@ Resuming: the staging directory ``.NAME.partial`` beside the store keeps every f
 shard, the writer's journal and ``skipped.txt`` (indices left out with ``on_error="skip"``,
 written before the rows after them can reach a shard). A new run on the same dataset (same
 type, length and field names, recorded in the journal's metadata, and the same content of a
-few samples, the journal's fingerprint: ``samples.fingerprint``) starts at the first index
+few samples, the journal's fingerprint: ``samples.fingerprint``, computed as the first task of
+the worker pool so this process never calls ``__getitem__`` before the workers are forked, and a
+file the dataset opens lazily is not shared with them) starts at the first index
 not yet in a finished shard, with a ResumeWarning saying so; other input is refused (or, with
 ``overwrite=True``, started over). One conversion at a time works in the directory (the
 writer locks it; a second is refused, naming the first's pid). The directory becomes the
@@ -33,7 +35,8 @@ import numpy as np
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.samples import Columnize, Failure, Guarded, compatible, conflict, fingerprint
 from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaError, StoreExistsError
-from stoker.pipeline.processes import process_map
+from stoker.pipeline.collate import fetch
+from stoker.pipeline.processes import ProcessPool
 from stoker.pipeline.threads import default_workers
 from stoker.store.format import Column
 from stoker.store.writer import StoreWriter
@@ -45,6 +48,30 @@ KEEP_SKIPPED = 1000  # indices listed in the manifest's metadata (the count is a
 
 class ResumeWarning(UserWarning):
     """A conversion continues from the finished shards of an earlier run (the message says at which row)."""
+
+
+FINGERPRINT_TASK = "fingerprint"
+
+
+class _Task:
+    """What a worker runs: a batch of indices (``Guarded`` samples, then ``Columnize``), or
+    :data:`FINGERPRINT_TASK`: the dataset's content fingerprint (``samples.fingerprint``)."""
+
+    def __init__(self, guarded: Guarded, collate: Columnize, names: Sequence[str] | None) -> None:
+        self.guarded, self.collate, self.names = guarded, collate, names
+
+    def __call__(self, task: Any) -> Any:
+        if isinstance(task, str) and task == FINGERPRINT_TASK:
+            return {"fingerprint": fingerprint(self.guarded.dataset, self.names)}
+        return self.collate(fetch(self.guarded, [int(i) for i in task]))
+
+
+def _fingerprint_in(pool: ProcessPool | None, dataset: Any, names: Sequence[str] | None) -> dict[str, str | None]:
+    """The content fingerprint, read by a worker of ``pool`` (in this process without one)."""
+    if pool is None:
+        return fingerprint(dataset, names)
+    (out,) = list(pool.map([FINGERPRINT_TASK], depth=1))
+    return dict(out["fingerprint"])
 
 
 def staging_dir(store: Path) -> Path:
@@ -132,15 +159,24 @@ def convert(
         "names": list(names) if names else None,
     }
     meta = options.with_metadata({"source": source})
-    writer = StoreWriter(
-        store,
-        None,
-        shard_size=options.shard_size,
-        overwrite=options.overwrite,
-        metadata=meta,
-        staging=staging,
-        fingerprint=fingerprint(dataset, names),
-    )
+    collate = Columnize(tuple(names) if names else None, dict(schema) if schema else None)
+    guarded = Guarded(dataset)
+    # the workers start first and read the fingerprint: this process never calls __getitem__
+    pool = ProcessPool(_Task(guarded, collate, names), workers, stage="convert") if workers else None
+    try:
+        writer = StoreWriter(
+            store,
+            None,
+            shard_size=options.shard_size,
+            overwrite=options.overwrite,
+            metadata=meta,
+            staging=staging,
+            fingerprint=_fingerprint_in(pool, dataset, names),
+        )
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
     try:
         skipped = _read_skipped(staging) if writer.rows_written else []
         start = resume_index(writer.rows_written, skipped)
@@ -148,6 +184,8 @@ def convert(
         _write_skipped(staging, skipped, append=False)
     except BaseException:
         writer.abort()
+        if pool is not None:
+            pool.close()
         raise
     if writer.rows_written:
         warnings.warn(
@@ -157,15 +195,11 @@ def convert(
             ),
             stacklevel=4,
         )
-    collate = Columnize(tuple(names) if names else None, dict(schema) if schema else None)
-    guarded = Guarded(dataset)
     index_batches = (np.arange(a, min(a + chunk_size, n)) for a in range(start, n, chunk_size))
-    if workers == 0:
+    if pool is None:
         produced: Iterator[dict[str, Any]] = (collate([guarded[int(i)] for i in idx]) for idx in index_batches)
     else:
-        produced = process_map(
-            guarded, index_batches, workers=workers, depth=2 * workers, collate_fn=collate, stage="convert"
-        )
+        produced = pool.map(([int(i) for i in idx] for idx in index_batches), depth=2 * workers)
     bar = options.bar(n, f"dataset {kind.__name__}", unit="samples", initial=start)
     try:
         with bar:
@@ -195,6 +229,8 @@ def convert(
         close = getattr(produced, "close", None)
         if close is not None:
             close()
+        if pool is not None:
+            pool.close()
     return ConvertResult(store, rows, len(skipped), report={"skipped_indices": kept, "resumed_at": start})
 
 

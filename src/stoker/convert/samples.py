@@ -201,8 +201,10 @@ def fingerprint(dataset: Any, names: Sequence[str] | None = None, picks: int = 4
     """Content hashes of a few samples: index -> hash of its collated bytes, or None.
 
     The first and the last index and ``picks`` more chosen by a generator seeded with the
-    length are read (in this process) twice and collated as the conversion does; a sample that
-    raises, or whose two reads differ (random augmentation), hashes to None and is not compared.
+    length are read twice and collated as the conversion does; a sample that raises, or whose
+    two reads differ (random augmentation), hashes to None and is not compared. The converter
+    calls this in a worker process when it has workers (``from_dataset._Task``), so a file the
+    dataset opens in ``__getitem__`` is never open in the process that forks them.
     """
     n = len(dataset)
     chosen = {0, n - 1, *np.random.default_rng(n).integers(0, n, size=picks).tolist()}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -239,3 +242,35 @@ def test_random_samples_still_resume(tmp_path):
     with pytest.warns(ResumeWarning):
         out = stoker.convert.dataset(_FailAt(_Noisy(), None), tmp_path / "s", workers=0, shard_size=1000)
     assert out.report["resumed_at"] > 0 and stoker.open(out)[:]["label"].tolist() == list(range(200))
+
+
+class _PidLog(Samples):
+    """Samples that append ``pid index`` to ``pids`` on every ``__getitem__`` (from any process)."""
+
+    def __init__(self, pids, bad=()):
+        super().__init__(bad=bad)
+        self.pids = pids
+
+    def __getitem__(self, i):
+        with open(self.pids, "a") as f:
+            f.write(f"{os.getpid()} {i}\n")
+        return super().__getitem__(i)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_with_workers_the_parent_never_calls_getitem(tmp_path, resume):
+    """Item 10 follow-up: the fingerprint is read in a worker, so a file a Dataset opens lazily in
+    ``__getitem__`` is never open in the parent when the workers are forked."""
+    dest = tmp_path / "s"
+    if resume:  # a first run that stopped at index 150 leaves finished shards: the resume reads the fingerprint too
+        with pytest.raises(SampleError):
+            stoker.convert.dataset(_PidLog(tmp_path / "first.txt", [150]), dest, workers=0, shard_size=1000)
+    ds = _PidLog(tmp_path / "pids.txt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResumeWarning)
+        out = stoker.convert.dataset(ds, dest, workers=2, shard_size=1000, chunk_size=16)
+    calls = [line.split() for line in ds.pids.read_text().splitlines()]
+    pids = {int(pid) for pid, _ in calls}
+    assert os.getpid() not in pids and pids  # every call came from a worker
+    assert (out.report["resumed_at"] > 0) == resume
+    assert stoker.open(out)[:]["label"].tolist() == list(range(200))
