@@ -9,9 +9,13 @@ store of 10 shards or 100,000.
 
 Opening a store reads the manifest and checks each shard's size (one ``stat``), nothing more.
 A shard is memory-mapped, parsed and checked against the manifest the first time a gather
-touches it (``_ShardCache``); at most ``STOKER_MAX_MAPPED_SHARDS`` shards (default
-:data:`DEFAULT_MAX_MAPPED_SHARDS`) stay mapped, the least recently used unmapped first, so a
-store of any shard count stays under the kernel's ``vm.max_map_count`` (65,530 by default).
+touches it (``_ShardCache``); at most ``STOKER_MAX_MAPPED_SHARDS`` shards stay mapped, the
+least recently used unmapped first, so a store of any shard count stays under the kernel's
+``vm.max_map_count``. The default cap follows the machine (:func:`mapped_shards_cap`): half of
+``/proc/sys/vm/max_map_count`` (65,530 → 32,765), never below 1,024, read when a store is opened;
+:data:`DEFAULT_MAX_MAPPED_SHARDS` (8,192) where that file cannot be read. An evicted shard touched
+again is mapped and validated again (the file may have changed on disk), so random reads over more
+shards than the cap cost a remap each: a cap as large as the kernel allows keeps that rare.
 """
 
 from __future__ import annotations
@@ -51,25 +55,48 @@ class _ColumnView:
         return self.offsets
 
 
-# shards kept mapped at once (one map each): 8× under the kernel's default vm.max_map_count of 65,530,
-# so a few stores per process fit; STOKER_MAX_MAPPED_SHARDS overrides it
+# shards kept mapped at once (one map each) where /proc/sys/vm/max_map_count cannot be read
 DEFAULT_MAX_MAPPED_SHARDS = 8192
+# the least default cap taken from max_map_count, however small the kernel's limit
+MIN_MAX_MAPPED_SHARDS = 1024
 MAX_MAPPED_ENV = "STOKER_MAX_MAPPED_SHARDS"
+MAX_MAP_COUNT_FILE = "/proc/sys/vm/max_map_count"
+
+
+def _read_max_map_count() -> int | None:
+    """The kernel's ``vm.max_map_count`` (read now), or None where /proc does not say."""
+    try:
+        return int(Path(MAX_MAP_COUNT_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def max_mapped_shards() -> int:
-    """How many shards a store keeps mapped: ``STOKER_MAX_MAPPED_SHARDS`` (read now), else the default."""
-    raw = os.environ.get(MAX_MAPPED_ENV)
-    if raw is None or raw == "":
-        return DEFAULT_MAX_MAPPED_SHARDS
+    """How many shards a store keeps mapped: ``STOKER_MAX_MAPPED_SHARDS``, else half of the
+    kernel's ``vm.max_map_count`` (both read now); see :func:`mapped_shards_cap`."""
+    return mapped_shards_cap(_read_max_map_count(), os.environ.get(MAX_MAPPED_ENV))
+
+
+def mapped_shards_cap(max_map_count: int | None, env: str | None) -> int:
+    """The cap on a store's mapped shards, from the kernel's ``vm.max_map_count`` (None: unknown)
+    and the value of ``STOKER_MAX_MAPPED_SHARDS`` (None or empty: unset).
+
+    Set, the variable wins (an integer >= 1, else :class:`ConfigError`). Unset: half of
+    ``max_map_count`` (the other half is left to the rest of the process: libraries, other stores),
+    never below :data:`MIN_MAX_MAPPED_SHARDS`; :data:`DEFAULT_MAX_MAPPED_SHARDS` when it is unknown.
+    """
+    if env is None or env == "":
+        if max_map_count is None or max_map_count < 1:
+            return DEFAULT_MAX_MAPPED_SHARDS
+        return max(max_map_count // 2, MIN_MAX_MAPPED_SHARDS)
     try:
-        cap = int(raw)
+        cap = int(env)
     except ValueError:
         cap = 0
     if cap < 1:
         raise ConfigError(
-            f"{MAX_MAPPED_ENV}={raw!r} must be an integer >= 1 (shards kept memory-mapped at once); "
-            f"unset it for the default of {DEFAULT_MAX_MAPPED_SHARDS}",
+            f"{MAX_MAPPED_ENV}={env!r} must be an integer >= 1 (shards kept memory-mapped at once); "
+            "unset it for the default: half of /proc/sys/vm/max_map_count",
             option=MAX_MAPPED_ENV,
         )
     return cap
@@ -347,8 +374,13 @@ class Store:
     @property
     def mapped_shards(self) -> int:
         """How many of the store's shards are memory-mapped now (shared with its views); at most
-        ``STOKER_MAX_MAPPED_SHARDS`` (read when the store was opened) once a gather has returned."""
+        ``max_mapped_shards`` once a gather has returned."""
         return len(self._cache.mapped())
+
+    @property
+    def max_mapped_shards(self) -> int:
+        """The most shards this store keeps mapped (:func:`max_mapped_shards`, taken when it was opened)."""
+        return self._cache.cap
 
     @property
     def shard_starts(self) -> np.ndarray:
@@ -568,4 +600,12 @@ def open(path: str | os.PathLike[str], *, verify: bool = False) -> Store:  # noq
     return Store(path, verify=verify)
 
 
-__all__ = ["DEFAULT_MAX_MAPPED_SHARDS", "MAX_MAPPED_ENV", "Store", "max_mapped_shards", "open"]
+__all__ = [
+    "DEFAULT_MAX_MAPPED_SHARDS",
+    "MAX_MAPPED_ENV",
+    "MIN_MAX_MAPPED_SHARDS",
+    "Store",
+    "mapped_shards_cap",
+    "max_mapped_shards",
+    "open",
+]

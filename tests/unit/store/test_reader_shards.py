@@ -84,3 +84,39 @@ def test_gathers_are_equal_whatever_the_shard_count(tmp_path, mixed_columns, sha
             np.testing.assert_array_equal(got["ids"][row], mixed_columns["ids"][i])
         assert got["blob"] == [mixed_columns["blob"][i] for i in idx]
         assert got["text"] == [mixed_columns["text"][i] for i in idx]
+
+
+@pytest.mark.parametrize(
+    "max_map_count,env,cap",
+    [
+        (65530, None, 32765),  # the kernel's default: half of it
+        (65530, "", 32765),  # an empty variable is unset
+        (262144, None, 131072),  # a raised limit raises the cap
+        (1000, None, 1024),  # never below 1,024
+        (2048, None, 1024),
+        (2050, None, 1025),
+        (None, None, 8192),  # no /proc: the fixed default
+        (65530, "4", 4),  # the variable wins
+        (None, "100000", 100000),
+    ],
+)
+def test_the_default_cap_is_half_of_max_map_count(max_map_count, env, cap):
+    assert stoker.store.reader.mapped_shards_cap(max_map_count, env) == cap
+
+
+@pytest.mark.parametrize("env", ["0", "-3", "many"])
+def test_the_cap_function_refuses_a_variable_that_is_not_a_positive_integer(env):
+    with pytest.raises(stoker.StokerError, match="must be an integer >= 1"):
+        stoker.store.reader.mapped_shards_cap(65530, env)
+
+
+def test_a_store_opened_here_takes_its_cap_from_this_kernel(many, monkeypatch):
+    monkeypatch.delenv("STOKER_MAX_MAPPED_SHARDS", raising=False)
+    with open("/proc/sys/vm/max_map_count") as f:
+        max_map_count = int(f.read())
+    ds = stoker.open(many)
+    assert ds.max_mapped_shards == max(max_map_count // 2, 1024)
+    assert ds.max_mapped_shards == stoker.store.reader.mapped_shards_cap(max_map_count, None)
+    monkeypatch.setenv("STOKER_MAX_MAPPED_SHARDS", "7")  # read when a store is opened, not before
+    assert ds.max_mapped_shards == max(max_map_count // 2, 1024)
+    assert stoker.open(many).max_mapped_shards == 7
