@@ -9,7 +9,7 @@ store of 10 shards or 100,000.
 
 Opening a store reads the manifest and checks each shard's size (one ``stat``), nothing more.
 A shard is memory-mapped, parsed and checked against the manifest the first time a gather
-touches it (``_ShardCache``); at most ``STOKER_MAX_MAPPED_SHARDS`` shards stay mapped, the
+touches it (``ShardCache``); at most ``STOKER_MAX_MAPPED_SHARDS`` shards stay mapped, the
 least recently used unmapped first, so a store of any shard count stays under the kernel's
 ``vm.max_map_count``. The default cap follows the machine (:func:`mapped_shards_cap`): half of
 ``/proc/sys/vm/max_map_count`` (65,530 → 32,765), never below 1,024, read when a store is opened;
@@ -22,275 +22,31 @@ from __future__ import annotations
 
 import copy
 import os
-import stat
-import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from stoker.errors import ConfigError, ShardError, StoreNotFoundError
+from stoker.errors import ShardError, StoreNotFoundError
 from stoker.store.columns import Ragged
-from stoker.store.format import DTYPE_KEY, SHAPE_KEY, Column, Manifest, ShardInfo, arrow_schema
+from stoker.store.format import Column, Manifest
 from stoker.store.replace import recover
 from stoker.store.selection import check_indices, split_rows
 from stoker.store.shardfile import file_checksum
-
-
-@dataclass(frozen=True)
-class _ColumnView:
-    """Zero-copy numpy views of one column of one shard."""
-
-    data: np.ndarray  # tensor: (rows, *shape); others: flat values / bytes
-    offsets: np.ndarray | None = None  # int64, rows + 1 (sequence, binary, string)
-
-    def row_offsets(self) -> np.ndarray:
-        """``offsets``, which every column but a tensor column has."""
-        if self.offsets is None:
-            raise TypeError("a tensor column has no row offsets")
-        return self.offsets
-
-
-# shards kept mapped at once (one map each) where /proc/sys/vm/max_map_count cannot be read
-DEFAULT_MAX_MAPPED_SHARDS = 8192
-# the least default cap taken from max_map_count, however small the kernel's limit
-MIN_MAX_MAPPED_SHARDS = 1024
-MAX_MAPPED_ENV = "STOKER_MAX_MAPPED_SHARDS"
-MAX_MAP_COUNT_FILE = "/proc/sys/vm/max_map_count"
-
-
-def _read_max_map_count() -> int | None:
-    """The kernel's ``vm.max_map_count`` (read now), or None where /proc does not say."""
-    try:
-        return int(Path(MAX_MAP_COUNT_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def max_mapped_shards() -> int:
-    """How many shards a store keeps mapped: ``STOKER_MAX_MAPPED_SHARDS``, else half of the
-    kernel's ``vm.max_map_count`` (both read now); see :func:`mapped_shards_cap`."""
-    return mapped_shards_cap(_read_max_map_count(), os.environ.get(MAX_MAPPED_ENV))
-
-
-def mapped_shards_cap(max_map_count: int | None, env: str | None) -> int:
-    """The cap on a store's mapped shards, from the kernel's ``vm.max_map_count`` (None: unknown)
-    and the value of ``STOKER_MAX_MAPPED_SHARDS`` (None or empty: unset).
-
-    Set, the variable wins (an integer >= 1, else :class:`ConfigError`). Unset: half of
-    ``max_map_count`` (the other half is left to the rest of the process: libraries, other stores),
-    never below :data:`MIN_MAX_MAPPED_SHARDS`; :data:`DEFAULT_MAX_MAPPED_SHARDS` when it is unknown.
-    """
-    if env is None or env == "":
-        if max_map_count is None or max_map_count < 1:
-            return DEFAULT_MAX_MAPPED_SHARDS
-        return max(max_map_count // 2, MIN_MAX_MAPPED_SHARDS)
-    try:
-        cap = int(env)
-    except ValueError:
-        cap = 0
-    if cap < 1:
-        raise ConfigError(
-            f"{MAX_MAPPED_ENV}={env!r} must be an integer >= 1 (shards kept memory-mapped at once); "
-            "unset it for the default: half of /proc/sys/vm/max_map_count",
-            option=MAX_MAPPED_ENV,
-        )
-    return cap
-
-
-def _check_file(directory: Path, info: ShardInfo) -> None:
-    """The shard file exists inside the store and has the manifest's size; ShardError if not.
-
-    One ``lstat`` on a plain path string (open runs this per shard: 100,000 shards must stay cheap);
-    a symlink goes through :func:`shard_path`, which refuses one that leads outside the store.
-    """
-    name = os.path.join(directory, info.file)
-    try:
-        st = os.lstat(name)
-        if stat.S_ISLNK(st.st_mode):
-            st = os.stat(shard_path(directory, info))
-    except FileNotFoundError:
-        path = directory / info.file
-        raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path) from None
-    except OSError as exc:
-        path = directory / info.file
-        raise ShardError(f"shard {path} cannot be read ({exc.strerror or exc})", path=path) from exc
-    if stat.S_ISREG(st.st_mode) and st.st_size == info.bytes:
-        return
-    path = directory / info.file
-    if not stat.S_ISREG(st.st_mode):
-        raise ShardError(f"shard {path} is missing (not a regular file); the store is incomplete", path=path)
-    if st.st_size != info.bytes:
-        raise ShardError(
-            f"shard {path} is {st.st_size} bytes, the manifest says {info.bytes}: it was truncated or altered "
-            "(write the store again, or restore the file)",
-            path=path,
-        )
-
-
-class _Shard:
-    """One shard, opened: its size checked, its record batch fully validated, then viewed as numpy.
-
-    Nothing is viewed before ``RecordBatch.validate(full=True)`` has checked every buffer size and
-    every offset (monotonic, inside its values), so a damaged shard is a ShardError naming it,
-    never a crash or a read outside the file.
-    """
-
-    def __init__(self, directory: Path, info: ShardInfo, schema: dict[str, Column]) -> None:
-        path = shard_path(directory, info)
-        self.path = path
-        size = path.stat().st_size
-        if size != info.bytes:
-            raise ShardError(
-                f"shard {path} is {size} bytes, the manifest says {info.bytes}: it was truncated or altered "
-                "(write the store again, or restore the file)",
-                path=path,
-            )
-        try:
-            table = read_shard(path)
-            batches = table.to_batches()
-            batch = batches[0] if len(batches) == 1 else table.combine_chunks().to_batches()[0]
-            batch.validate(full=True)
-        except _PARSE_ERRORS as exc:
-            raise ShardError(
-                f"shard {path} is not a readable Arrow IPC shard, stream or file ({type(exc).__name__}: {exc}); "
-                "the store is corrupt (write it again, or restore the file)",
-                path=path,
-            ) from exc
-        expected = arrow_schema(schema)
-        if not batch.schema.equals(expected):
-            raise ShardError(f"shard {path} has schema {batch.schema}, the manifest declares {expected}", path=path)
-        _check_field_metadata(path, batch.schema, expected)
-        if batch.num_rows != info.rows:
-            raise ShardError(f"shard {path} holds {batch.num_rows} rows, the manifest says {info.rows}", path=path)
-        self.rows = info.rows
-        try:
-            self.columns = {
-                name: _view(batch.column(i), col, info.rows) for i, (name, col) in enumerate(schema.items())
-            }
-        except _PARSE_ERRORS as exc:
-            raise ShardError(
-                f"shard {path}: its columns cannot be viewed ({type(exc).__name__}: {exc}); the store is corrupt",
-                path=path,
-            ) from exc
-
-
-# what parsing a damaged shard can raise (pyarrow errors are ArrowException; the rest come from numpy views)
-_PARSE_ERRORS = (pa.ArrowException, OSError, ValueError, TypeError, IndexError, OverflowError, MemoryError)
-
-
-def shard_path(directory: Path, info: ShardInfo) -> Path:
-    """The path of shard ``info``: a file whose real path (symlinks resolved) lies inside ``directory``.
-
-    A missing shard, or one that is (or links to) a file outside the store, is a ShardError naming it.
-    """
-    path = directory / info.file  # info.file has no "/" (the manifest is checked): only the file itself can link out
-    try:
-        link = stat.S_ISLNK(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path) from None
-    except OSError as exc:
-        raise ShardError(f"shard {path} cannot be read ({exc.strerror or exc})", path=path) from exc
-    if not link:
-        return path
-    real, home = path.resolve(), directory.resolve()
-    if not real.is_relative_to(home) or real == home:
-        raise ShardError(
-            f"shard {path} links to {real}, outside the store directory {home}; stoker reads only files "
-            "inside a store (copy the file into the store, or write the store again)",
-            path=path,
-        )
-    return path
-
-
-def _check_field_metadata(path: Path, found: pa.Schema, expected: pa.Schema) -> None:
-    """Tensor shapes and dtypes in the shard's field metadata (format 3 on) must be the manifest's."""
-    for have, want in zip(found, expected):
-        meta = have.metadata or {}
-        for key in (SHAPE_KEY, DTYPE_KEY):
-            if key in meta and meta[key] != (want.metadata or {}).get(key):
-                raise ShardError(
-                    f"shard {path}: column {have.name!r} has {key.decode()} {meta[key].decode(errors='replace')!r}, "
-                    f"the manifest declares {(want.metadata or {}).get(key, b'none').decode()!r}; the manifest "
-                    "or the shard was altered (write the store again)",
-                    path=path,
-                )
-
-
-class _ShardCache:
-    """The mapped shards of one store, shared by its views: a shard is mapped (and validated, in
-    ``_Shard``) on first touch, and at most ``cap`` stay mapped (least recently used dropped first).
-    Thread-safe.
-
-    Dropping a shard from the cache unmaps it once no gather still holds it: a gather keeps the
-    shards it reads referenced until it returns, so eviction never pulls a map from under a reader.
-    """
-
-    def __init__(self, directory: Path, infos: Sequence[ShardInfo], schema: dict[str, Column], cap: int) -> None:
-        self.directory = directory
-        self.infos = infos
-        self.schema = schema
-        self.cap = cap
-        self._mapped: OrderedDict[int, _Shard] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, index: int) -> _Shard:
-        """Shard ``index``, mapped (and checked) now if it is not mapped already."""
-        with self._lock:
-            shard = self._mapped.get(index)
-            if shard is not None:
-                self._mapped.move_to_end(index)
-                return shard
-        # mapped outside the lock: validating a shard pages in its data, and other readers need not wait
-        fresh = _Shard(self.directory, self.infos[index], self.schema)
-        with self._lock:
-            shard = self._mapped.setdefault(index, fresh)
-            self._mapped.move_to_end(index)
-            while len(self._mapped) > self.cap:
-                self._mapped.popitem(last=False)
-        return shard
-
-    def mapped(self) -> list[int]:
-        """The indices of the shards mapped now, least recently used first."""
-        with self._lock:
-            return list(self._mapped)
-
-
-FILE_MAGIC = b"ARROW1"  # the first bytes of an Arrow IPC *file* (format versions 1-2); a stream has none
-
-
-def read_shard(path: Path) -> pa.Table:
-    """One shard, memory-mapped, as a Table (zero-copy): an IPC stream (format 3) or an IPC file (1-2)."""
-    source = pa.memory_map(str(path), "r")
-    is_file = source.read(len(FILE_MAGIC)) == FILE_MAGIC
-    source.seek(0)
-    if is_file:
-        return pa.ipc.open_file(source).read_all()
-    return pa.ipc.open_stream(source).read_all()
-
-
-def _buffer_view(buf: pa.Buffer, dtype: np.dtype, count: int, offset: int) -> np.ndarray:
-    return np.frombuffer(buf, dtype=dtype, count=count, offset=offset * dtype.itemsize)
-
-
-def _view(arr: pa.Array, col: Column, rows: int) -> _ColumnView:
-    if col.kind == "tensor":
-        flat_arr = arr if col.shape == () else arr.flatten()
-        storage = col.storage_dtype
-        flat = _buffer_view(flat_arr.buffers()[1], storage, len(flat_arr), flat_arr.offset)
-        return _ColumnView(flat.view(col.numpy_dtype).reshape((rows, *col.row_shape)))
-    offsets = _buffer_view(arr.buffers()[1], np.dtype(np.int64), rows + 1, arr.offset)
-    if col.kind == "sequence":
-        child = arr.values
-        values = _buffer_view(child.buffers()[1], col.storage_dtype, len(child), child.offset)
-        return _ColumnView(values.view(col.numpy_dtype), offsets)
-    data_buf = arr.buffers()[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, np.uint8)
-    return _ColumnView(data, offsets)
+from stoker.store.shards import (
+    DEFAULT_MAX_MAPPED_SHARDS,
+    MAX_MAPPED_ENV,
+    MIN_MAX_MAPPED_SHARDS,
+    ColumnView,
+    ShardCache,
+    check_shard_file,
+    mapped_shards_cap,
+    max_mapped_shards,
+    read_shard,
+    shard_path,
+)
 
 
 class Store:
@@ -317,8 +73,8 @@ class Store:
             self.verify()
         infos = self.manifest.shards
         for info in infos:
-            _check_file(self.path, info)
-        self._cache = _ShardCache(self.path, infos, self.schema, max_mapped_shards())
+            check_shard_file(self.path, info)
+        self._cache = ShardCache(self.path, infos, self.schema, max_mapped_shards())
         rows = np.fromiter((info.rows for info in infos), dtype=np.int64, count=len(infos))
         self._starts = np.concatenate([[0], np.cumsum(rows)])
         self._len = int(self._starts[-1])
@@ -509,7 +265,7 @@ class _Plan:
             self.runs = [(int(s), np.flatnonzero(shard == s)) for s in np.unique(shard)]
 
 
-def _gather_tensor(col: Column, views: Mapping[int, _ColumnView], plan: _Plan, out: np.ndarray | None) -> np.ndarray:
+def _gather_tensor(col: Column, views: Mapping[int, ColumnView], plan: _Plan, out: np.ndarray | None) -> np.ndarray:
     shape = (plan.n, *col.row_shape)
     if out is None:
         out = np.empty(shape, dtype=col.numpy_dtype)
@@ -527,7 +283,7 @@ def _gather_tensor(col: Column, views: Mapping[int, _ColumnView], plan: _Plan, o
     return out
 
 
-def _gather_ragged(col: Column, views: Mapping[int, _ColumnView], plan: _Plan) -> Ragged:
+def _gather_ragged(col: Column, views: Mapping[int, ColumnView], plan: _Plan) -> Ragged:
     lengths = np.empty(plan.n, dtype=np.int64)
     starts = np.empty(plan.n, dtype=np.int64)
     for shard, pos in plan.runs:
@@ -563,7 +319,7 @@ def _ramp(lengths: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
 
 
-def _gather_blobs(views: Mapping[int, _ColumnView], plan: _Plan, as_text: bool) -> list[Any]:
+def _gather_blobs(views: Mapping[int, ColumnView], plan: _Plan, as_text: bool) -> list[Any]:
     result: list[Any] = [None] * plan.n
     for shard, pos in plan.runs:
         view = views[shard]
