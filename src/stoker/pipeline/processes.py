@@ -26,13 +26,13 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
 
 from stoker.errors import ConcurrentIterationError, WorkerError
-from stoker.pipeline.collate import BF16, default_collate, fetch, flatten, unflatten
+from stoker.pipeline.collate import default_collate, fetch, flatten
+from stoker.pipeline.segments import read_segment, sweep_stale_segments, unlink_segment, write_segment
 from stoker.pipeline.threads import tag_error
 
 _POLL = 0.5  # seconds between liveness checks while waiting for a result
@@ -41,46 +41,6 @@ _END = object()
 
 
 # -- the worker ---------------------------------------------------------------------------------
-def _write_segment(name: str, leaves: list[Any]) -> tuple[list[Any], bool]:
-    """Put the array leaves in a new segment; returns per-leaf layout and whether one was made."""
-    layout: list[Any] = []
-    offset = 0
-    arrays = []
-    for leaf in leaves:
-        bf16 = isinstance(leaf, BF16)
-        arr = leaf.bits if bf16 else leaf
-        if isinstance(arr, np.ndarray) and arr.dtype.kind in "biufcV":
-            offset = -(-offset // 64) * 64
-            layout.append(("array", arr.dtype.str, arr.shape, offset, bf16))
-            arrays.append((offset, arr))
-            offset += arr.nbytes
-        else:
-            layout.append(("object", leaf))
-    if not arrays:
-        return layout, False
-    shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
-    try:
-        for off, arr in arrays:
-            np.ndarray(arr.shape, arr.dtype, buffer=shm.buf, offset=off)[...] = arr
-    except BaseException:
-        shm.close()
-        shm.unlink()  # a half-written segment nobody will read
-        raise
-    shm.close()
-    _untrack(name)
-    return layout, True
-
-
-def _untrack(name: str) -> None:
-    # The consumer unlinks the segment; keep this process's resource tracker from doing it too.
-    try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.unregister("/" + name, "shared_memory")
-    except Exception:  # noqa: BLE001 - bookkeeping only; the sweep in close() covers leftovers
-        pass
-
-
 def _watch_parent(parent: int, token: str, writing: threading.Lock) -> None:
     """End this worker when its consumer process ``parent`` is gone, unlinking its pool's segments.
 
@@ -100,31 +60,6 @@ def _watch_parent(parent: int, token: str, writing: threading.Lock) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="stoker-watch-consumer", daemon=True).start()
-
-
-def sweep_stale_segments(directory: str = "/dev/shm") -> int:
-    """Unlink stoker segments whose consumer process is gone (it was killed before cleaning up).
-
-    Segment names start with the consumer's pid (``stoker_<pid>_...``). Returns how many went.
-    """
-    removed = 0
-    for path in glob.glob(os.path.join(directory, "stoker_*")):
-        parts = os.path.basename(path).split("_")
-        if len(parts) < 3 or not parts[1].isdigit():
-            continue
-        try:
-            os.kill(int(parts[1]), 0)
-            continue  # alive (or not ours to judge)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        try:
-            os.unlink(path)
-            removed += 1
-        except FileNotFoundError:
-            pass
-    return removed
 
 
 class FetchCollate:
@@ -152,7 +87,7 @@ def _worker(fn: Callable[[Any], Any], token: str, parent: int, tasks: Any, resul
             leaves, spec = flatten(fn(payload))
             name = f"stoker_{token}_{gen}_{n}"
             with writing:
-                layout, has_segment = _write_segment(name, leaves)
+                layout, has_segment = write_segment(name, leaves)
                 results.put((gen, n, "ok", (name if has_segment else None, layout, spec)))
         except Exception as exc:  # noqa: BLE001 - sent back and re-raised in the consumer
             try:
@@ -160,27 +95,6 @@ def _worker(fn: Callable[[Any], Any], token: str, parent: int, tasks: Any, resul
             except Exception:  # noqa: BLE001
                 payload = None
             results.put((gen, n, "error", (payload, traceback.format_exc())))
-
-
-def _read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
-    leaves: list[Any] = []
-    shm = shared_memory.SharedMemory(name=name) if name else None
-    if shm is not None:
-        shm.unlink()  # mapped here now: the name can go, the memory stays until closed
-    try:
-        for entry in layout:
-            if entry[0] == "object":
-                leaves.append(entry[1])
-                continue
-            if shm is None:
-                raise RuntimeError(f"the layout lists an array but no shared-memory segment came with it: {entry}")
-            _, dtype, shape, offset, bf16 = entry
-            arr = np.ndarray(shape, np.dtype(dtype), buffer=shm.buf, offset=offset).copy()
-            leaves.append(BF16(arr) if bf16 else arr)
-    finally:
-        if shm is not None:
-            shm.close()
-    return unflatten(spec, leaves)
 
 
 # -- the consumer -------------------------------------------------------------------------------
@@ -268,7 +182,7 @@ class ProcessPool:
                     if status == "error":
                         raise _rebuild_error(payload, self.stage, n)
                     ready[n] = payload
-                batch = _read_segment(*ready.pop(received))
+                batch = read_segment(*ready.pop(received))
                 received += 1
                 send_next()
                 yield batch
@@ -288,7 +202,7 @@ class ProcessPool:
             _shutdown(self._procs, self._tasks, self._results)
             self._procs, self._tasks, self._results = [], [], None
         for path in glob.glob(f"/dev/shm/stoker_{self.token}_*"):
-            _unlink(os.path.basename(path))
+            unlink_segment(os.path.basename(path))
 
 
 def process_map(
@@ -311,7 +225,7 @@ def process_map(
 
 def _discard(status: str, payload: Any) -> None:
     if status == "ok" and payload[0]:
-        _unlink(payload[0])
+        unlink_segment(payload[0])
 
 
 def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batch: int, oom_before: int | None) -> Any:
@@ -447,12 +361,3 @@ def _discard_result(results: Any, timeout: float | None) -> bool:
         return False
     _discard(status, payload)
     return True
-
-
-def _unlink(name: str) -> None:
-    try:
-        shm = shared_memory.SharedMemory(name=name)
-    except FileNotFoundError:
-        return
-    shm.close()
-    shm.unlink()
