@@ -33,14 +33,14 @@ from stoker.device.buffers import BufferPool
 from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
 from stoker.pipeline.collate import BF16, flatten, unflatten
-from stoker.pipeline.dataset_source import DatasetSource, tensor_columns
+from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.executor import Executor, chunk_size, chunked
+from stoker.pipeline.inputs import as_source
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
 from stoker.pipeline.source import BatchSource, overrides
 from stoker.pipeline.store_source import StoreSource
-from stoker.pipeline.subset import resolve_subset
 from stoker.pipeline.threads import default_workers
 from stoker.store.reader import Store
 
@@ -53,50 +53,6 @@ def distributed_rank(rank: int | None = None, world_size: int | None = None) -> 
     dist = torch.distributed
     r, w = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
     return (r if rank is None else rank), (w if world_size is None else world_size)
-
-
-def as_source(data: Any, cfg: LoaderConfig, collate_fn: Callable[[Any], Any] | None = None) -> BatchSource:
-    """The batch source for ``data``: a store (or its path), a BatchSource, or a map-style Dataset."""
-    data = resolve_subset(data)  # subsets (stoker's, torch's random_split) of stores and sources stay batch-level
-    if isinstance(data, (str, os.PathLike)):
-        data = Store(data)
-    if isinstance(data, Store):
-        return StoreSource(data, cfg.columns, cfg.pad_value, cfg.pad_to_multiple_of)
-    store_only = [
-        n
-        for n, v in (
-            ("columns", cfg.columns),
-            ("pad_value", cfg.pad_value or None),
-            ("pad_to_multiple_of", cfg.pad_to_multiple_of - 1 or None),
-        )
-        if v is not None
-    ]
-    if store_only:
-        raise ConfigError(
-            f"{store_only[0]} applies to a store; {type(data).__name__} decides its own columns and padding",
-            option=store_only[0],
-        )
-    columns = tensor_columns(data) if collate_fn is None else None
-    if columns is not None:  # the TensorDataset habit, read batch-level in threads
-        return columns
-    if isinstance(data, BatchSource):
-        return data
-    if callable(getattr(data, "read", None)) and hasattr(data, "__len__") and not hasattr(data, "__getitem__"):
-        raise ConfigError(
-            f"{type(data).__name__} has read() but is not a stoker.BatchSource: subclass stoker.BatchSource",
-            option="data",
-        )
-    if hasattr(data, "__getitem__") and hasattr(data, "__len__"):
-        return DatasetSource(data)
-    if isinstance(data, torch.utils.data.IterableDataset) or hasattr(data, "__iter__"):
-        raise ConfigError(
-            "stoker.Loader takes map-style data (with __len__ and __getitem__); an iterable dataset has no random access",
-            option="data",
-        )
-    raise ConfigError(
-        f"cannot load from {type(data).__name__}; pass a store, its path, a batch source or a map-style Dataset",
-        option="data",
-    )
 
 
 class Work:
@@ -190,7 +146,7 @@ class Loader:
             raise ConfigError(f"collate_fn must be callable, got {collate_fn!r}", option="collate_fn")
         self.collate_fn = collate_fn
         self.transfer = Transfer(cfg.device, cfg.pin_memory)
-        self.source = as_source(data, cfg, collate_fn)
+        self.source = as_source(data, cfg.columns, cfg.pad_value, cfg.pad_to_multiple_of, collate_fn)
         if len(self.source) == 0:
             raise EmptyDatasetError(f"{_describe(self.source)} has no rows; there is nothing to load")
         self.engine = cfg.engine or self.source.engine
