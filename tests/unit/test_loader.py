@@ -326,11 +326,12 @@ def test_ctrl_c_cleans_up(tmp_path):
             """
         )
     )
-    before = set(os.listdir("/dev/shm"))
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 3, proc.stderr
-    assert "interrupted" in proc.stdout
-    assert {f for f in set(os.listdir("/dev/shm")) - before if f.startswith("stoker_")} == set()
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    assert "interrupted" in out
+    # the script's own segments (named by its pid): other processes on this machine may hold theirs
+    assert [f for f in os.listdir("/dev/shm") if f.startswith(f"stoker_{proc.pid}_")] == []
 
 
 def test_persistent_workers_serve_many_epochs(shm_clean):
