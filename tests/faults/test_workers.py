@@ -111,7 +111,8 @@ def test_a_read_that_never_returns_ends_at_the_timeout_and_the_process_can_exit(
                         threading.Event().wait()  # never returns
                     return [{"x": np.asarray(b)} for b in chunk]
 
-            loader = stoker.Loader(Stuck(), batch_size=4, num_workers=1, engine="threads", timeout=1)
+            # batches 0 and 1 are ready at once; 3 s leaves room for a loaded machine to deliver them
+            loader = stoker.Loader(Stuck(), batch_size=4, num_workers=1, engine="threads", timeout=3)
             got = 0
             try:
                 for _ in loader:
@@ -148,8 +149,11 @@ def test_kill_9_of_the_consumer_leaves_no_segment_in_dev_shm(tmp_path):
             for i, b in enumerate(stoker.Loader(D(), batch_size=64, num_workers=2, prefetch_factor=4)):
                 time.sleep(0.2)  # a slow consumer: the workers run ahead and fill the queue
                 if i == 3:
-                    time.sleep(1.0)
-                    mine = [f for f in os.listdir("/dev/shm") if f.startswith(f"stoker_{{me}}_")]
+                    deadline = time.monotonic() + 60  # until the workers have run ahead (a hang bound, not a speed)
+                    mine = []
+                    while not mine and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                        mine = [f for f in os.listdir("/dev/shm") if f.startswith(f"stoker_{{me}}_")]
                     workers = [str(p.pid) for p in multiprocessing.active_children()]
                     with open({str(report)!r}, "w") as f:
                         f.write(" ".join(workers) + "\\n" + str(len(mine)))
@@ -161,7 +165,7 @@ def test_kill_9_of_the_consumer_leaves_no_segment_in_dev_shm(tmp_path):
     assert proc.wait(timeout=120) == -signal.SIGKILL
     workers, in_flight = report.read_text().split("\n")
     assert int(in_flight) > 0  # segments were waiting to be read when the consumer died
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60  # a bound for workers that never die, not a speed
     while any(map(_running, workers.split())) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(map(_running, workers.split())), "the workers outlived the consumer"
