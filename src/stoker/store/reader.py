@@ -32,6 +32,8 @@ import pyarrow as pa
 from stoker.errors import ShardError, StoreNotFoundError
 from stoker.store.columns import Ragged
 from stoker.store.format import Column, Manifest
+from stoker.store.location import is_remote, local_path
+from stoker.store.remote import open_remote
 from stoker.store.replace import recover
 from stoker.store.selection import check_indices, split_rows
 from stoker.store.shardfile import file_checksum
@@ -60,8 +62,42 @@ class Store:
     loader, ``stoker.text`` and ``stoker.vision`` like any store (batch-level, no copy).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, verify: bool = False) -> None:
-        self.path = Path(path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        verify: bool = False,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_limit: int | str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        # a URL (s3://, gs://, https://, memory://, ...) is read through a local cache (remote.py), never as a directory
+        self.remote = open_remote(str(path), cache_dir, cache_limit, storage_options) if is_remote(path) else None
+        self._remote_args = (cache_dir, cache_limit, dict(storage_options or {}))
+        if self.remote is not None:
+            self.path = self.remote.directory
+            self.manifest = self.remote.manifest
+        else:
+            self._open_local(local_path(path))
+        if verify:
+            self.verify()
+        infos = self.manifest.shards
+        if self.remote is None:
+            for info in infos:
+                check_shard_file(self.path, info)
+        fetch = None if self.remote is None else self.remote.holding
+        self._cache = ShardCache(self.path, infos, self.schema, max_mapped_shards(), fetch)
+        if self.remote is not None:
+            self.remote.files.mapped = lambda: [infos[i].file for i in self._cache.mapped()]
+            index = {info.file: i for i, info in enumerate(infos)}
+            self.remote.files.unmap = lambda name: self._cache.discard(index[name])
+        rows = np.fromiter((info.rows for info in infos), dtype=np.int64, count=len(infos))
+        self._starts = np.concatenate([[0], np.cumsum(rows)])
+        self._len = int(self._starts[-1])
+        self._rows: np.ndarray | None = None  # a view's rows of the whole store; None: all of them
+
+    def _open_local(self, path: Path) -> None:
+        self.path = path
         if not self.path.exists() and not recover(self.path):  # a store hidden by a writer killed mid-swap
             raise StoreNotFoundError(f"no store at {self.path}: the path does not exist", path=self.path)
         if not self.path.is_dir():
@@ -69,19 +105,35 @@ class Store:
                 f"{self.path} is a file; a store is a directory with a manifest.json", path=self.path
             )
         self.manifest = Manifest.read(self.path)
-        if verify:
-            self.verify()
-        infos = self.manifest.shards
-        for info in infos:
-            check_shard_file(self.path, info)
-        self._cache = ShardCache(self.path, infos, self.schema, max_mapped_shards())
-        rows = np.fromiter((info.rows for info in infos), dtype=np.int64, count=len(infos))
-        self._starts = np.concatenate([[0], np.cumsum(rows)])
-        self._len = int(self._starts[-1])
-        self._rows: np.ndarray | None = None  # a view's rows of the whole store; None: all of them
+
+    @property
+    def url(self) -> str:
+        """Where the store was opened from: its URL for a remote store, else its local path."""
+        return str(self.path) if self.remote is None else self.remote.url
+
+    def prefetch(self, indices: np.ndarray) -> None:
+        """Start fetching, in the background, the shards that rows ``indices`` (in read order) lie in.
+
+        A remote store downloads them into its cache ahead of the gathers that need them; a
+        local store has nothing to do.
+        """
+        if self.remote is None:
+            return
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if self._rows is not None:
+            idx = self._rows[idx]
+        shards = np.searchsorted(self._starts, idx, side="right") - 1
+        _, first = np.unique(shards, return_index=True)
+        self.remote.prefetch(int(s) for s in shards[np.sort(first)])
+
+    def remote_stats(self) -> dict[str, Any] | None:
+        """For a remote store, what this process fetched (shards, bytes, cache hits, retries); else None."""
+        return None if self.remote is None else self.remote.stats()
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # memory maps do not pickle: a copy in another process opens the same path again
+        # memory maps do not pickle: a copy in another process opens the same path (or URL) again
+        if self.remote is not None:
+            return (_reopen_remote, (self.remote.url, self._remote_args, self._rows))
         if self._rows is None:
             return (Store, (str(self.path),))
         return (_reopen_view, (str(self.path), self._rows))
@@ -157,10 +209,16 @@ class Store:
     def __repr__(self) -> str:
         cols = ", ".join(f"{n}: {_describe(c)}" for n, c in self.schema.items())
         rows = str(self._len) if self._rows is None else f"{self._len} of {int(self._starts[-1])}"
-        return f"Store({str(self.path)!r}, rows={rows}, shards={self.num_shards}, columns={{{cols}}})"
+        return f"Store({self.url!r}, rows={rows}, shards={self.num_shards}, columns={{{cols}}})"
 
     def verify(self) -> None:
-        """Check every shard's size and checksum against the manifest; raise ShardError on the first bad one."""
+        """Check every shard's size and checksum against the manifest; raise ShardError on the first bad one.
+
+        A remote store fetches every shard (each checked on arrival) and checks the cached ones.
+        """
+        if self.remote is not None:
+            self.remote.verify()
+            return
         for info in self.manifest.shards:
             path = shard_path(self.path, info)
             if path.stat().st_size != info.bytes:
@@ -335,6 +393,11 @@ def _reopen_view(path: str, rows: np.ndarray) -> Store:
     return Store(path).select(rows)
 
 
+def _reopen_remote(url: str, args: tuple[Any, Any, dict[str, Any]], rows: np.ndarray | None) -> Store:
+    store = Store(url, cache_dir=args[0], cache_limit=args[1], storage_options=args[2])
+    return store if rows is None else store.select(rows)
+
+
 def _first(col: Column, value: Any) -> Any:
     if col.kind == "tensor":
         return value[0]
@@ -351,9 +414,23 @@ def _describe(col: Column) -> str:
     return col.kind
 
 
-def open(path: str | os.PathLike[str], *, verify: bool = False) -> Store:  # noqa: A001
-    """Open the store at ``path``. ``verify=True`` checks every shard's checksum first."""
-    return Store(path, verify=verify)
+def open(  # noqa: A001
+    path: str | os.PathLike[str],
+    *,
+    verify: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Store:
+    """Open the store at ``path``: a local directory, or a URL (``s3://bucket/prefix``, ``gs://``,
+    ``az://``, ``https://``, any fsspec URL). ``verify=True`` checks every shard's checksum first.
+
+    A remote store is read through a local cache: ``cache_dir`` (default ``~/.cache/stoker``; a
+    directory per store under it), at most ``cache_limit`` bytes (``"50GB"``, the default) of
+    shards, least recently used evicted. ``storage_options`` go to fsspec (credentials, endpoint);
+    without them the filesystem's own places are used (the environment, profiles).
+    """
+    return Store(path, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit, storage_options=storage_options)
 
 
 __all__ = [

@@ -14,7 +14,8 @@ import os
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -212,13 +213,24 @@ class ShardCache:
 
     Dropping a shard from the cache unmaps it once no gather still holds it: a gather keeps the
     shards it reads referenced until it returns, so eviction never pulls a map from under a reader.
+
+    ``fetch`` (a remote store's ``RemoteShards.holding``) brings a shard's file into ``directory``
+    and keeps it there while it is mapped; a local store has none.
     """
 
-    def __init__(self, directory: Path, infos: Sequence[ShardInfo], schema: dict[str, Column], cap: int) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        infos: Sequence[ShardInfo],
+        schema: dict[str, Column],
+        cap: int,
+        fetch: Callable[[int], AbstractContextManager[None]] | None = None,
+    ) -> None:
         self.directory = directory
         self.infos = infos
         self.schema = schema
         self.cap = cap
+        self.fetch = fetch
         self._mapped: OrderedDict[int, _Shard] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -230,13 +242,22 @@ class ShardCache:
                 self._mapped.move_to_end(index)
                 return shard
         # mapped outside the lock: validating a shard pages in its data, and other readers need not wait
-        fresh = _Shard(self.directory, self.infos[index], self.schema)
+        if self.fetch is None:
+            fresh = _Shard(self.directory, self.infos[index], self.schema)
+        else:
+            with self.fetch(index):
+                fresh = _Shard(self.directory, self.infos[index], self.schema)
         with self._lock:
             shard = self._mapped.setdefault(index, fresh)
             self._mapped.move_to_end(index)
             while len(self._mapped) > self.cap:
                 self._mapped.popitem(last=False)
         return shard
+
+    def discard(self, index: int) -> None:
+        """Drop shard ``index`` from the maps (a gather still holding it keeps its map until it returns)."""
+        with self._lock:
+            self._mapped.pop(index, None)
 
     def mapped(self) -> list[int]:
         """The indices of the shards mapped now, least recently used first."""

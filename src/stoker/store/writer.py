@@ -56,44 +56,13 @@ from stoker.store.journal import (
     unlock_staging,
     write_journal,
 )
+from stoker.store.location import is_remote
 from stoker.store.replace import hidden_dir, pause_point, recover, remove_tree, replace_dir, sweep
 from stoker.store.shardfile import ShardTask, record_batch
+from stoker.store.sizes import parse_size
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
 _ROWS_PER_FLUSH = 1024  # add() buffers this many rows before turning them into column chunks
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 2**10,
-    "kb": 2**10,
-    "kib": 2**10,
-    "m": 2**20,
-    "mb": 2**20,
-    "mib": 2**20,
-    "g": 2**30,
-    "gb": 2**30,
-    "gib": 2**30,
-}
-
-
-def parse_size(size: int | str) -> int:
-    """``268435456``, ``"256MB"`` or ``"1 GiB"`` -> bytes (binary units)."""
-    if isinstance(size, bool):
-        raise ConfigError(
-            f"shard_size must be a number of bytes or a string like '256MB', not {size!r}", option="shard_size"
-        )
-    if isinstance(size, int):
-        value = size
-    else:
-        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(size))
-        if not m or m.group(2).lower() not in _UNITS:
-            raise ConfigError(
-                f"shard_size {size!r} is not a size like 268435456, '256MB' or '1GiB'", option="shard_size"
-            )
-        value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value <= 0:
-        raise ConfigError(f"shard_size must be positive, got {size!r}", option="shard_size")
-    return value
 
 
 class StoreWriter:
@@ -101,6 +70,7 @@ class StoreWriter:
 
     Use as a context manager; rows come one at a time (:meth:`add`) or as column batches
     (:meth:`add_batch`). The store appears at ``path`` when the block ends without error.
+    A URL ``path`` (``s3://bucket/prefix``) makes a ``RemoteStoreWriter`` (``upload.py``).
 
     Args:
         path: destination directory; must not exist unless ``overwrite=True``.
@@ -118,6 +88,13 @@ class StoreWriter:
             None); a journal whose hashes differ from these holds another input (ConfigError,
             or a fresh start with ``overwrite=True``).
     """
+
+    def __new__(cls, path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> StoreWriter:
+        if cls is StoreWriter and is_remote(path):  # a URL is written to object storage, never to a directory
+            from stoker.store.upload import RemoteStoreWriter
+
+            return super().__new__(RemoteStoreWriter)
+        return super().__new__(cls)
 
     def __init__(
         self,

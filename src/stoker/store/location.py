@@ -1,0 +1,237 @@
+"""What a store path names: a local directory, or a URL of an object store (through fsspec).
+
+A string with a scheme (``scheme://...``) is a URL, always: it is never taken for a local
+directory (``s3://bucket/store`` once wrote a directory named ``s3:``). ``file://`` URLs are
+local paths. Every other scheme needs fsspec (``pip install stoker[remote]``) and the package
+fsspec names for it (s3fs for ``s3://``, gcsfs for ``gs://``, adlfs for ``az://``, aiohttp for
+``https://``); a scheme fsspec does not know, or whose package is missing, is a ConfigError
+saying what to install.
+
+:class:`Remote` holds one store's URL, its filesystem and its options. Credentials come from
+where the filesystem's own library looks (the environment, profiles) and from
+``storage_options=``, passed to fsspec unchanged; they are never put in a message
+(:meth:`Remote.scrub`). :meth:`Remote.call` runs one network call with bounded retries and
+backoff, counting each retry; each call has a timeout (for S3, botocore's connect and read
+timeouts, set here unless ``storage_options`` sets them).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from stoker.errors import ConfigError, StokerError, StoreError, StoreNotFoundError
+
+T = TypeVar("T")
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
+_FOLDED = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):/?(?!/)")  # "s3:/bucket/x", what Path makes of s3://
+_USUAL_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "http", "https", "memory", "hf", "oci")
+CONNECT_TIMEOUT_S = 10.0  # seconds to open a connection to the object store
+READ_TIMEOUT_S = 60.0  # seconds a read may stall before it fails (and is retried)
+ATTEMPTS = 4  # tries of one network call: the first and three retries
+BACKOFF_S = 0.25  # the first retry waits this long, each next one twice as long
+# errors that a retry may cure: a dropped connection, a timeout, a server that went away
+_LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the local disk's, not the network's
+_NOT_TRANSIENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
+
+
+def scheme(path: str | os.PathLike[str]) -> str | None:
+    """The URL scheme of ``path`` (``"s3"``), or None for a plain local path.
+
+    ``Path("s3://bucket/x")`` is ``s3:/bucket/x`` (pathlib folds the ``//``): a relative path
+    whose first part is a known object-store scheme and a colon is that URL too, so that a URL
+    passed through ``Path`` never becomes a local directory named ``s3:``.
+    """
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        return None
+    m = _SCHEME.match(text)
+    if m:
+        return m.group("scheme").lower()
+    m = _FOLDED.match(text)
+    if m and m.group("scheme").lower() in _known_schemes():
+        return m.group("scheme").lower()
+    return None
+
+
+def as_url(path: str | os.PathLike[str]) -> str:
+    """``path`` as a URL string: ``s3:/bucket/x`` (a URL folded by pathlib) back to ``s3://bucket/x``."""
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise TypeError(f"a store path is a string or a path, not {type(text).__name__}")
+    if _SCHEME.match(text):
+        return text
+    m = _FOLDED.match(text)
+    if m is None:
+        raise ConfigError(f"{text!r} is not a URL (scheme://...)", option="path")
+    return f"{m.group('scheme')}://{text[m.end() :]}"
+
+
+def _known_schemes() -> set[str]:
+    """Object-store schemes a folded path may carry: fsspec's known ones (when installed) and the usual few."""
+    names = set(_USUAL_SCHEMES)
+    try:
+        from fsspec.registry import known_implementations
+    except ImportError:
+        return names
+    return names | {name for name in known_implementations if len(name) > 1}
+
+
+def is_remote(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a URL that names an object store (any scheme but ``file://``)."""
+    s = scheme(path)
+    return s is not None and s not in ("file", "local")
+
+
+def local_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a local Path (a ``file://`` URL loses its scheme); a remote URL is a ConfigError."""
+    s = scheme(path)
+    if s is None:
+        return Path(path)
+    if s in ("file", "local"):
+        text = os.fspath(path)
+        return Path(text[len(s) + 3 :] if text[len(s) :].startswith("://") else text[len(s) + 1 :])
+    raise ConfigError(f"{path} is a URL, not a local path", option="path")
+
+
+def _timeouts(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with stoker's timeouts and retry count added where the user set none (S3 only)."""
+    if protocol not in ("s3", "s3a"):
+        return options
+    out = dict(options)
+    config = dict(out.get("config_kwargs") or {})
+    config.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
+    config.setdefault("read_timeout", READ_TIMEOUT_S)
+    config.setdefault("retries", {"max_attempts": 1})  # stoker retries (counted), not botocore
+    out["config_kwargs"] = config
+    return out
+
+
+@dataclass
+class Remote:
+    """One store URL: its filesystem, its root path in it, and counters of retries.
+
+    Use :func:`remote` to make one. ``storage_options`` go to fsspec as given.
+    """
+
+    url: str
+    fs: Any
+    root: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    retries: int = 0  # network calls retried after a transient failure, since this Remote was made
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def join(self, name: str) -> str:
+        """The filesystem path of object ``name`` of this store."""
+        return f"{self.root}/{name}" if self.root else name
+
+    def url_of(self, name: str) -> str:
+        """The URL of object ``name`` of this store (for messages)."""
+        return f"{self.url}/{name}"
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every credential-looking value of ``storage_options`` replaced by ``***``."""
+        for value in _secrets(self.storage_options):
+            text = text.replace(value, "***")
+        return text
+
+    def describe(self, exc: BaseException) -> str:
+        """An exception as ``Type: message``, scrubbed of credentials, at most 300 characters."""
+        return self.scrub(f"{type(exc).__name__}: {exc}")[:300]
+
+    def call(self, what: str, fn: Callable[[], T], attempts: int = ATTEMPTS) -> T:
+        """``fn()``, retried with backoff after a transient failure (each retry counted in ``retries``).
+
+        A missing object is StoreNotFoundError, a refused access StoreError, both at once; a call
+        still failing after ``attempts`` tries is a StoreError naming ``what`` and the URL.
+        """
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except (FileNotFoundError, StokerError):
+                raise
+            except PermissionError as exc:
+                raise StoreError(
+                    f"{what}: access was refused ({self.describe(exc)}); check the credentials: the environment "
+                    "(AWS_ACCESS_KEY_ID, ...), the profile (AWS_PROFILE) or storage_options=",
+                ) from None
+            except _NOT_TRANSIENT:
+                raise
+            except OSError as exc:
+                if exc.errno in _LOCAL_ERRNOS:  # the local disk (full, read-only): no retry cures it
+                    raise
+                error: Exception = exc
+            except Exception as exc:  # a connection refused or reset, a timeout, a 5xx: worth another try
+                error = exc
+            if attempt + 1 == attempts:
+                raise StoreError(
+                    f"{what}: failed {attempts} times, the last with {self.describe(error)}; check that the object "
+                    f"store at {self.url} is reachable (endpoint, network), then run again",
+                ) from None
+            with self._lock:
+                self.retries += 1
+            time.sleep(BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _secrets(options: Mapping[str, Any]) -> list[str]:
+    """String values of ``options`` (nested too) that could be credentials: 4 characters or more."""
+    found: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            found += _secrets(value)
+        elif isinstance(value, str) and len(value) >= 4 and key not in ("endpoint_url", "region_name"):
+            found.append(value)
+    return sorted(found, key=len, reverse=True)
+
+
+def remote(url: str, storage_options: Mapping[str, Any] | None = None) -> Remote:
+    """The :class:`Remote` of store URL ``url``; ConfigError when fsspec or the scheme's package is missing."""
+    protocol = scheme(url)
+    if protocol is None:
+        raise ConfigError(f"{url!r} is not a URL (scheme://...)", option="path")
+    url = as_url(url)
+    try:
+        import fsspec
+    except ImportError:
+        raise ConfigError(
+            f"{url} is an object-store URL; reading and writing those needs fsspec: pip install 'stoker[remote]'",
+            option="path",
+        ) from None
+    options = dict(storage_options or {})
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except ValueError:
+        raise ConfigError(
+            f"{url}: fsspec knows no filesystem for {protocol}://; use s3://, gs://, az://, https://, memory:// "
+            "or a local path",
+            option="path",
+        ) from None
+    except ImportError as exc:
+        raise ConfigError(
+            f"{url}: {protocol}:// needs a package that is not installed ({exc}); for s3:// "
+            "pip install 'stoker[remote]'",
+            option="path",
+        ) from None
+    try:
+        fs = cls(skip_instance_cache=True, **_timeouts(protocol, options))
+    except TypeError as exc:
+        raise ConfigError(
+            f"{url}: storage_options do not fit {cls.__name__} ({str(exc)[:200]})", option="storage_options"
+        ) from None
+    if hasattr(fs, "retries"):
+        fs.retries = 1  # stoker's own retry loop (Remote.call) retries and counts
+    root = str(cls._strip_protocol(url)).rstrip("/")
+    if not root or root == "/" and protocol != "memory":
+        raise StoreNotFoundError(f"{url} names no store: give the bucket and prefix (s3://bucket/prefix)")
+    return Remote(url.rstrip("/"), fs, root, options)
+
+
+__all__ = ["ATTEMPTS", "Remote", "as_url", "is_remote", "local_path", "remote", "scheme"]

@@ -1,0 +1,256 @@
+"""Reading a store from object storage: the manifest fetched and checked, shards fetched into a local cache.
+
+:func:`open_remote` reads ``URL/manifest.json`` (the same format checks as a local store),
+and returns :class:`RemoteShards`, which the :class:`~stoker.store.reader.Store` asks for a
+shard before mapping it (:meth:`RemoteShards.holding`). A shard is downloaded once per cache
+(ranks on one node share it through a file lock per shard, ``cache.py``), to a temporary name,
+and renamed into the cache only when its size and checksum match the manifest; a mismatch is
+fetched once more, then a ShardError naming the URL. :meth:`RemoteShards.prefetch` downloads
+the shards of rows about to be read on background threads (at most :data:`FETCH_THREADS`,
+started on the first prefetch; the store layer's only threads), so a batch's read finds its
+shards there, and the first batch comes as soon as its own shards have arrived.
+
+Every network call runs through :meth:`Remote.call <stoker.store.location.Remote.call>`: a
+timeout, bounded retries with backoff, each retry counted in :meth:`RemoteShards.stats`.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundError, StoreWriteError
+from stoker.store.cache import ShardFiles, cache_key, default_root, parse_limit
+from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
+from stoker.store.location import Remote, remote
+from stoker.store.shardfile import file_checksum
+
+FETCH_THREADS = 4  # shards downloaded at once by one process
+_LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the cache's disk, not the network
+
+
+def open_remote(
+    url: str,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> RemoteShards:
+    """The store at ``url``: its manifest fetched and checked, its cache directory made.
+
+    StoreNotFoundError when ``URL/manifest.json`` does not exist (a missing bucket or prefix,
+    or a write that never finished: the manifest is uploaded last), ManifestError when it is
+    not a valid manifest, StoreError when access is refused or the store cannot be reached.
+    """
+    rem = remote(url, storage_options)
+    limit = parse_limit(cache_limit)
+    manifest_url = rem.url_of(MANIFEST_NAME)
+    try:
+        raw = rem.call(f"reading {manifest_url}", lambda: rem.fs.cat_file(rem.join(MANIFEST_NAME)))
+    except FileNotFoundError:
+        raise StoreNotFoundError(
+            f"no store at {rem.url}: {manifest_url} does not exist; check the bucket and the prefix (a store's "
+            "writer uploads its manifest last, so an unfinished write has none: write it again)"
+        ) from None
+    manifest, checksum = _parse_manifest(bytes(raw), manifest_url)
+    directory = (Path(cache_dir) if cache_dir is not None else default_root()) / cache_key(rem.url, checksum)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not (directory / MANIFEST_NAME).is_file():  # the local copy a process forked later reopens
+            part = directory / f"{MANIFEST_NAME}.part-{os.getpid()}"
+            part.write_bytes(raw)
+            os.replace(part, directory / MANIFEST_NAME)
+    except OSError as exc:
+        raise StoreWriteError.from_os_error(exc, directory) from exc
+    return RemoteShards(rem, manifest, ShardFiles(directory, limit))
+
+
+def _parse_manifest(raw: bytes, manifest_url: str) -> tuple[Manifest, str]:
+    """The manifest in ``raw`` and its checksum (its own, else a sha256 of the bytes), checked as a local one is."""
+    where = Path(manifest_url)
+    try:
+        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys)
+        manifest = Manifest.from_json(obj, where)
+    except ManifestError as exc:
+        raise ManifestError(str(exc).replace(str(where), manifest_url)) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ManifestError(f"{manifest_url} is not valid JSON ({str(exc)[:200]}); the store is corrupt") from None
+    own = obj.get(CHECKSUM_KEY)
+    checksum = next(iter(own.values())) if isinstance(own, dict) and own else hashlib.sha256(raw).hexdigest()
+    return manifest, str(checksum)
+
+
+class RemoteShards:
+    """The shards of one remote store, fetched on demand or ahead into its local cache. Thread-safe."""
+
+    def __init__(self, rem: Remote, manifest: Manifest, files: ShardFiles) -> None:
+        self.remote = rem
+        self.manifest = manifest
+        self.files = files
+        self._lock = threading.Lock()
+        self._pending: dict[int, Future[None]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._counts = {"shards_fetched": 0, "bytes_fetched": 0, "cache_hits": 0, "checksum_retries": 0}
+
+    @property
+    def directory(self) -> Path:
+        """The local cache directory of this store (``manifest.json`` and the cached shards)."""
+        return self.files.directory
+
+    @property
+    def url(self) -> str:
+        return self.remote.url
+
+    def stats(self) -> dict[str, Any]:
+        """What this process fetched: shards and bytes downloaded, cache hits, retries, evictions."""
+        with self._lock:
+            out: dict[str, Any] = dict(self._counts)
+        out.update(
+            url=self.url,
+            cache_dir=str(self.directory),
+            cache_limit=self.files.limit,
+            retries=self.remote.retries,
+            evicted=self.files.evicted,
+            store_bytes=sum(s.bytes for s in self.manifest.shards),
+        )
+        return out
+
+    # -- reading ----------------------------------------------------------------------------
+    @contextmanager
+    def holding(self, index: int) -> Iterator[None]:
+        """Shard ``index`` in the cache, kept there (shared lock) for the block: map it inside."""
+        info = self.manifest.shards[index]
+        for _ in range(3):  # evicted by another process between its arrival and this lock: fetch again
+            self._wait_or_fetch(index)
+            with self.files.locked(info.file, shared=True):
+                if self.files.has(info.file, info.bytes):
+                    self.files.touch(info.file)
+                    yield
+                    return
+        raise ShardError(
+            f"shard {self.remote.url_of(info.file)} keeps being evicted from cache_dir {self.directory.parent} "
+            f"before it can be read: cache_limit ({self.files.limit} bytes) is too small for the readers sharing it"
+        )
+
+    def prefetch(self, shards: Iterable[int]) -> None:
+        """Start downloading ``shards`` (in this order) in the background; cached ones are skipped.
+
+        No more than about half the cache limit is queued at once: the rest is fetched when read.
+        """
+        with self._lock:
+            queued = sum(self.manifest.shards[i].bytes for i in self._pending)
+            for index in shards:
+                info = self.manifest.shards[index]
+                if index in self._pending or self.files.has(info.file, info.bytes):
+                    continue
+                if queued and queued + info.bytes > self.files.limit // 2:
+                    break
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="stoker-fetch")
+                self._pending[index] = self._pool.submit(self._fetch, index)
+                queued += info.bytes
+
+    def _wait_or_fetch(self, index: int) -> None:
+        with self._lock:
+            future = self._pending.get(index)
+        if future is None:
+            self._fetch(index)
+            return
+        try:
+            future.result()
+        finally:
+            with self._lock:
+                if self._pending.get(index) is future:
+                    del self._pending[index]
+
+    def _fetch(self, index: int) -> None:
+        info = self.manifest.shards[index]
+        if self.files.has(info.file, info.bytes):
+            self._count("cache_hits")
+            return
+        with self.files.locked(info.file):  # one process downloads; the others wait and find it there
+            if self.files.has(info.file, info.bytes):
+                self._count("cache_hits")
+                return
+            self.files.make_room(info.file, info.bytes)
+            self._download(info)
+
+    def _download(self, info: ShardInfo) -> None:
+        url = self.remote.url_of(info.file)
+        part, final = self.files.part(info.file), self.files.path(info.file)
+        problem = ""
+        for attempt in range(2):  # a bad arrival is fetched once more
+            try:
+                self.remote.call(
+                    f"downloading {url}", lambda: self.remote.fs.get_file(self.remote.join(info.file), str(part))
+                )
+            except FileNotFoundError:
+                part.unlink(missing_ok=True)
+                raise ShardError(
+                    f"shard {url} is missing from the object store: the store at {self.remote.url} was deleted or "
+                    "rewritten while being read; open it again (or write it again)"
+                ) from None
+            except OSError as exc:
+                part.unlink(missing_ok=True)
+                if isinstance(exc, StokerError) or exc.errno not in _LOCAL_ERRNOS:
+                    raise
+                raise StoreWriteError.from_os_error(exc, part) from None
+            problem = self._check(part, info)
+            if not problem:
+                os.replace(part, final)
+                with self._lock:
+                    self._counts["shards_fetched"] += 1
+                    self._counts["bytes_fetched"] += info.bytes
+                return
+            part.unlink(missing_ok=True)
+            if attempt == 0:
+                self._count("checksum_retries")
+        raise ShardError(
+            f"shard {url} arrived twice with {problem}: the object was altered or truncated in the object store; "
+            f"write the store at {self.remote.url} again (overwrite=True), or restore the object"
+        )
+
+    @staticmethod
+    def _check(part: Path, info: ShardInfo) -> str:
+        """What is wrong with a downloaded shard (size, then checksum), or "" when it is the manifest's."""
+        size = part.stat().st_size
+        if size != info.bytes:
+            return f"{size} bytes where the manifest says {info.bytes}"
+        digest = file_checksum(part, info.algorithm)
+        if digest != info.checksum:
+            return f"{info.algorithm} {digest[:16]}... where the manifest says {info.checksum[:16]}..."
+        return ""
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._counts[key] += 1
+
+    def verify(self) -> None:
+        """Fetch every shard not cached (each checked on arrival) and check the checksums of the cached ones."""
+        for index, info in enumerate(self.manifest.shards):
+            with self.holding(index):
+                problem = self._check(self.files.path(info.file), info)
+            if problem:
+                self.files.path(info.file).unlink(missing_ok=True)
+                raise ShardError(
+                    f"cached shard {self.files.path(info.file)} of {self.remote.url_of(info.file)} has {problem}: "
+                    "it was altered in the cache; it is deleted now, open the store again to fetch it anew"
+                )
+
+    def close(self) -> None:
+        """Stop the background downloads not started yet; the running ones finish."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            self._pending.clear()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+__all__ = ["FETCH_THREADS", "RemoteShards", "open_remote"]
