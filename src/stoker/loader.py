@@ -11,8 +11,9 @@ runs through one loop::
       -> Transfer.finish (consumer)   wait for that copy; then source.finalize on the device
 
 The workers are threads or processes (``engine``; see ``pipeline/executor.py``). With
-processes, ``Transfer.start`` runs in the consumer, after the batch came back through shared
-memory. Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
+processes, workers write batches into shared-memory slots (``pipeline/slots.py``) and
+``Transfer.start`` runs in the consumer on views of the slot, no copy. ``engine="auto"`` runs the
+first tasks on threads, measures, and picks one (``pipeline/engine_choice.py``). Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
 """
 
 from __future__ import annotations
@@ -22,26 +23,28 @@ import numbers
 import os
 import weakref
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
-import numpy as np
 import torch
 
 from stoker.config import LoaderConfig
-from stoker.device.buffers import BufferPool
 from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
 from stoker.pipeline.collate import BF16, flatten, unflatten
 from stoker.pipeline.dataset_source import DatasetSource
+from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice
 from stoker.pipeline.executor import Executor, chunk_size, chunked
 from stoker.pipeline.inputs import as_source
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
-from stoker.pipeline.source import BatchSource, overrides
+from stoker.pipeline.slots import SlotBuffers, SlotPlan
+from stoker.pipeline.source import overrides
 from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.threads import default_workers
+from stoker.pipeline.work import Work
 from stoker.store.reader import Store
 
 STATE_VERSION = 1
@@ -53,40 +56,6 @@ def distributed_rank(rank: int | None = None, world_size: int | None = None) -> 
     dist = torch.distributed
     r, w = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
     return (r if rank is None else rank), (w if world_size is None else world_size)
-
-
-class Work:
-    """What a worker does with one task ``(epoch, chunk)``: read, collate, and (threads) start the copy.
-
-    The epoch travels with each task so that a source in a worker process kept between epochs
-    (``persistent_workers``) learns it too: ``set_epoch`` runs wherever ``read`` runs.
-    """
-
-    def __init__(
-        self,
-        source: BatchSource,
-        collate: Callable[[Any], Any] | None,
-        observers: Observers,
-        start: Callable[[Any], Any] | None,
-    ) -> None:
-        self.source, self.collate, self.observers, self.start = source, collate, observers, start
-        self.epoch: int | None = None
-
-    def __call__(self, task: tuple[int, list[np.ndarray]]) -> list[Any]:
-        epoch, chunk = task
-        if epoch != self.epoch:
-            self.source.set_epoch(epoch)
-            self.epoch = epoch
-        span = self.observers.span
-        with span("read"):
-            batches = self.source.read(chunk)
-        if self.collate is not None:
-            with span("collate"):
-                batches = [self.collate(b) for b in batches]
-        if self.start is not None:
-            with span("transfer"):
-                batches = [self.start(b) for b in batches]
-        return batches
 
 
 class Loader:
@@ -150,8 +119,10 @@ class Loader:
         if len(self.source) == 0:
             raise EmptyDatasetError(f"{_describe(self.source)} has no rows; there is nothing to load")
         self.engine = cfg.engine or self.source.engine
-        # A worker process cannot fill CUDA-pinned memory: it gets plain buffers, pinned on the way.
-        self.source.use_buffers(self.transfer.pool if self.engine == "threads" else BufferPool())
+        self.engine_choice: EngineChoice | None = None  # what engine="auto" chose, after the first pass
+        # Process workers fill shared-memory slots (page-locked on CUDA); threads the pinned pool.
+        self._slot_buffers = SlotBuffers()
+        self._use_buffers("threads" if self.engine == "auto" else self.engine)
         if batch_sampler is None:
             rank, world = distributed_rank(cfg.rank, cfg.world_size)
             sampler = Sampler(
@@ -197,7 +168,7 @@ class Loader:
             name=f"{type(self).__module__.split('.')[0]}.Loader({qualified})",
             source=qualified,
             source_id=id(inner),
-            engine=self.engine,
+            engine="threads" if self.engine == "auto" else self.engine,
             num_workers=self.num_workers,
             batch_size=self.config.batch_size if isinstance(self.batch_sampler, FixedBatches) else None,
             prefetch_factor=self.config.prefetch_factor,
@@ -235,8 +206,17 @@ class Loader:
         return default_workers() if auto is None else auto
 
     def report(self) -> Any:
-        """What the source counted so far (see its ``report``), or None."""
+        """What the source counted so far (see its ``report``), or None.
+
+        With ``engine="auto"``, an :class:`~stoker.pipeline.engine_choice.AutoReport`: the engine
+        chosen and the figures it was chosen by (``.engine``) beside the source's report (``.source``).
+        """
+        if self.config.engine == "auto":
+            return AutoReport(self.engine_choice, self.source.report())
         return self.source.report()
+
+    def _use_buffers(self, engine: str) -> None:
+        self.source.use_buffers(self.transfer.pool if engine == "threads" else self._slot_buffers)
 
     # -- sizes and positions ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -280,22 +260,34 @@ class Loader:
         self._epoch, self._done, self._resume = int(state["epoch"]), done, True
 
     # -- iteration ------------------------------------------------------------------------------
-    def _executor_for(self, workers: int) -> Executor:
+    def _executor_for(
+        self, workers: int, engine: str, per_chunk: int, calibration: Calibration | None = None
+    ) -> Executor:
         cfg = self.config
-        if self._executor is not None and self._executor.workers == workers:
-            return self._executor
-        in_threads = self.engine == "threads" or workers == 0
+        cached = self._executor
+        if calibration is None and cached is not None and (cached.workers, cached.method) == (workers, engine):
+            return cached
+        in_threads = engine == "threads" or workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
         work = Work(self.source, collate, self.observers, self._start if in_threads else None)
+        batch_bytes = self.source.batch_bytes(cfg.batch_size)
+        slots = SlotPlan(
+            self._slot_buffers,
+            None if batch_bytes is None else int(batch_bytes * per_chunk) + 2**16,
+            self.transfer.is_cuda and self.transfer.pin_memory,
+        )
         executor = Executor(
-            work,
-            self.engine,
+            work if calibration is None else calibration.timed(work),
+            engine,
             workers,
             max(1, workers) * cfg.prefetch_factor,
             cfg.timeout or None,
             "read",
-            cfg.persistent_workers,
+            cfg.persistent_workers and calibration is None,
+            slots,
         )
+        if calibration is not None:
+            return executor
         if cfg.persistent_workers:
             self.close()
             self._executor = executor
@@ -316,17 +308,22 @@ class Loader:
         self._resume, self._started = False, True
         epoch = self._epoch
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
-        executor = self._executor_for(self.num_workers)
+        workers = self.num_workers
         per_chunk = chunk_size(self.source.batch_bytes(self.config.batch_size))
         chunks = chunked(self.batch_sampler.batches(epoch, self._done), per_chunk)
-        produced = executor.map((epoch, chunk) for chunk in chunks)
+        tasks = ((epoch, self._done + k * per_chunk, chunk) for k, chunk in enumerate(chunks))
+        if self.engine == "auto":
+            produced, where = self._auto(tasks, workers, per_chunk)
+        else:
+            executor = self._executor_for(workers, self.engine, per_chunk)
+            produced, where = executor.map(tasks), [executor.in_processes]
         observers = self.observers
         span = observers.span
         finalize = self.source.finalize if overrides(self.source, "finalize") else None
-        start_here = executor.in_processes  # the copy starts in the consumer when workers are processes
         try:
             requested = perf_counter()
             for chunk in produced:
+                start_here = where[0]  # the copy starts in the consumer when workers are processes
                 for item in chunk:
                     if start_here:
                         with span("transfer"):
@@ -345,6 +342,31 @@ class Loader:
             produced.close()
         if self._done >= len(self):
             self._epoch, self._done, self._started = epoch + 1, 0, False
+
+    def _auto(
+        self, tasks: Iterator[Any], workers: int, per_chunk: int
+    ) -> tuple[Generator[Any, None, None], list[bool]]:
+        """``engine="auto"``'s first pass: the first tasks on measured threads, then the engine chosen."""
+        calibration = Calibration(workers)
+        depth = max(1, workers) * self.config.prefetch_factor
+        first = itertools.islice(tasks, 2 * depth + 4)
+        where = [False]
+
+        def produced() -> Generator[Any, None, None]:
+            measured = self._executor_for(workers, "threads", per_chunk, calibration).map(first)
+            for chunk in measured:
+                calibration.consumer_started()  # the consumer's loop begins with this chunk
+                yield chunk
+            self.engine_choice = choice = calibration.decide()
+            if choice.settled:
+                self.engine = choice.engine  # decided for good (else the next pass measures again)
+            self.observers.info = replace(self.observers.info, engine=choice.engine)
+            self._use_buffers(choice.engine)
+            executor = self._executor_for(workers, choice.engine, per_chunk)
+            where[0] = executor.in_processes
+            yield from executor.map(tasks)
+
+        return produced(), where
 
     def _start(self, batch: Any) -> tuple[Any, PendingBatch]:
         """Begin moving a batch (any nest of dicts, lists and tuples) to the device."""

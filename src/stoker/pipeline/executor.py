@@ -4,7 +4,8 @@ The loader runs every source through one executor. ``method="threads"`` runs the
 threads of this process (:func:`~stoker.pipeline.threads.ordered_map`): right for work that
 releases the GIL in long calls (gathers, the Rust tokenizer, libjpeg-turbo). ``"processes"``
 runs it in worker processes (:class:`~stoker.pipeline.processes.ProcessPool`), the results
-coming back through shared memory: right for user Python (a Dataset's ``__getitem__``).
+written into shared-memory batch slots and handed out from there with no copy: right for user
+Python (a Dataset's ``__getitem__``, user transforms) and for hosts with many cores.
 ``workers=0`` runs the work in the calling thread with either method.
 """
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from stoker.errors import ConfigError
 from stoker.pipeline.processes import ProcessPool
+from stoker.pipeline.slots import SlotPlan
 from stoker.pipeline.source import ENGINES
 from stoker.pipeline.threads import ordered_map
 
@@ -32,6 +34,7 @@ class Executor:
         timeout: seconds to wait for one result (None: forever).
         stage: the name errors and timeouts are tagged with.
         persistent: keep worker processes between :meth:`map` calls until :meth:`close`.
+        slots: how the process pool makes its shared-memory batch slots (``pipeline/slots.py``).
     """
 
     def __init__(
@@ -43,6 +46,7 @@ class Executor:
         timeout: float | None = None,
         stage: str = "read",
         persistent: bool = False,
+        slots: SlotPlan | None = None,
     ) -> None:
         if method not in ENGINES:
             raise ConfigError(f"engine must be one of {ENGINES}, not {method!r}", option="engine")
@@ -53,6 +57,7 @@ class Executor:
         self.timeout = timeout
         self.stage = stage
         self.persistent = persistent
+        self.slots = slots
         self._pool: ProcessPool | None = None
 
     @property
@@ -66,7 +71,7 @@ class Executor:
                 self.fn, items, workers=self.workers, depth=self.depth, stage=self.stage, timeout=self.timeout
             )
         if self._pool is None:
-            self._pool = ProcessPool(self.fn, self.workers, self.stage)
+            self._pool = ProcessPool(self.fn, self.workers, self.stage, self.slots)
         return self._pooled(self._pool, items)
 
     def _pooled(self, pool: ProcessPool, items: Iterable[Any]) -> Generator[Any, None, None]:

@@ -1,100 +1,99 @@
-"""Process workers for user Python that must run in parallel (a Dataset's ``__getitem__``).
+"""Process workers for user Python that must run in parallel (a Dataset's ``__getitem__``, user
+transforms, hosts with many cores).
 
-A :class:`ProcessPool` runs one function over tasks in worker processes. Each worker calls it
-on a task and writes every array of the result into one shared-memory segment; only a small
-description (names, dtypes, shapes, offsets) travels through the result queue. The consumer
-opens the segment, unlinks it at once, copies the arrays out and rebuilds the result. Segments
-are named ``stoker_<token>_<generation>_<task>`` (the token starts with the consumer's pid).
+A :class:`ProcessPool` runs one function over tasks in worker processes. Each task is lent a
+shared-memory batch slot (``pipeline/slots.py``): the worker writes the arrays of its result
+there (a source that takes its buffers from the pool's ``SlotBuffers`` renders straight into it)
+and only a small layout (names, dtypes, shapes, offsets; small objects inline) travels through
+the result queue. The consumer wraps the slot as numpy arrays with no copy, and lends the slot
+again once no batch handed out references it. Slots are named ``stoker_<token>_s<k>``,
+overflow segments ``stoker_<token>_<generation>_<task>`` (the token starts with the consumer's pid).
+
+A worker that dies (a crash, ``os._exit``, a kill) is found within about ``_POLL`` seconds of
+waiting: the consumer checks its workers' liveness on every wait for a result, and raises a
+:class:`~stoker.errors.WorkerError` naming the batch that worker was producing and its exit code.
 
 Nothing outlives the consumer: each worker watches its parent *process* (``getppid`` polled by a
 daemon thread; ``PR_SET_PDEATHSIG`` is not used, as it fires when the *thread* that started the
-worker ends) and, when the consumer is gone, unlinks every segment of its pool not yet taken and
-exits. A worker that fails while writing a segment unlinks it. Closing the pool sweeps what a
-killed worker left, and a new pool sweeps segments whose consumer pid is gone.
+worker ends) and, when the consumer is gone, unlinks every slot and segment of its pool and exits.
+Closing the pool unlinks them too, and a new pool sweeps segments whose consumer pid is gone.
 """
 
 from __future__ import annotations
 
-import glob
 import multiprocessing as mp
 import os
 import pickle
 import queue
 import secrets
-import signal
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import numpy as np
-
 from stoker.errors import ConcurrentIterationError, WorkerError
-from stoker.pipeline.collate import default_collate, fetch, flatten
-from stoker.pipeline.segments import read_segment, sweep_stale_segments, unlink_segment, write_segment
-from stoker.pipeline.threads import tag_error
+from stoker.pipeline.collate import flatten
+from stoker.pipeline.deaths import exit_words, oom_kills
+from stoker.pipeline.segments import sweep_stale_segments, unlink_all, unlink_segment
+from stoker.pipeline.slots import Slot, SlotPlan, SlotRing, SlotWriter, read_result
 
-_POLL = 0.5  # seconds between liveness checks while waiting for a result
+_POLL = 0.25  # seconds between liveness checks while waiting for a result
 _WATCH = 0.2  # seconds between a worker's checks that its consumer process is still there
 _END = object()
 
 
 # -- the worker ---------------------------------------------------------------------------------
 def _watch_parent(parent: int, token: str, writing: threading.Lock) -> None:
-    """End this worker when its consumer process ``parent`` is gone, unlinking its pool's segments.
+    """End this worker when its consumer process ``parent`` is gone, unlinking its pool's files.
 
     A daemon thread polls ``getppid()`` (a dead parent's children are re-parented). It then takes
-    ``writing`` (held while a segment is made and sent) so no segment is made after the sweep.
+    ``writing`` (held while a result is placed and sent) so no segment is made after the sweep.
     """
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(_WATCH)
         writing.acquire(timeout=10.0)
-        for path in glob.glob(f"/dev/shm/stoker_{token}_*"):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        unlink_all(token)
         os._exit(1)
 
     threading.Thread(target=watch, name="stoker-watch-consumer", daemon=True).start()
 
 
-class FetchCollate:
-    """``dataset[i]`` for the indices of one batch, then the collate: a task of :func:`process_map`."""
-
-    def __init__(self, dataset: Any, collate_fn: Callable | None = None) -> None:
-        self.dataset = dataset
-        self.collate_fn = collate_fn or default_collate
-
-    def __call__(self, indices: Any) -> Any:
-        return self.collate_fn(fetch(self.dataset, [int(i) for i in indices]))
-
-
-def _worker(fn: Callable[[Any], Any], token: str, parent: int, tasks: Any, results: Any, current: Any) -> None:
+def _worker(
+    fn: Callable[[Any], Any], writer: SlotWriter, token: str, parent: int, tasks: Any, results: Any, current: Any
+) -> None:
     writing = threading.Lock()
     _watch_parent(parent, token, writing)
     while True:
         task = tasks.get()
         if task is None:
             return
-        gen, n, payload = task
-        if gen != current.value:  # the consumer abandoned that iteration
+        gen, n, payload, slot, forget = task
+        writer.forget(forget)
+        if gen != current.value:  # the consumer abandoned that iteration: hand the slot back
+            results.put((gen, n, "skipped", None))
             continue
+        overflow = None
         try:
+            writer.begin(slot)
             leaves, spec = flatten(fn(payload))
-            name = f"stoker_{token}_{gen}_{n}"
             with writing:
-                layout, has_segment = write_segment(name, leaves)
-                results.put((gen, n, "ok", (name if has_segment else None, layout, spec)))
+                layout, overflow, needed = writer.place(leaves, f"stoker_{token}_{gen}_{n}")
+                message = pickle.dumps((layout, spec, overflow, needed), protocol=pickle.HIGHEST_PROTOCOL)
+                results.put((gen, n, "ok", message))
         except Exception as exc:  # noqa: BLE001 - sent back and re-raised in the consumer
+            if overflow is not None:
+                unlink_segment(overflow)
             try:
-                payload = pickle.dumps(exc)
+                pickled = pickle.dumps(exc)
             except Exception:  # noqa: BLE001
-                payload = None
-            results.put((gen, n, "error", (payload, traceback.format_exc())))
+                pickled = None
+            results.put((gen, n, "error", (pickled, traceback.format_exc())))
+        finally:
+            writer.end()
+            leaves = []  # no view of the slot is kept past its task
 
 
 # -- the consumer -------------------------------------------------------------------------------
@@ -102,21 +101,32 @@ class ProcessPool:
     """Worker processes that run ``fn(task)`` and send the results back through shared memory.
 
     ``fn`` reaches the workers by fork (or by pickling where fork is missing); its result may be
-    any nest of dicts, lists and tuples of numpy arrays and small objects. Processes start on the
-    first :meth:`map` and stay until :meth:`close`, so one pool can serve many epochs
-    (``persistent_workers``). Every :meth:`map` call is a new *generation*: results of an
-    abandoned one (the user broke out of the loop) are dropped and their segments unlinked.
+    any nest of dicts, lists and tuples of numpy arrays and small objects. The arrays come back as
+    views of a shared-memory slot (writable, no copy); a slot is reused only once nothing
+    references the arrays of its batch. Processes start on the first :meth:`map` and stay until
+    :meth:`close`, so one pool can serve many epochs (``persistent_workers``). Every :meth:`map`
+    call is a new *generation*: results of an abandoned one (the user broke out of the loop) are
+    dropped and their slots given back.
+
+    ``fn`` may have ``describe(task) -> (batch, words)``, used to name a task in errors
+    (``"batch 12 of epoch 0"``); without it a task is named by its number in the pass.
     """
 
-    def __init__(self, fn: Callable[[Any], Any], workers: int, stage: str = "dataset") -> None:
+    def __init__(
+        self, fn: Callable[[Any], Any], workers: int, stage: str = "dataset", slots: SlotPlan | None = None
+    ) -> None:
         self.fn = fn
         self.workers = workers
         self.stage = stage
+        self.plan = slots or SlotPlan()
         self.token = f"{os.getpid()}_{secrets.token_hex(4)}"
         self._procs: list[Any] = []
         self._tasks: list[Any] = []
         self._results: Any = None
         self._current: Any = None
+        self._ring: SlotRing | None = None
+        self._told: list[int] = []  # per worker: retired slots it was told of
+        self._lent: dict[tuple[int, int], Slot | None] = {}  # (generation, task) -> its slot
         self._generation = 0
         self._serving = threading.Lock()  # held by the one map() in progress
         self._oom_kills: int | None = None
@@ -128,10 +138,13 @@ class ProcessPool:
         self._results = ctx.Queue()
         self._current = ctx.Value("q", 0, lock=False)
         self._oom_kills = oom_kills()
+        self._ring = self.plan.ring(self.token)
+        self._told = [0] * self.workers
+        writer = self.plan.buffers.writer if self.plan.buffers is not None else SlotWriter()
         self._procs = [
             ctx.Process(
                 target=_worker,
-                args=(self.fn, self.token, os.getpid(), self._tasks[w], self._results, self._current),
+                args=(self.fn, writer, self.token, os.getpid(), self._tasks[w], self._results, self._current),
                 daemon=True,
                 name=f"stoker-{self.stage}-{w}",
             )
@@ -153,178 +166,146 @@ class ProcessPool:
         except BaseException:
             self._serving.release()
             raise
+        ring = self._ring
+        assert ring is not None
+        window = max(depth, self.workers)
+        ring.limit = max(ring.limit, 2 * window + 4)  # the ring, the user's batch and the loader's chunk
         self._generation += 1
         gen = self._current.value = self._generation
         it = iter(tasks)
         sent = received = 0
+        waiting: Any = _END  # a task taken from ``tasks`` but not sent yet
+        inflight: dict[int, Any] = {}  # task number -> task, until its result is handed out
         ready: dict[int, Any] = {}
 
-        def send_next() -> bool:
-            nonlocal sent
-            task = next(it, _END)
-            if task is _END:
-                return False
-            self._tasks[sent % self.workers].put((gen, sent, task))
+        def send_one() -> bool:
+            nonlocal sent, waiting
+            if waiting is _END:
+                waiting = next(it, _END)
+                if waiting is _END:
+                    return False
+            slot = ring.take()
+            if slot is None and ring.size is not None and sent > received:
+                return False  # every slot is held: wait for a result, or for the user to drop a batch
+            w = sent % self.workers
+            forget, self._told[w] = tuple(ring.retired[self._told[w] :]), len(ring.retired)
+            self._tasks[w].put((gen, sent, waiting, None if slot is None else (slot.name, slot.size), forget))
+            self._lent[(gen, sent)] = slot
+            inflight[sent], waiting = waiting, _END
             sent += 1
             return True
 
         try:
-            while sent < max(depth, self.workers) and send_next():
+            while sent - received < window and send_one():
                 pass
             while received < sent:
                 while received not in ready:
-                    g, n, status, payload = _get(
-                        self._results, self._procs, timeout, self.stage, received, self._oom_kills
-                    )
-                    if g != gen:  # left over from an abandoned iteration
-                        _discard(status, payload)
+                    g, n, status, payload = self._get(timeout, received, inflight)
+                    slot = self._lent.pop((g, n), None)
+                    if g != gen or status == "skipped":  # left over from an abandoned iteration
+                        _release(slot, status, payload)
                         continue
                     if status == "error":
-                        raise _rebuild_error(payload, self.stage, n)
-                    ready[n] = payload
-                batch = read_segment(*ready.pop(received))
+                        _release(slot, "error", None)
+                        raise self._rebuild_error(payload, inflight[n])
+                    ready[n] = (slot, payload)
+                slot, message = ready.pop(received)
+                layout, spec, overflow, needed = pickle.loads(message)
+                ring.learn(needed)
+                batch = read_result(layout, spec, slot, overflow)
+                if slot is not None:
+                    slot.lent = False  # the views of ``batch`` hold it now
+                del inflight[received]
                 received += 1
-                send_next()
+                while sent - received < window and send_one():
+                    pass
                 yield batch
+                del batch
         except GeneratorExit:  # the user left the loop: workers skip the rest of this generation
             raise
         except BaseException:
             self.close()  # a failed or interrupted pool is not reused
             raise
         finally:
-            for status_payload in ready.values():
-                _discard("ok", status_payload)
+            for slot, message in ready.values():
+                _release(slot, "ok", message)
             self._serving.release()
 
+    def _name(self, task: Any, n: int) -> tuple[int, str]:
+        describe = getattr(self.fn, "describe", None)
+        return describe(task) if describe is not None else (n, f"task {n} of this pass")
+
+    def _get(self, timeout: float | None, awaited: int, inflight: dict[int, Any]) -> Any:
+        """The next result; a WorkerError as soon as a worker is found dead or ``timeout`` passed."""
+        waited = 0.0
+        while True:
+            dead = next((w for w, p in enumerate(self._procs) if not p.is_alive()), None)
+            if dead is not None:
+                p = self._procs[dead]
+                mine = [n for n in inflight if n % self.workers == dead]
+                n = min(mine) if mine else awaited
+                batch, words = self._name(inflight.get(n), n)
+                raise WorkerError(
+                    f"worker {p.name} (pid {p.pid}) of stage {self.stage!r} {exit_words(p.exitcode, self._oom_kills)} "
+                    f"while producing {words}; the pool is closed, start a new iteration to go on",
+                    stage=self.stage,
+                    batch=batch,
+                )
+            try:
+                return self._results.get(timeout=_POLL)
+            except queue.Empty:
+                waited += _POLL
+            if timeout and waited >= timeout:
+                batch, words = self._name(inflight.get(awaited), awaited)
+                raise WorkerError(
+                    f"stage {self.stage!r}: {words} was not ready after timeout={timeout}s; the worker "
+                    "processes were stopped. Raise timeout=, or look for a read that blocks",
+                    stage=self.stage,
+                    batch=batch,
+                )
+
+    def _rebuild_error(self, payload: Any, task: Any) -> BaseException:
+        pickled, text = payload
+        batch, words = self._name(task, -1)
+        exc: BaseException | None = None
+        if pickled is not None:
+            try:
+                exc = pickle.loads(pickled)
+            except Exception:  # noqa: BLE001
+                exc = None
+        if exc is None:
+            exc = WorkerError(
+                f"stage {self.stage!r} failed in a worker process:\n{text}", stage=self.stage, batch=batch
+            )
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"stoker: raised in stage {self.stage!r} while producing {words}, in a worker process")
+            exc.add_note("stoker: traceback in the worker process:\n" + text)
+        return exc
+
     def close(self) -> None:
-        """Stop the workers and unlink every segment this pool made. Safe to call twice."""
+        """Stop the workers and unlink every slot and segment this pool made. Safe to call twice."""
         if self._procs:
             _shutdown(self._procs, self._tasks, self._results)
             self._procs, self._tasks, self._results = [], [], None
-        for path in glob.glob(f"/dev/shm/stoker_{self.token}_*"):
-            unlink_segment(os.path.basename(path))
+        if self._ring is not None:
+            self._ring.close()
+            self._ring = None
+        self._lent.clear()
+        unlink_all(self.token)
 
 
-def process_map(
-    dataset: Any,
-    batches: Iterable[np.ndarray],
-    *,
-    workers: int,
-    depth: int,
-    collate_fn: Callable | None = None,
-    timeout: float | None = None,
-    stage: str = "dataset",
-) -> Iterator[Any]:
-    """Yield collated batches of ``dataset`` rows, in order, from a pool that lives for this call."""
-    pool = ProcessPool(FetchCollate(dataset, collate_fn), workers, stage)
-    try:
-        yield from pool.map(([int(i) for i in idx] for idx in batches), depth=depth, timeout=timeout)
-    finally:
-        pool.close()
+def _release(slot: Slot | None, status: str, message: Any) -> None:
+    """Give back the slot of a result nobody will read, and unlink its overflow segment."""
+    if slot is not None:
+        slot.lent = False
+    _discard(status, message)
 
 
-def _discard(status: str, payload: Any) -> None:
-    if status == "ok" and payload[0]:
-        unlink_segment(payload[0])
-
-
-def _get(results: Any, procs: list[Any], timeout: float | None, stage: str, batch: int, oom_before: int | None) -> Any:
-    waited = 0.0
-    while True:
-        try:
-            return results.get(timeout=_POLL)
-        except queue.Empty:
-            waited += _POLL
-            dead = [p for p in procs if not p.is_alive()]
-            if dead:
-                p = dead[0]
-                raise WorkerError(
-                    f"worker {p.name} of stage {stage!r} {exit_words(p.exitcode, oom_before)} while producing batch "
-                    f"{batch}; the pool is closed, start a new iteration to go on",
-                    stage=stage,
-                    batch=batch,
-                ) from None
-            if timeout and waited >= timeout:
-                raise WorkerError(
-                    f"stage {stage!r}: batch {batch} was not ready after timeout={timeout}s; the worker "
-                    "processes were stopped. Raise timeout=, or look for a read that blocks",
-                    stage=stage,
-                    batch=batch,
-                ) from None
-
-
-def exit_words(code: int | None, oom_before: int | None = None) -> str:
-    """How a worker process ended, in words, with the likely cause only where there is evidence.
-
-    ``oom_before`` is this cgroup's count of out-of-memory kills when the pool started (see
-    :func:`oom_kills`): a SIGKILL is put down to the OOM killer only if that count rose since.
-    """
-    if code is None:
-        return "is gone"
-    if code >= 0:
-        return f"exited with code {code} (did the dataset or collate_fn call sys.exit or os._exit?)"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    words = f"was killed by {name} (exit code {code})"
-    if -code == signal.SIGKILL:
-        now = oom_kills()
-        if oom_before is not None and now is not None:
-            if now > oom_before:
-                return (
-                    f"{words}: the kernel's out-of-memory killer ended {now - oom_before} process(es) of this "
-                    "cgroup since the pool started (memory.events), so memory ran out: use fewer workers or "
-                    "smaller batches, or give the job more memory"
-                )
-            return f"{words}: the out-of-memory kill count of this cgroup did not rise, so the OOM killer is unlikely; something else sent SIGKILL"
-        return f"{words}: something sent SIGKILL; the kernel's out-of-memory killer is one possible cause (see dmesg)"
-    if -code in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT):
-        return f"{words}: a crash in native code (a C extension or library the dataset calls)"
-    return words
-
-
-def oom_kills() -> int | None:
-    """This process's cgroup count of out-of-memory kills (v2 ``memory.events``, v1
-    ``memory.oom_control``), or None where it cannot be read."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = [line.strip().split(":", 2) for line in f]
-    except OSError:
-        return None
-    v2 = next((p for h, _, p in lines if h == "0"), "/")
-    v1 = next((p for _, c, p in lines if "memory" in c.split(",")), "/")
-    for path in (
-        os.path.join("/sys/fs/cgroup", v2.lstrip("/"), "memory.events"),
-        os.path.join("/sys/fs/cgroup/memory", v1.lstrip("/"), "memory.oom_control"),
-        "/sys/fs/cgroup/memory.events",
-        "/sys/fs/cgroup/memory/memory.oom_control",
-    ):
-        try:
-            with open(path) as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def _rebuild_error(payload: Any, stage: str, batch: int) -> BaseException:
-    pickled, text = payload
-    exc: BaseException | None = None
-    if pickled is not None:
-        try:
-            exc = pickle.loads(pickled)
-        except Exception:  # noqa: BLE001
-            exc = None
-    if exc is None:
-        exc = WorkerError(f"stage {stage!r} failed in a worker process:\n{text}", stage=stage, batch=batch)
-    tag_error(exc, stage, batch)
-    if hasattr(exc, "add_note"):
-        exc.add_note("stoker: traceback in the worker process:\n" + text)
-    return exc
+def _discard(status: str, message: Any) -> None:
+    if status == "ok":
+        overflow = pickle.loads(message)[2]
+        if overflow is not None:
+            unlink_segment(overflow)
 
 
 def _shutdown(procs: list[Any], tasks: list[Any], results: Any) -> None:

@@ -1,64 +1,78 @@
-"""Batches through POSIX shared memory: a worker writes the arrays of a result into one segment,
-the consumer maps it, unlinks its name at once and copies the arrays out.
+"""Files in POSIX shared memory (``/dev/shm``) for the process engine: made with their space
+reserved, mapped as uint8 arrays, unlinked, and swept when their consumer is gone.
 
-Only a small layout (dtypes, shapes, offsets; small objects inline) travels beside the segment.
-Segment names start with ``stoker_<consumer pid>_``, so :func:`sweep_stale_segments` can remove
-what a killed consumer left.
+Names start with ``stoker_<consumer pid>_``, so :func:`sweep_stale_segments` can remove what a
+killed consumer left. Space is reserved when a file is made (``posix_fallocate``), so a full
+``/dev/shm`` is an error naming it, not a SIGBUS in a worker writing into a sparse file.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
+import mmap
 import os
-from multiprocessing import shared_memory
-from typing import Any
+import shutil
 
 import numpy as np
 
-from stoker.pipeline.collate import BF16, unflatten
+from stoker.errors import WorkerError
+
+SHM = "/dev/shm"
 
 
-def write_segment(name: str, leaves: list[Any]) -> tuple[list[Any], bool]:
-    """Put the array leaves in a new segment; returns per-leaf layout and whether one was made."""
-    layout: list[Any] = []
-    offset = 0
-    arrays = []
-    for leaf in leaves:
-        bf16 = isinstance(leaf, BF16)
-        arr = leaf.bits if bf16 else leaf
-        if isinstance(arr, np.ndarray) and arr.dtype.kind in "biufcV":
-            offset = -(-offset // 64) * 64
-            layout.append(("array", arr.dtype.str, arr.shape, offset, bf16))
-            arrays.append((offset, arr))
-            offset += arr.nbytes
-        else:
-            layout.append(("object", leaf))
-    if not arrays:
-        return layout, False
-    shm = shared_memory.SharedMemory(name=name, create=True, size=max(offset, 1))
+def pages(n: int) -> int:
+    """``n`` bytes rounded up to whole pages (at least one)."""
+    return max(mmap.PAGESIZE, -(-n // mmap.PAGESIZE) * mmap.PAGESIZE)
+
+
+def shm_free() -> int:
+    """Free bytes in ``/dev/shm`` (0 where there is none)."""
+    return shutil.disk_usage(SHM).free if os.path.isdir(SHM) else 0
+
+
+def map_segment(name: str, size: int, create: bool) -> np.ndarray:
+    """The bytes of ``/dev/shm/<name>`` as a writable uint8 array (made and reserved if ``create``).
+
+    The array keeps the mapping alive: views of it stay valid after the name is unlinked.
+    """
+    path = os.path.join(SHM, name)
+    fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
     try:
-        for off, arr in arrays:
-            np.ndarray(arr.shape, arr.dtype, buffer=shm.buf, offset=off)[...] = arr
-    except BaseException:
-        shm.close()
-        shm.unlink()  # a half-written segment nobody will read
-        raise
-    shm.close()
-    _untrack(name)
-    return layout, True
+        if create:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as exc:
+                os.unlink(path)
+                raise WorkerError(
+                    f"cannot reserve {size / 2**20:.1f} MiB in {SHM} for a batch of the worker processes "
+                    f"({os.strerror(exc.errno or errno.ENOSPC)}; {shm_free() / 2**20:.0f} MiB free there): use "
+                    "fewer workers, a smaller prefetch_factor or batch_size, engine='threads', or a bigger "
+                    "/dev/shm (docker run --shm-size=8g)"
+                ) from exc
+        return np.frombuffer(mmap.mmap(fd, size), np.uint8)
+    finally:
+        os.close(fd)
 
 
-def _untrack(name: str) -> None:
-    # The consumer unlinks the segment; keep this process's resource tracker from doing it too.
+def unlink_segment(name: str) -> None:
+    """Remove ``/dev/shm/<name>`` if it is there (its memory lives on while mapped)."""
     try:
-        from multiprocessing import resource_tracker
-
-        resource_tracker.unregister("/" + name, "shared_memory")
-    except Exception:  # noqa: BLE001 - bookkeeping only; the sweep in close() covers leftovers
+        os.unlink(os.path.join(SHM, name))
+    except FileNotFoundError:
         pass
 
 
-def sweep_stale_segments(directory: str = "/dev/shm") -> int:
+def unlink_all(token: str) -> None:
+    """Remove every file of the pool named by ``token``."""
+    for path in glob.glob(os.path.join(SHM, f"stoker_{token}_*")):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def sweep_stale_segments(directory: str = SHM) -> int:
     """Unlink stoker segments whose consumer process is gone (it was killed before cleaning up).
 
     Segment names start with the consumer's pid (``stoker_<pid>_...``). Returns how many went.
@@ -83,34 +97,4 @@ def sweep_stale_segments(directory: str = "/dev/shm") -> int:
     return removed
 
 
-def read_segment(name: str | None, layout: list[Any], spec: Any) -> Any:
-    leaves: list[Any] = []
-    shm = shared_memory.SharedMemory(name=name) if name else None
-    if shm is not None:
-        shm.unlink()  # mapped here now: the name can go, the memory stays until closed
-    try:
-        for entry in layout:
-            if entry[0] == "object":
-                leaves.append(entry[1])
-                continue
-            if shm is None:
-                raise RuntimeError(f"the layout lists an array but no shared-memory segment came with it: {entry}")
-            _, dtype, shape, offset, bf16 = entry
-            arr = np.ndarray(shape, np.dtype(dtype), buffer=shm.buf, offset=offset).copy()
-            leaves.append(BF16(arr) if bf16 else arr)
-    finally:
-        if shm is not None:
-            shm.close()
-    return unflatten(spec, leaves)
-
-
-def unlink_segment(name: str) -> None:
-    try:
-        shm = shared_memory.SharedMemory(name=name)
-    except FileNotFoundError:
-        return
-    shm.close()
-    shm.unlink()
-
-
-__all__ = ["read_segment", "sweep_stale_segments", "unlink_segment", "write_segment"]
+__all__ = ["SHM", "map_segment", "pages", "shm_free", "sweep_stale_segments", "unlink_all", "unlink_segment"]

@@ -71,7 +71,7 @@ def test_killed_consumer_leaves_nothing_after_the_next_pool(tmp_path):
 
 def test_a_worker_death_is_named_by_its_signal_and_oom_is_said_only_on_evidence(monkeypatch):
     """Issue 15 item 5: every death used to be put down to 'the out-of-memory killer'."""
-    from stoker.pipeline import processes
+    from stoker.pipeline import deaths as processes
 
     monkeypatch.setattr(processes, "oom_kills", lambda: 3)
     assert "out-of-memory killer ended 1" in processes.exit_words(-9, oom_before=2)
