@@ -269,7 +269,7 @@ class Loader:
             return cached
         in_threads = engine == "threads" or workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
-        work = Work(self.source, collate, self.observers, self._start if in_threads else None)
+        work = Work(self.source, collate, self.observers, self._begin_copy if in_threads else None)
         batch_bytes = self.source.batch_bytes(cfg.batch_size)
         slots = SlotPlan(
             self._slot_buffers,
@@ -327,7 +327,7 @@ class Loader:
                 for item in chunk:
                     if start_here:
                         with span("transfer"):
-                            item = self._start(item)
+                            item = self._begin_copy(item)
                     with span("h2d_wait"):
                         batch = self._finish(item)
                     if finalize is not None:
@@ -368,7 +368,7 @@ class Loader:
 
         return produced(), where
 
-    def _start(self, batch: Any) -> tuple[Any, PendingBatch]:
+    def _begin_copy(self, batch: Any) -> tuple[Any, PendingBatch]:
         """Begin moving a batch (any nest of dicts, lists and tuples) to the device."""
         if isinstance(batch, dict) and not any(isinstance(v, (dict, tuple, BF16)) for v in batch.values()):
             return None, self.transfer.start(batch)
