@@ -142,17 +142,21 @@ def hdf5(
     progress: Progress = None,
     workers: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    cast: Mapping[str, str] | None = None,
 ) -> ConvertResult:
     """Datasets ``keys`` of an HDF5 file (``"data,labels"`` or a list; default: all) into a store, slab by slab.
 
-    Every numeric dtype and per-row shape is kept (column name = key). ``workers``: shards
-    written at once (at least 1; None: one per core, at most 4). ``progress`` counts rows.
-    ``report``: ``source`` (file and keys).
+    Every numeric dtype and per-row shape is kept (column name = key). Compound datasets give
+    one column per field (``"table"`` all, ``"table.col1,table.col3"`` some), strings ``String``
+    or ``Binary`` columns, vlen arrays ``Sequence`` ones (the mapping: ``stoker/sources/hdf5_types.py``).
+    ``cast``: ``{column: dtype}``, e.g. ``{"x": "float64"}`` for a long double dataset torch
+    cannot hold. ``workers``: shards written at once (at least 1; None: one per core, at most 4).
+    ``progress`` counts rows. ``report``: ``source`` (file and keys).
     """
     from stoker.convert import from_hdf5
 
     shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata)
-    return _timed(from_hdf5.convert, src, store, keys, shared)
+    return _timed(from_hdf5.convert, src, store, keys, shared, cast)
 
 
 def arrays(

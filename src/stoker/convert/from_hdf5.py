@@ -7,7 +7,11 @@ How a dataset's slabs are read depends on its layout:
   straight from the page cache into the shard;
 - **chunked, filters gzip / shuffle / none**: the stored chunks are taken from the same map
   and decoded on the writer threads (``sources/hdf5_chunks.py``), into reused slab buffers;
-- **others** (byte-swapped, lzf, szip, ...): h5py ``read_direct`` into reused slab buffers.
+- **others** (byte-swapped, lzf, szip, blosc, no fill value, ...): h5py ``read_direct`` into
+  reused slab buffers;
+- **compound, string, variable-length or cast** datasets: each slab read whole through h5py and
+  cut into its columns (``sources/hdf5_types.py``: one column per compound field, strings as
+  ``String``/``Binary``, vlen arrays as ``Sequence``, native byte order).
 
 Reused buffers come in ``writers + 1`` sets, used in turn (``write_slabs``' ``slot``).
 
@@ -31,6 +35,7 @@ import functools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,8 +43,8 @@ from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.slabs import Slab, write_slabs
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_layout, chunked_reader
+from stoker.sources.hdf5_types import parse_cast, values
 from stoker.sources.mapped_file import MappedFile
-from stoker.store.format import Tensor
 
 _CACHED = 0.95  # a slab of a warm file with this share of its pages cached is not paged in
 
@@ -51,10 +56,14 @@ class _Slabs:
         self.source = source
         self.handle = source._handles.get()  # noqa: SLF001 - the source's own per-thread handle
         self.mappable = {
-            info.key: info for info in source.infos if info.offset is not None and info.file_dtype == info.dtype
+            info.key: info
+            for info in source.infos
+            if info.plain and info.offset is not None and info.file_dtype == info.dtype
         }
         decodable = [
-            info.key for info in source.infos if info.chunk_rows and chunk_layout(self.handle[info.key]) is not None
+            info.key
+            for info in source.infos
+            if info.plain and info.chunk_rows and chunk_layout(self.handle[info.key]) is not None
         ]
         self.mapfile = MappedFile(source.path) if self.mappable or decodable else None
         self.mapped = (
@@ -114,6 +123,12 @@ class _Slabs:
         out: Slab = {}
         for info in self.source.infos:
             key = info.key
+            if not info.plain:  # read whole through h5py, cut into columns (fields, strings, vlen, cast)
+                raw = self.handle[key][start:stop]
+                for field in info.fields:
+                    where = f"{self.source.path}: dataset {key!r}"
+                    out[self.source.names[field.name]] = values(field, raw, where, start)
+                continue
             name = self.source.names[key]
             if key in self.mapped:
                 out[name] = self.mapped[key][start:stop]
@@ -147,25 +162,31 @@ def convert(
     store: str | os.PathLike[str],
     keys: str | Sequence[str] | Mapping[str, str] | None,
     options: ConvertOptions,
+    cast: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Convert datasets ``keys`` of an HDF5 file into a store, one shard-sized slab at a time.
 
     Every numeric dtype and per-row shape is kept (column name = key, or ``keys[key]`` when ``keys``
-    is a mapping ``{"train/x": "x"}``). A missing key, keys of
-    different lengths, and object / variable-length / string datasets raise SchemaError.
+    is a mapping ``{"train/x": "x"}``); compound datasets give a column per field (``table.col``),
+    strings ``String``/``Binary`` columns, vlen arrays ``Sequence`` ones, as ``sources.HDF5``
+    reads them; ``cast`` as there. A missing key, keys of different lengths, and types with no
+    column representation raise SchemaError naming the file, dataset and field.
     ``options.workers``: shards written at once (default: one per core, at most 4).
     """
-    source = HDF5(file, keys if keys is None or isinstance(keys, (str, Mapping)) else parse_keys(tuple(keys)))
+    chosen = keys if keys is None or isinstance(keys, (str, Mapping)) else parse_keys(tuple(keys))
+    source = HDF5(file, chosen, cast=cast)
     try:
         slabs = _Slabs(source)
     except BaseException:
         source.close()
         raise
-    schema = {source.names[info.key]: Tensor(info.dtype, info.shape) for info in source.infos}
+    schema = {source.names[field.name]: field.column() for field in source.fields}
     chunk_rows = max((info.chunk_rows for info in source.infos), default=0)
     described: dict[str, object] = {"kind": "hdf5", "file": os.path.basename(str(file)), "keys": list(source.keys)}
     if any(key != name for key, name in source.names.items()):
         described["names"] = dict(source.names)
+    if cast:
+        described["cast"] = parse_cast(cast)
     rows = len(source)
     try:
         write_slabs(

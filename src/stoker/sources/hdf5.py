@@ -25,109 +25,28 @@ import mmap as _mmap
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, SchemaError
+from stoker.errors import ConfigError
 from stoker.pipeline.columns import check_rows, gather_plan
-from stoker.pipeline.names import column_names
+from stoker.pipeline.padding import pad_groups
 from stoker.pipeline.source import BatchSource
-from stoker.sources._common import PerThread, check_lengths, check_numeric
+from stoker.sources._common import PerThread
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_groups, chunk_layout, chunked_reader
+from stoker.sources.hdf5_describe import KeyInfo, describe, h5py_module, parse_keys
+from stoker.sources.hdf5_types import parse_cast, values
+from stoker.store.columns import Ragged
 
 DEFAULT_CACHE_BYTES = 256 * 2**20
 
-
-def _h5py() -> Any:
-    try:
-        import h5py
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise ConfigError("reading HDF5 needs h5py: pip install 'stoker[hdf5]'", option="h5py") from exc
-    return h5py
+__all__ = ["DEFAULT_CACHE_BYTES", "HDF5", "KeyInfo", "parse_keys"]
 
 
 def _close(f: Any) -> None:
     f.close()
-
-
-@dataclass(frozen=True)
-class KeyInfo:
-    """One HDF5 dataset used as a column: per-row shape, dtype and chunk rows (0 if contiguous)."""
-
-    key: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    chunk_rows: int
-    offset: int | None = None  # byte offset of a contiguous, unfiltered dataset (memory-mappable)
-    file_dtype: np.dtype | None = None  # the dtype as stored (byte order included)
-
-    @property
-    def row_bytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-
-def parse_keys(keys: str | list[str] | tuple[str, ...] | Mapping[str, str] | None) -> tuple[str, ...] | None:
-    """``"data,labels"``, ``["data", "labels"]`` or a mapping's keys -> a tuple; ``None`` stays None (all datasets)."""
-    if keys is None:
-        return None
-    if isinstance(keys, Mapping):
-        keys = list(keys)
-    if isinstance(keys, str):
-        keys = [k.strip() for k in keys.split(",")]
-    out = tuple(str(k) for k in keys)
-    if not out or any(not k for k in out):
-        raise ConfigError(f"keys must name HDF5 datasets, like 'data,labels'; got {keys!r}", option="keys")
-    if len(set(out)) != len(out):
-        raise ConfigError(f"keys {list(out)} name a dataset twice", option="keys")
-    return out
-
-
-def _datasets_in(f: Any) -> list[str]:
-    h5py = _h5py()
-    names: list[str] = []
-    f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
-    return names
-
-
-def describe(f: Any, path: Path, keys: tuple[str, ...] | None) -> tuple[tuple[KeyInfo, ...], int]:
-    """Check ``keys`` in the open file ``f`` and describe them; returns (infos, rows)."""
-    h5py = _h5py()
-    present = _datasets_in(f)
-    if keys is None:
-        keys = tuple(present)
-        if not keys:
-            raise SchemaError(f"{path} holds no datasets")
-    infos = []
-    for key in keys:
-        obj = f.get(key)
-        if not isinstance(obj, h5py.Dataset):
-            what = "is a group, not a dataset" if obj is not None else "is not in the file"
-            raise SchemaError(f"{path}: key {key!r} {what}; the datasets present are {present}", column=key)
-        if obj.ndim == 0:
-            raise SchemaError(
-                f"{path}: dataset {key!r} is a scalar; a column needs one row per entry along its first axis",
-                column=key,
-            )
-        if h5py.check_vlen_dtype(obj.dtype) is not None or h5py.check_string_dtype(obj.dtype) is not None:
-            raise SchemaError(
-                f"{path}: dataset {key!r} holds variable-length or string values ({obj.dtype}), which stoker cannot "
-                "batch as numbers; leave it out of keys, or convert it yourself (stoker.write with a str/bytes column)",
-                column=key,
-            )
-        check_numeric(
-            np.dtype(obj.dtype), f"{path}: dataset {key!r}", "leave it out of keys, or convert it to a numeric dtype"
-        )
-        chunk_rows = obj.chunks[0] if obj.chunks else 0
-        offset = None
-        if obj.chunks is None and obj.compression is None and not obj.external and obj.dtype.kind in "biufc":
-            offset = obj.id.get_offset()  # None while no data was ever written (all fill value)
-        dtype = np.dtype(obj.dtype)
-        infos.append(KeyInfo(key, tuple(obj.shape[1:]), dtype.newbyteorder("="), int(chunk_rows), offset, dtype))
-    rows = check_lengths({info.key: len(f[info.key]) for info in infos}, f"{path}")
-    return tuple(infos), rows
 
 
 class HDF5(BatchSource):
@@ -138,6 +57,12 @@ class HDF5(BatchSource):
         keys: dataset names (``"data,labels"`` or a list; nested ones as ``"group/data"``), or a
             mapping ``{"train/x": "x", "train/y": "y"}`` that also names them in the batch;
             ``None`` takes every dataset in the file. All must have the same first dimension.
+            A compound dataset gives one column per field, ``"table.col1"``; ``"table"`` takes
+            them all, ``"table.col1,table.col3"`` some (a mapping ``{"table": "t"}`` renames
+            the prefix: ``"t.col1"``). Column kinds: ``hdf5_types.py``.
+        cast: ``{column: dtype}`` reads a column as another dtype: ``"float64"`` for a long
+            double dataset (torch has no tensor for it), ``"str"`` / ``"bytes"`` for strings.
+        pad_value: what pads variable-length (``sequence``) columns in a batch.
         cache_bytes: decoded chunks of chunked datasets kept in memory, shared by the worker
             threads (and h5py's chunk cache per handle for datasets read through h5py). For
             ``shuffle="block"``, at least ``window x block_size`` rows' bytes lets each chunk be
@@ -148,7 +73,10 @@ class HDF5(BatchSource):
             chunked ones chunk by chunk from a map of the file (decoded here), instead of
             reading them through h5py.
 
-    Batches are dicts ``key -> array`` (``names[key]`` when ``keys`` is a mapping); rows inside a batch come in storage order (which rows
+    Batches are dicts ``column -> value`` (``names[column]`` when ``keys`` is a mapping): an
+    array per numeric column, a list of ``str``/``bytes`` per string or binary column, and per
+    variable-length column ``x`` the rows padded to the batch's longest (``x``) and
+    ``x_lengths``, as from a store. Rows inside a batch come in storage order (which rows
     form a batch follows the loader's sampler). ``Loader(HDF5(...), batch_size=..., shuffle=...)``
     reads it in worker threads, each with its own handle.
     """
@@ -161,6 +89,8 @@ class HDF5(BatchSource):
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         dense: float = 4.0,
         mmap: bool = True,
+        cast: Mapping[str, Any] | None = None,
+        pad_value: int | float = 0,
     ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
@@ -171,11 +101,14 @@ class HDF5(BatchSource):
             raise ConfigError(f"dense must be a number >= 1, got {dense!r}", option="dense")
         self.cache_bytes = cache_bytes
         self.dense = float(dense)
+        self.pad_value = pad_value
         with self._open() as f:
-            self.infos, self._len = describe(f, self.path, parse_keys(keys))
-        self.keys = tuple(info.key for info in self.infos)
-        #: key -> name of its column in a batch (the key itself unless ``keys`` renames it)
-        self.names = column_names(keys if isinstance(keys, Mapping) else None, self.keys, str(self.path), "keys")
+            self.infos, self._len, selected_by = describe(f, self.path, parse_keys(keys), parse_cast(cast))
+        self.keys = tuple(info.key for info in self.infos)  # the datasets read
+        self.fields = tuple(fl for info in self.infos for fl in info.fields)
+        #: column -> its name in a batch (the column itself unless ``keys`` is a mapping that renames it)
+        self.names = {c: _renamed(c, s, keys) for c, s in selected_by.items()}
+        _check_names(self)
         self._handles: PerThread[Any] = PerThread(self._open, _close)
         self.mmap = bool(mmap)
         self._maps: dict[str, np.ndarray] = {}
@@ -233,7 +166,7 @@ class HDF5(BatchSource):
         return self._chunked[info.key]
 
     def _open(self) -> Any:
-        h5py = _h5py()
+        h5py = h5py_module()
         try:
             return h5py.File(self.path, "r", rdcc_nbytes=self.cache_bytes)
         except OSError as exc:
@@ -253,43 +186,65 @@ class HDF5(BatchSource):
     def batch_bytes(self, batch_size: int) -> float:
         return float(batch_size * self.row_bytes)
 
-    def read_rows(self, rows: np.ndarray) -> dict[str, np.ndarray]:
-        """Rows ``rows`` (sorted, unique) of every key: memory-mapped, or from this thread's h5py handle."""
-        out: dict[str, np.ndarray] = {}
-        if rows.size == 0:
-            return {info.key: np.empty((0, *info.shape), info.dtype) for info in self.infos}
-        lo, hi = int(rows[0]), int(rows[-1]) + 1
+    def read_rows(self, rows: np.ndarray) -> dict[str, Any]:
+        """Rows ``rows`` (sorted, unique) of every column: memory-mapped, or from this thread's h5py handle.
+
+        Numeric columns come as native-order arrays, variable-length ones as ``Ragged``, string
+        and binary ones as lists.
+        """
+        out: dict[str, Any] = {}
+        lo, hi = (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
         slab = (hi - lo) <= self.dense * rows.size
         contiguous = slab and (hi - lo) == rows.size
         for info in self.infos:
-            mapped = self._mapped(info)
-            if mapped is not None:
-                got = np.array(mapped[lo:hi]) if contiguous else np.take(mapped, rows, axis=0)
-                out[info.key] = got if got.dtype == info.dtype else got.astype(info.dtype)
-                continue
-            reader = self._chunk_reader(info)
-            if reader is not None:
-                out[info.key] = reader.rows(rows)
-                continue
-            ds = self._handles.get()[info.key]
-            if contiguous:
-                out[info.key] = ds[lo:hi]
-            elif slab:
-                out[info.key] = np.take(ds[lo:hi], rows - lo, axis=0)
-            elif info.chunk_rows:  # HDF5's point selection across chunks is slower than a slab per chunk
-                out[info.key] = _by_chunk(ds, rows, info.chunk_rows)
-            else:
-                out[info.key] = ds[rows]
+            if info.plain and rows.size:
+                mapped = self._mapped(info)
+                if mapped is not None:
+                    got = np.array(mapped[lo:hi]) if contiguous else np.take(mapped, rows, axis=0)
+                    out[info.key] = got if got.dtype == info.dtype else got.astype(info.dtype)
+                    continue
+                reader = self._chunk_reader(info)
+                if reader is not None:
+                    out[info.key] = reader.rows(rows)
+                    continue
+            raw = self._through_h5py(info, rows, slab, contiguous)
+            where = f"{self.path}: dataset {info.key!r}"
+            for field in info.fields:
+                out[field.name] = values(field, raw, where, lo)  # native order, cast, fields picked
         return out
 
-    def read(self, chunk: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
+    def _through_h5py(self, info: KeyInfo, rows: np.ndarray, slab: bool, contiguous: bool) -> np.ndarray:
+        """Rows ``rows`` of ``info``'s dataset as h5py reads them (stored dtype, compound whole)."""
+        ds = self._handles.get()[info.key]
+        if not rows.size:
+            return ds[0:0]
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        if contiguous:
+            return ds[lo:hi]
+        if slab:
+            return np.take(ds[lo:hi], rows - lo, axis=0)
+        if info.chunk_rows:  # HDF5's point selection across chunks is slower than a slab per chunk
+            return _by_chunk(ds, rows, info.chunk_rows)
+        return ds[rows]
+
+    def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
         unique, where, bounds = gather_plan(chunk)
         check_rows(unique, self._len, repr(self))
         rows = self.read_rows(unique)
         if len(unique) != len(where) or np.any(where != np.arange(len(where))):
-            rows = {k: np.take(v, where, axis=0) for k, v in rows.items()}
-        names = self.names
-        return [{names[k]: v[bounds[b] : bounds[b + 1]] for k, v in rows.items()} for b in range(len(chunk))]
+            rows = {k: _take(v, where) for k, v in rows.items()}
+        batches: list[dict[str, Any]] = [{} for _ in chunk]
+        for column, value in rows.items():
+            name = self.names[column]
+            if isinstance(value, Ragged):  # padded per batch, as the store's sequence columns are
+                padded = pad_groups(value, bounds, self.pad_value)
+                lengths = value.lengths
+                for k, batch in enumerate(batches):
+                    batch[name], batch[f"{name}_lengths"] = padded[k], lengths[bounds[k] : bounds[k + 1]]
+            else:
+                for k, batch in enumerate(batches):
+                    batch[name] = value[bounds[k] : bounds[k + 1]]
+        return batches
 
     def close(self) -> None:
         """Close the handles and memory maps opened in this process (they reopen on the next read)."""
@@ -308,9 +263,44 @@ class HDF5(BatchSource):
 
 
 def _by_chunk(ds: Any, rows: np.ndarray, chunk_rows: int) -> np.ndarray:
-    """Sorted ``rows`` of chunked h5py dataset ``ds``: one slab read per chunk touched."""
-    out = np.empty((len(rows), *ds.shape[1:]), np.dtype(ds.dtype).newbyteorder("="))
+    """Sorted ``rows`` of chunked h5py dataset ``ds``: one slab read per chunk touched (stored dtype)."""
+    parts = []
     for _, a, b in chunk_groups(rows, chunk_rows):
         lo, hi = int(rows[a]), int(rows[b - 1]) + 1
-        out[a:b] = ds[lo:hi][rows[a:b] - lo]
-    return out
+        parts.append(ds[lo:hi][rows[a:b] - lo])
+    return np.concatenate(parts)
+
+
+def _take(value: Any, where: np.ndarray) -> Any:
+    """Rows ``where`` of a column's values (array, ``Ragged`` or list)."""
+    if isinstance(value, Ragged):
+        starts, lengths = value.offsets[:-1][where], value.lengths[where]
+        offsets = np.zeros(len(where) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        positions = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        return Ragged(value.values[positions], offsets)
+    if isinstance(value, list):
+        return [value[i] for i in where.tolist()]
+    return np.take(value, where, axis=0)
+
+
+def _renamed(column: str, selected_by: str, keys: Any) -> str:
+    """The batch name of ``column``: a mapping ``{key: name}`` renames the key's part of it."""
+    if not isinstance(keys, Mapping):
+        return column
+    return str(keys[selected_by]) + column[len(selected_by) :]
+
+
+def _check_names(source: HDF5) -> None:
+    """A ConfigError when two columns (or a sequence column's ``<name>_lengths``) get one batch key."""
+    seen: dict[str, str] = {}
+    for field in source.fields:
+        name = source.names[field.name]
+        for out in (name, f"{name}_lengths")[: 1 + (field.kind == "sequence")]:
+            if out in seen:
+                raise ConfigError(
+                    f"{source.path}: keys gives two columns the name {out!r} ({seen[out]!r} and {field.name!r}); "
+                    "rename one with keys={key: name}",
+                    option="keys",
+                )
+            seen[out] = field.name

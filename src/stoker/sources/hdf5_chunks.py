@@ -16,7 +16,8 @@ by one. This module reads such a dataset the way its layout allows:
    when the cache holds the window.
 
 :func:`chunk_layout` says whether a dataset qualifies: chunked, every filter in
-:data:`DECODERS`. Other filters (lzf, szip, blosc, fletcher32, ...) keep the h5py path.
+:data:`DECODERS`, a fill value defined (for chunks never written). Other filters (lzf, szip,
+blosc, fletcher32, ...) and files that define no fill value keep the h5py path.
 """
 
 from __future__ import annotations
@@ -65,10 +66,19 @@ def chunk_layout(ds: Any) -> ChunkLayout | None:
         return None
     if not hasattr(ds.id, "chunk_iter"):  # h5py < 3.8 or HDF5 < 1.14: no fast chunk index
         return None
+    if plist.fill_value_defined() == h5py_fill_undefined():  # unwritten chunks are HDF5's to answer for
+        return None
     fill = ds.fillvalue
     return ChunkLayout(
         tuple(int(s) for s in ds.shape), tuple(int(c) for c in ds.chunks), np.dtype(ds.dtype), filters, fill
     )
+
+
+def h5py_fill_undefined() -> int:
+    """h5py's code for a dataset whose file defines no fill value."""
+    import h5py
+
+    return int(h5py.h5d.FILL_VALUE_UNDEFINED)
 
 
 class ChunkIndex:

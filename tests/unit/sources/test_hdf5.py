@@ -107,10 +107,20 @@ def test_keys_of_different_lengths(h5):
         stoker.sources.HDF5(h5, "data,short")
 
 
-@pytest.mark.parametrize("key", ["names", "vlen", "text"])
-def test_object_string_and_vlen_dtypes_are_refused(h5, key):
-    with pytest.raises(SchemaError, match=key):
-        stoker.sources.HDF5(h5, key)
+def test_string_and_vlen_datasets_become_binary_string_and_sequence_columns(h5):
+    source = stoker.sources.HDF5(h5, "names,vlen,text")
+    assert {f.name: f.kind for f in source.fields} == {"names": "binary", "vlen": "sequence", "text": "string"}
+    batch = source.read([np.array([4, 2])])[0]
+    assert batch["names"] == [b"abc", b"abc"] and batch["text"] == ["x", "x"]
+    assert batch["vlen"].shape == (2, 0) and batch["vlen_lengths"].tolist() == [0, 0]
+
+
+def test_object_references_are_refused_naming_the_dataset(tmp_path):
+    with h5py.File(tmp_path / "refs.h5", "w") as f:
+        f["x"] = np.arange(3)
+        f.create_dataset("refs", (3,), dtype=h5py.ref_dtype)
+    with pytest.raises(SchemaError, match=r"refs\.h5: dataset 'refs' holds object references"):
+        stoker.sources.HDF5(tmp_path / "refs.h5", "refs")
 
 
 def test_missing_file(tmp_path):

@@ -1,0 +1,272 @@
+"""HDF5 types -> stoker columns: which column kind each dataset (or compound field) becomes, and its values.
+
+One HDF5 dataset gives one or more :class:`Field`\\ s (one per column):
+
+=====================================  ==========================================================
+HDF5 type (as h5py maps it to numpy)   column
+=====================================  ==========================================================
+integer, float, bool, enum, complex    ``tensor`` of that dtype, native byte order (big-endian
+                                       data is swapped once, when read); per-row shape = the
+                                       dataset's shape after the first axis
+array type / sub-array ``('<f8', (3,))``  ``tensor`` with the sub-shape appended: ``(*row, 3)``
+compound                               one column per field, named ``<dataset>.<field>``; nested
+                                       compounds ``<dataset>.<field>.<subfield>``; padding gaps
+                                       between fields are not read
+string, UTF-8 character set            ``string`` (``str``), fixed-length or variable-length
+string, ASCII character set            ``binary`` (``bytes``, as h5py returns them; fixed-length
+                                       ones without their trailing NULs); ``cast={"col": "str"}``
+                                       decodes them as text; ``cast={"col": "uint8"}`` gives a
+                                       fixed-length string's bytes as a ``tensor`` ``(*row, length)``,
+                                       which also holds several strings per row
+opaque                                 ``binary``
+variable-length numbers                ``sequence`` (padded per batch by the loader, plus
+                                       ``<name>_lengths``)
+=====================================  ==========================================================
+
+Refused with a :class:`~stoker.errors.SchemaError` that names the file, the dataset and the field:
+dtypes torch has no tensor for (long double ``float128``, ``complex256``: pass ``cast={"col":
+"float64"}``), strings or variable-length values with more than one per row (a row holds one),
+object references, and HDF5 types h5py cannot map to numpy at all (H5T_TIME, quad precision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError, InputError, SchemaError
+from stoker.store.columns import Ragged
+from stoker.store.format import Binary, Column, Sequence, String, Tensor
+
+SEP = "."  # compound fields: column "<dataset>.<field>.<subfield>"
+
+#: the numpy dtypes torch makes tensors of (``torch.from_numpy``); others need ``cast=``
+TORCH_DTYPES = frozenset(
+    np.dtype(name)
+    for name in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+)
+TEXT, BYTES = "str", "bytes"  # cast targets of string columns
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column read from an HDF5 dataset.
+
+    Attributes:
+        key: the dataset.
+        path: the field inside a compound dataset (``()``: the whole value).
+        name: the column's name: ``key``, or ``key.field.subfield``.
+        kind: ``tensor``, ``sequence``, ``string`` or ``binary``.
+        dtype: the native element dtype (tensor and sequence columns), after any cast.
+        shape: the per-row shape of a tensor column.
+        encoding: how a string column's bytes are decoded.
+    """
+
+    key: str
+    path: tuple[str, ...]
+    name: str
+    kind: str
+    dtype: np.dtype | None = None
+    shape: tuple[int, ...] = ()
+    encoding: str = "utf-8"
+
+    def column(self) -> Column:
+        """The store column this field is written as."""
+        if self.kind == "tensor":
+            return Tensor(self.dtype, self.shape)
+        if self.kind == "sequence":
+            return Sequence(self.dtype)
+        return String() if self.kind == "string" else Binary()
+
+
+def parse_cast(cast: Mapping[str, Any] | None) -> dict[str, str]:
+    """``{"column": "float64" | "str" | "bytes"}`` checked; dtype targets named by numpy."""
+    if cast is None:
+        return {}
+    if not isinstance(cast, Mapping):
+        raise ConfigError(
+            f"cast must be a mapping {{column: dtype}}, like {{'x': 'float64'}}; got {cast!r}", option="cast"
+        )
+    out = {}
+    for name, target in cast.items():
+        if target in (TEXT, BYTES, str, bytes):
+            out[str(name)] = TEXT if target in (TEXT, str) else BYTES
+            continue
+        try:
+            dt = np.dtype(target)
+        except TypeError as exc:
+            raise ConfigError(
+                f"cast[{name!r}] = {target!r} is not a numpy dtype, 'str' or 'bytes'", option="cast"
+            ) from exc
+        if dt not in TORCH_DTYPES:
+            raise ConfigError(
+                f"cast[{name!r}] = {dt}: torch has no tensor of that dtype; cast to one of "
+                f"{sorted(d.name for d in TORCH_DTYPES)}, 'str' or 'bytes'",
+                option="cast",
+            )
+        out[str(name)] = dt.name
+    return out
+
+
+def fields_of(
+    where: str, key: str, dtype: np.dtype, row_shape: tuple[int, ...], cast: Mapping[str, str]
+) -> list[Field]:
+    """The columns of dataset ``key`` (``dtype`` as h5py gives it, per-row shape ``row_shape``).
+
+    ``where`` names the file and dataset in errors; ``cast`` maps column names to target dtypes.
+    """
+    out: list[Field] = []
+    _map(where, key, (), dtype, tuple(row_shape), cast, out)
+    return out
+
+
+def _map(
+    where: str,
+    key: str,
+    path: tuple[str, ...],
+    dt: np.dtype,
+    shape: tuple[int, ...],
+    cast: Mapping[str, str],
+    out: list[Field],
+) -> None:
+    import h5py
+
+    name = SEP.join((key, *path))
+    field = f"{where}, field {SEP.join(path)!r}" if path else where
+    if dt.names and dt.fields is not None:
+        for sub in dt.names:
+            _map(where, key, (*path, sub), dt.fields[sub][0], shape, cast, out)
+        return
+    if dt.subdtype is not None:
+        base, sub_shape = dt.subdtype
+        _map(where, key, path, base, (*shape, *sub_shape), cast, out)
+        return
+    target = cast.get(name)
+    string = h5py.check_string_dtype(dt)
+    if dt.kind == "S" and target == "uint8":  # fixed-length strings as their bytes: [..., length]
+        out.append(Field(key, path, name, "tensor", np.dtype(np.uint8), (*shape, dt.itemsize)))
+        return
+    if string is not None or dt.kind in "SUV":
+        _one_per_row(
+            field, shape, "a string", f" (or cast={{{name!r}: 'uint8'}} for their bytes)" if dt.kind == "S" else ""
+        )
+        if target is not None and target not in (TEXT, BYTES):
+            raise ConfigError(
+                f"{field}: cast to {target!r}: a string column casts only to 'str', 'bytes' or (fixed-length) 'uint8'",
+                option="cast",
+            )
+        utf8 = dt.kind == "U" or (string is not None and string.encoding == "utf-8")
+        text = target == TEXT or (target is None and utf8)
+        if dt.kind == "V" and target is None:
+            text = False
+        out.append(Field(key, path, name, "string" if text else "binary"))
+        return
+    vlen = h5py.check_vlen_dtype(dt)
+    if vlen is not None:
+        _one_per_row(field, shape, "a variable-length array")
+        if h5py.check_string_dtype(np.dtype(vlen)) is not None or np.dtype(vlen).kind in "SUVO":
+            raise SchemaError(
+                f"{field} holds variable-length lists of {np.dtype(vlen)} strings (several per row); a string column "
+                "holds one per row, so it has no column representation; leave it out of keys",
+                column=name,
+            )
+        elem = _numeric(field, name, np.dtype(vlen), target, "variable-length arrays of")
+        out.append(Field(key, path, name, "sequence", elem))
+        return
+    if h5py.check_ref_dtype(dt) is not None or dt.kind == "O":
+        raise SchemaError(
+            f"{field} holds {'object references' if h5py.check_ref_dtype(dt) else f'objects ({dt})'}, which have no "
+            "column representation; leave it out of keys",
+            column=name,
+        )
+    out.append(Field(key, path, name, "tensor", _numeric(field, name, dt, target, ""), shape))
+
+
+def _one_per_row(field: str, shape: tuple[int, ...], what: str, other: str = "") -> None:
+    if shape:
+        raise SchemaError(
+            f"{field} holds {list(shape)} values of {what} per row; a string, binary or sequence column holds one "
+            f"per row. Leave it out of keys{other}, or convert it yourself (one row per value)",
+            column=field,
+        )
+
+
+def _numeric(field: str, name: str, dt: np.dtype, target: str | None, what: str) -> np.dtype:
+    """The native dtype a numeric column holds (``target`` when cast), or a SchemaError."""
+    if dt.names or dt.subdtype is not None or dt.kind not in "biufc":
+        raise SchemaError(
+            f"{field} holds {what} {dt}, which has no column representation; leave it out of keys", column=name
+        )
+    if target is not None:
+        if target in (TEXT, BYTES):
+            raise ConfigError(
+                f"{field}: cast to {target!r}: a numeric column casts only to a numeric dtype", option="cast"
+            )
+        return np.dtype(target)
+    native = dt.newbyteorder("=")
+    if native not in TORCH_DTYPES:
+        hint = "complex128" if dt.kind == "c" else "float64" if dt.kind == "f" else "int64"
+        raise SchemaError(
+            f"{field} has dtype {dt.name}{' (long double)' if dt.kind == 'f' and dt.itemsize > 8 else ''}, which torch "
+            f"has no tensor for; pass cast={{{name!r}: {hint!r}}} to read it as {hint}",
+            column=name,
+        )
+    return native
+
+
+def values(field: Field, raw: np.ndarray, where: str, first_row: int = 0) -> Any:
+    """The values of ``field`` in rows ``raw`` of its dataset (as h5py read them).
+
+    Tensor columns: a native-order, C-contiguous array in the field's dtype. Sequence: a
+    :class:`Ragged`. String and binary: a list of ``str`` / ``bytes``.
+    """
+    arr = raw
+    for part in field.path:
+        arr = arr[part]
+    if field.kind == "tensor":
+        if arr.dtype.kind == "S":  # cast to uint8: the bytes of fixed-length strings
+            return np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), *field.shape)
+        if arr.dtype == field.dtype and arr.flags.c_contiguous and arr.flags.owndata:
+            return arr
+        return np.array(arr, dtype=field.dtype, order="C")  # a copy: a strided field view never leaks out
+    if field.kind == "sequence":
+        rows = [np.asarray(r).reshape(-1) for r in arr]
+        lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = np.concatenate(rows).astype(field.dtype) if rows else np.empty(0, field.dtype)
+        return Ragged(np.ascontiguousarray(flat), offsets)
+    if arr.dtype.kind == "V":
+        return [bytes(v) for v in arr]
+    if field.kind == "binary":
+        return [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr]
+    out = []
+    for i, v in enumerate(arr):
+        if isinstance(v, (bytes, np.bytes_)):
+            try:
+                v = bytes(v).decode(field.encoding)
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    f"{where}, column {field.name!r}, row {first_row + i}: the string is not {field.encoding} "
+                    f"({exc}); pass cast={{{field.name!r}: 'bytes'}} to read it as bytes"
+                ) from exc
+        out.append(str(v))
+    return out
