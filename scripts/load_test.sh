@@ -5,7 +5,8 @@
 #   scripts/load_test.sh 3          # 3 runs
 #   HOG_PROCS=4 PULL=1 LOGS=/tmp/load scripts/load_test.sh
 #
-# HOG_PROCS: busy processes (default: as many as cores); PULL=1: `git pull -q` before each run
+# HOG_PROCS: busy processes (default: as many as cores; 0: start none, for several checkouts tested at
+# once beside one hog started by hand: python scripts/hog.py &); PULL=1: `git pull -q` before each run
 # (to follow a branch while it moves); LOGS: where each run's output goes (default: a new temp dir).
 # The hog (scripts/hog.py, pure Python: nothing to install) is stopped on exit, Ctrl-C included.
 # Prints one line per run (pass/fail, minutes, pytest's summary) and the tally; exits 0 only if
@@ -31,8 +32,10 @@ stop_hog() {
 trap stop_hog EXIT
 trap 'echo "interrupted" >&2; exit 130' INT TERM
 
-"$python" scripts/hog.py -n "$procs" &
-hog=$!
+if [ "$procs" -gt 0 ]; then
+    "$python" scripts/hog.py -n "$procs" &
+    hog=$!
+fi
 
 passed=0
 for i in $(seq 1 "$runs"); do
