@@ -39,6 +39,8 @@ from stoker.pipeline.executor import Executor, chunk_size, chunked
 from stoker.pipeline.inputs import as_source
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers
 from stoker.pipeline.passes import OnePass
+from stoker.pipeline.ranks import check_agreement, data_fingerprint, shares_process_group
+from stoker.pipeline.ranks import distributed_rank as distributed_rank  # its old home; text/lightning import it here
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
 from stoker.pipeline.slots import SlotBuffers, SlotPlan
 from stoker.pipeline.source import overrides
@@ -47,15 +49,8 @@ from stoker.pipeline.threads import default_workers
 from stoker.pipeline.work import Work
 from stoker.store.reader import Store
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: positions global (start, world_size); 1: this rank's batches
 _LOADER_IDS = itertools.count(1)  # LoaderInfo.loader_id: unique in a process, unlike id(), which is reused
-
-
-def distributed_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
-    """``(rank, world_size)``: the given values, else torch.distributed's when it is initialized, else (0, 1)."""
-    dist = torch.distributed
-    r, w = (dist.get_rank(), dist.get_world_size()) if dist.is_available() and dist.is_initialized() else (0, 1)
-    return (r if rank is None else rank), (w if world_size is None else world_size)
 
 
 class Loader:
@@ -145,7 +140,9 @@ class Loader:
                 f"this loader has no batch: {len(self.source)} rows, batch_size={cfg.batch_size}, drop_last={cfg.drop_last}"
             )
         self._epoch = 0
-        self._done = 0  # batches delivered in the current epoch
+        self._begin = 0  # the epoch's position where the current count began (the batch sampler's units)
+        self._done = 0  # batches delivered since _begin
+        self._agreed = False  # the ranks were found to agree (checked at the first pass)
         self._resume = False  # the next iter continues after _done (set by load_state_dict)
         self._started = False  # a pass of the current epoch has begun (the next pass takes the next epoch)
         self._executor: Executor | None = None  # kept between epochs only with persistent_workers
@@ -230,34 +227,73 @@ class Loader:
         """Make the next pass the whole of ``epoch`` (like DistributedSampler.set_epoch)."""
         if epoch < 0:
             raise ConfigError(f"epoch must be >= 0, got {epoch}", option="epoch")
-        self._epoch, self._done, self._resume, self._started = int(epoch), 0, False, False
+        self._epoch, self._begin, self._done, self._resume, self._started = int(epoch), 0, 0, False, False
 
     def state_dict(self) -> dict[str, Any]:
-        """Where the loader stands: the epoch and the batches delivered in it (JSON-able)."""
+        """Where the loader stands: small, JSON-able, and the same shape on every rank.
+
+        ``epoch``; ``start``, the position in the epoch where the current count of batches began;
+        ``world_size``, the ranks that count ran on; ``batches_done``, the batches each of them
+        delivered since; ``order``, the batch sampler's fingerprint (seed, order, rows, batch size,
+        ...). With the default batch sampler a position counts rows of the epoch's global order,
+        which every rank computes alike and which does not depend on the world size: every field
+        is global, none depends on the rank. So the state of any rank (rank 0's, the usual
+        checkpoint) resumes every rank, and a state saved on ``N`` ranks resumes on ``M``: the rest
+        of the epoch is split again over the ``M`` ranks, every row once (``pipeline/sampler.py``).
+        A batch sampler without global positions (``BatchSampler``'s defaults) counts this rank's
+        batches instead; its fingerprint then holds its rank and world size, which must match.
+        """
         return {
             "version": STATE_VERSION,
             "epoch": self._epoch,
+            "start": self._begin,
+            "world_size": self._world_size(),
             "batches_done": self._done,
             "order": self.batch_sampler.fingerprint(),
         }
 
+    def _world_size(self) -> int:
+        return int(getattr(self.batch_sampler, "world_size", 1))
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from ``state``: the next ``iter`` starts right after its last delivered batch."""
+        """Continue from ``state`` (see ``state_dict``): the next ``iter`` starts right after the
+        batches it counts, on this rank of this loader's world size."""
+        if isinstance(state, dict) and state.get("version") == 1 and isinstance(state.get("order"), dict):
+            state = _from_version_1(state, self.batch_sampler)
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise StateError(f"not a stoker loader state (version {STATE_VERSION}): {state!r:.200}")
-        for key in ("epoch", "batches_done", "order"):
+        for key in ("epoch", "start", "world_size", "batches_done", "order"):
             value = state.get(key)
-            count = isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0
+            least = 1 if key == "world_size" else 0
+            count = isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= least
             if not (isinstance(value, dict) if key == "order" else count):
                 raise StateError(
-                    f"loader state field {key!r} must be a {'dict' if key == 'order' else 'count >= 0'}, "
+                    f"loader state field {key!r} must be a {'dict' if key == 'order' else f'count >= {least}'}, "
                     f"not {value!r:.100}; pass a dict saved by Loader.state_dict()"
                 )
         self.batch_sampler.check_fingerprint(state["order"])
-        done = int(state["batches_done"])
-        if not 0 <= done <= len(self):
-            raise StateError(f"cannot resume at batch {done}: an epoch has {len(self)} batches")
-        self._epoch, self._done, self._resume = int(state["epoch"]), done, True
+        position = self.batch_sampler.position(
+            int(state["start"]), int(state["batches_done"]), int(state["world_size"])
+        )
+        self._epoch, self._begin, self._done, self._resume = int(state["epoch"]), position, 0, True
+
+    def _check_ranks(self) -> None:
+        """Under torch.distributed, check once that every rank loads the same rows in the same order
+        settings (``pipeline/ranks.py``); a rank that differs fails every rank, named."""
+        bs, cfg = self.batch_sampler, self.config
+        if shares_process_group(getattr(bs, "rank", None), getattr(bs, "world_size", None)):
+            facts = {
+                "rows": len(self.source),
+                "data": data_fingerprint(self.source),
+                "batches per epoch": len(bs),
+                "seed": cfg.seed,
+                "shuffle": order_name(cfg.shuffle),
+                "batch_size": cfg.batch_size,
+                "drop_last": cfg.drop_last,
+                "order": {k: v for k, v in bs.fingerprint().items() if k != "rank"},
+            }
+            check_agreement(facts, f"a Loader of {_describe(self.source)}")
+        self._agreed = True
 
     # -- iteration ------------------------------------------------------------------------------
     def _executor_for(
@@ -299,18 +335,22 @@ class Loader:
         return self._passes.start(self._pass)
 
     def _pass(self) -> Generator[Any, None, None]:
-        if self._resume and self._done < len(self):
-            pass  # the pass after load_state_dict continues after the saved batches
+        sampler = self.batch_sampler
+        if self._resume and sampler.batches_left(self._begin) > 0:
+            pass  # the pass after load_state_dict continues at the saved position
         elif self._resume or self._started:  # each pass gets its own epoch, even one left early
-            self._epoch, self._done = self._epoch + 1, 0
+            self._epoch, self._begin = self._epoch + 1, 0
         else:
-            self._done = 0
-        self._resume, self._started = False, True
+            self._begin = 0
+        self._done, self._resume, self._started = 0, False, True
+        if not self._agreed:
+            self._check_ranks()
+        left = sampler.batches_left(self._begin)
         epoch = self._epoch
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
         workers = self.num_workers
         per_chunk = chunk_size(self.source.batch_bytes(self.config.batch_size))
-        chunks = chunked(self.batch_sampler.batches(epoch, self._done), per_chunk)
+        chunks = chunked(sampler.batches_from(epoch, self._begin), per_chunk)
         tasks = ((epoch, self._done + k * per_chunk, chunk) for k, chunk in enumerate(chunks))
         if self.engine == "auto":
             produced, where = self._auto(tasks, workers, per_chunk)
@@ -340,8 +380,8 @@ class Loader:
                     requested = perf_counter()
         finally:
             produced.close()
-        if self._done >= len(self):
-            self._epoch, self._done, self._started = epoch + 1, 0, False
+        if self._done >= left:
+            self._epoch, self._begin, self._done, self._started = epoch + 1, 0, 0, False
 
     def _auto(
         self, tasks: Iterator[Any], workers: int, per_chunk: int
@@ -387,6 +427,17 @@ def _leaf(value: Any) -> Any:
     if isinstance(value, BF16):
         return torch.from_numpy(value.bits).view(torch.bfloat16)
     return value
+
+
+def _from_version_1(state: dict[str, Any], sampler: BatchSampler) -> dict[str, Any]:
+    """A version-1 state (this rank's batches of the epoch) as version 2; refused where the rank split changed."""
+    world = state["order"].get("world_size", 1)
+    if isinstance(sampler, FixedBatches) and world != 1:
+        raise StateError(
+            f"this state was saved by an older stoker on {world} ranks, whose split of the epoch over ranks "
+            "differs from this one's: it cannot be resumed exactly; start the epoch again (set_epoch)"
+        )
+    return {**state, "version": STATE_VERSION, "start": 0, "world_size": world if isinstance(world, int) else 1}
 
 
 def _describe(data: Any) -> str:

@@ -1,32 +1,40 @@
 """Which rows go into which batch, on which rank, in which epoch.
 
-An epoch's order is a pure function of ``(seed, epoch, num_rows, config)``: every rank
-computes the same global order and keeps its own contiguous share, and a resumed run
-recomputes the order and skips the batches already delivered. Nothing here depends on
-how many workers read the data, so a run can resume with a different worker count.
+An epoch's order is a pure function of ``(seed, epoch, num_rows, config)`` (``pipeline/orders.py``)
+and never of the world size: every rank computes the same global order. A position in the epoch
+is a count of rows of that global order, the same number on every rank.
 
-Orders:
+The split over ranks (as ``torch.utils.data.DistributedSampler``): from position ``offset`` on, rank
+``r`` of ``W`` takes the rows at positions ``offset + r``, ``offset + r + W``, ``offset + r + 2W``, ...
+and cuts them into batches. After every rank delivered ``k`` batches of ``B`` rows the epoch stands
+at position ``offset + k*B*W``: the first rows of the global order, whatever ``W`` was. That is what
+makes a saved position resumable with another number of ranks (``FixedBatches.position``): the rest
+of the epoch is split again over the new ranks.
 
-* ``sequential``: rows 0..n-1.
-* ``global``: a fresh permutation of all rows every epoch.
-* ``block``: for data larger than RAM. Rows are cut into blocks of ``block_size``
-  contiguous rows; blocks are permuted; then rows are permuted inside each window of
-  ``window`` consecutive (permuted) blocks. Reads stay within a few blocks at a time while
-  every row can still land anywhere in the epoch.
+The end of the epoch (``uneven``, ``drop_last``) is settled by the ranks that reach it: of the ``R``
+rows left, ``pad`` gives each rank ``ceil(R/W)`` rows, repeating rows from the start of the epoch's
+order; ``drop`` gives each ``floor(R/W)`` and leaves the last ``R mod W`` rows of the order out;
+``drop_last`` then drops each rank's short last batch. Nothing is read twice before the end of
+the epoch in either case, and no row is skipped except those dropped at the end.
+
+Orders: ``sequential`` (rows 0..n-1), ``global`` (a new permutation every epoch) and ``block``
+(for data larger than RAM: blocks of ``block_size`` rows permuted, rows shuffled inside each window
+of ``window`` blocks, expanded lazily; see ``pipeline/orders.py``).
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 
 from stoker.errors import ConfigError, StateError
+from stoker.pipeline.orders import ORDERS, EpochOrder
 
-ORDERS = ("sequential", "global", "block")
+__all__ = ["ORDERS", "BatchSampler", "FixedBatches", "Sampler", "field_fingerprint", "order_name"]
 
 
 def order_name(shuffle: bool | str) -> str:
@@ -52,9 +60,9 @@ class Sampler:
         window: blocks shuffled together for ``block`` order.
         rank: this process's rank.
         world_size: number of ranks sharing the epoch.
-        uneven: when ``num_rows`` is not a multiple of ``world_size``: ``pad`` repeats rows from
+        uneven: when the rows left are not a multiple of ``world_size``: ``pad`` repeats rows from
             the start of the epoch order so every rank gets the same count; ``drop`` leaves the
-            remainder out.
+            remainder out (see the module docstring).
     """
 
     num_rows: int
@@ -84,44 +92,64 @@ class Sampler:
                 f"{self.num_rows} rows cannot be split over {self.world_size} ranks with uneven='drop'", option="uneven"
             )
 
+    def rows_per_rank(self, offset: int = 0) -> int:
+        """Rows each rank gets of the epoch's rest from position ``offset`` on (``uneven`` applied)."""
+        left = max(0, self.num_rows - offset)
+        return -(-left // self.world_size) if self.uneven == "pad" else left // self.world_size
+
     @property
     def samples_per_rank(self) -> int:
-        if self.uneven == "pad":
-            return -(-self.num_rows // self.world_size)
-        return self.num_rows // self.world_size
+        return self.rows_per_rank(0)
+
+    def epoch_order(self, epoch: int) -> EpochOrder:
+        """The epoch's order of all rows (lazy for ``block``), identical on every rank."""
+        return EpochOrder(self.num_rows, self.order, self.seed, epoch, self.block_size, self.window)
 
     def global_order(self, epoch: int) -> np.ndarray:
-        """The epoch's order of all rows, identical on every rank."""
-        n = self.num_rows
-        if self.order == "sequential":
-            return np.arange(n, dtype=np.int64)
-        rng = np.random.default_rng([self.seed, epoch])
-        if self.order == "global":
-            return rng.permutation(n).astype(np.int64, copy=False)
-        return _block_order(n, self.block_size, self.window, rng)
+        """The epoch's order of all rows as one array (``num_rows`` int64: for tests and analysis)."""
+        return self.epoch_order(epoch).rows(0, self.num_rows)
 
-    def indices(self, epoch: int) -> np.ndarray:
-        """This rank's rows for ``epoch``, in order."""
-        order = self.global_order(epoch)
-        per_rank = self.samples_per_rank
-        total = per_rank * self.world_size
-        if total > len(order):
-            order = np.concatenate([order, np.resize(order, total - len(order))])
-        return order[self.rank * per_rank : (self.rank + 1) * per_rank]
+    def _take(self, order: EpochOrder, offset: int, first: int, count: int) -> np.ndarray:
+        """This rank's rows number ``first..first+count-1`` of the rest from ``offset``."""
+        positions = offset + self.rank + self.world_size * np.arange(first, first + count, dtype=np.int64)
+        beyond = positions >= self.num_rows  # padding: rows again from the start of the order
+        if beyond.any():
+            positions[beyond] = (positions[beyond] - self.num_rows) % self.num_rows
+        return order.take(positions)
 
-    def num_batches(self, batch_size: int, drop_last: bool) -> int:
-        n = self.samples_per_rank
+    def indices(self, epoch: int, offset: int = 0) -> np.ndarray:
+        """This rank's rows for ``epoch`` from position ``offset`` on, in order."""
+        return self._take(self.epoch_order(epoch), offset, 0, self.rows_per_rank(offset))
+
+    def num_batches(self, batch_size: int, drop_last: bool, offset: int = 0) -> int:
+        n = self.rows_per_rank(offset)
         return n // batch_size if drop_last else -(-n // batch_size)
 
-    def batches(self, epoch: int, batch_size: int, drop_last: bool, start: int = 0) -> Iterator[np.ndarray]:
-        """Index arrays of this rank's batches for ``epoch``, from batch ``start`` on."""
-        idx = self.indices(epoch)
-        for b in range(start, self.num_batches(batch_size, drop_last)):
-            yield idx[b * batch_size : (b + 1) * batch_size]
+    def batches(
+        self, epoch: int, batch_size: int, drop_last: bool, start: int = 0, offset: int = 0
+    ) -> Iterator[np.ndarray]:
+        """Index arrays of this rank's batches for ``epoch`` from position ``offset``, from batch ``start`` on.
+
+        Rows are expanded per batch: the epoch start costs what the order costs (``EpochOrder``),
+        never a per-rank index of the whole epoch.
+        """
+        order = self.epoch_order(epoch)
+        per_rank = self.rows_per_rank(offset)
+        for b in range(start, self.num_batches(batch_size, drop_last, offset)):
+            first = b * batch_size
+            yield self._take(order, offset, first, min(batch_size, per_rank - first))
+
+    def position(self, batch_size: int, batches: int, offset: int = 0) -> int:
+        """The epoch's position after every rank delivered ``batches`` batches from position ``offset``."""
+        taken = min(batches * batch_size, self.rows_per_rank(offset))
+        return min(self.num_rows, offset + taken * self.world_size)
 
     def fingerprint(self) -> dict[str, Any]:
-        """What a saved position must agree with to be resumed here: every field."""
-        return field_fingerprint(self)
+        """What a saved position must agree with to be resumed here: every field but the rank and
+        the world size (a position is global, so any rank of any world size can resume it)."""
+        out = field_fingerprint(self)
+        del out["rank"], out["world_size"]
+        return out
 
 
 def field_fingerprint(sampler: Any, **first: Any) -> dict[str, Any]:
@@ -138,20 +166,6 @@ def field_fingerprint(sampler: Any, **first: Any) -> dict[str, Any]:
     return out
 
 
-def _block_order(n: int, block_size: int, window: int, rng: np.random.Generator) -> np.ndarray:
-    num_blocks = -(-n // block_size)
-    blocks = rng.permutation(num_blocks).astype(np.int64)
-    starts = blocks * block_size
-    lengths = np.minimum(block_size, n - starts)
-    ends = np.cumsum(lengths)
-    rows = np.repeat(starts - (ends - lengths), lengths) + np.arange(n, dtype=np.int64)
-    # window id of every row, then a random key inside it: sort by (window, key)
-    window_of_block = np.arange(num_blocks) // window
-    window_of_row = np.repeat(window_of_block, lengths)
-    keys = rng.random(n)
-    return rows[np.lexsort((keys, window_of_row))]
-
-
 class BatchSampler:
     """Base class of every batch sampler: which rows form each batch of an epoch, on this rank.
 
@@ -159,6 +173,11 @@ class BatchSampler:
     ``batches(epoch, start)`` (index arrays from batch ``start`` on, a pure function of the
     epoch, so a resumed run recomputes them) and ``fingerprint()`` (a JSON-able dict of what a
     saved position must agree with). ``check_fingerprint`` is shared.
+
+    Positions (what the loader saves): by default a position is this rank's count of batches,
+    so a saved state resumes only on the same rank of the same world size (the fingerprint
+    should then name ``rank`` and ``world_size``). An elastic sampler (``FixedBatches``) overrides
+    ``position``, ``batches_left`` and ``batches_from`` with positions in the epoch's global order.
     """
 
     def __len__(self) -> int:
@@ -169,6 +188,21 @@ class BatchSampler:
 
     def fingerprint(self) -> dict[str, Any]:
         raise NotImplementedError(f"{type(self).__name__} must define fingerprint()")
+
+    def position(self, start: int, batches: int, world_size: int) -> int:
+        """The position after ``batches`` batches per rank of a pass over ``world_size`` ranks that
+        began at position ``start``. Raises StateError when the epoch has fewer batches."""
+        if start + batches > len(self):
+            raise StateError(f"cannot resume at batch {start + batches}: an epoch has {len(self)} batches")
+        return start + batches
+
+    def batches_left(self, position: int) -> int:
+        """This rank's batches from ``position`` to the end of the epoch."""
+        return max(0, len(self) - position)
+
+    def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
+        """This rank's batches of ``epoch`` from ``position`` on."""
+        return self.batches(epoch, position)
 
     def check_fingerprint(self, saved: dict[str, Any]) -> None:
         """Raise StateError naming every field where ``saved`` differs from this sampler's."""
@@ -183,7 +217,11 @@ class BatchSampler:
 
 @dataclass(frozen=True)
 class FixedBatches(BatchSampler):
-    """Batches of ``batch_size`` rows in the order of ``sampler``: the default batch sampler."""
+    """Batches of ``batch_size`` rows in the order of ``sampler``: the default batch sampler.
+
+    Elastic: its positions count rows of the epoch's global order (see the module docstring), so
+    a position saved on any rank of ``N`` ranks resumes on ``M`` ranks, every row once.
+    """
 
     sampler: Sampler
     batch_size: int
@@ -193,11 +231,38 @@ class FixedBatches(BatchSampler):
         if self.batch_size <= 0:
             raise ConfigError(f"batch_size must be > 0, got {self.batch_size}", option="batch_size")
 
+    @property
+    def rank(self) -> int:
+        return self.sampler.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.sampler.world_size
+
     def __len__(self) -> int:
         return self.sampler.num_batches(self.batch_size, self.drop_last)
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
         return self.sampler.batches(epoch, self.batch_size, self.drop_last, start)
+
+    def position(self, start: int, batches: int, world_size: int) -> int:
+        """The global position after ``batches`` batches on each of ``world_size`` ranks from ``start``."""
+        if not 0 <= start <= self.sampler.num_rows:
+            raise StateError(f"cannot resume at position {start}: the epoch has {self.sampler.num_rows} rows")
+        then = replace(self.sampler, rank=0, world_size=world_size)
+        there = then.num_batches(self.batch_size, self.drop_last, start)
+        if batches > there:
+            raise StateError(
+                f"cannot resume after {batches} batches from position {start} on {world_size} rank(s): "
+                f"only {there} batches were left there"
+            )
+        return then.position(self.batch_size, batches, start)
+
+    def batches_left(self, position: int) -> int:
+        return self.sampler.num_batches(self.batch_size, self.drop_last, position)
+
+    def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
+        return self.sampler.batches(epoch, self.batch_size, self.drop_last, 0, position)
 
     def fingerprint(self) -> dict[str, Any]:
         return {**self.sampler.fingerprint(), "batch_size": self.batch_size, "drop_last": self.drop_last}

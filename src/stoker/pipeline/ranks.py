@@ -1,0 +1,140 @@
+"""Ranks: which rank this process is, and a check that every rank loads the same data the same way.
+
+``distributed_rank`` reads torch.distributed when it is initialized. When it is not, but the
+environment says the process is one of several (``WORLD_SIZE`` > 1, as set by ``torchrun``), it
+refuses instead of loading the whole dataset on every rank.
+
+``check_agreement`` runs once per loader, at its first pass, when the loader's ranks are those
+of the initialized default process group: every rank contributes one fixed-size int64 tensor of
+facts (row count, a hash of the store's manifest, the order settings, the batches per epoch) to
+one ``all_gather`` (on the device for NCCL, on the CPU otherwise), and every rank raises the same
+``ConfigError`` naming the ranks that differ from rank 0 and in what. Every rank that shares the
+loader's epoch must start its first pass (as every rank of a DDP job does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zlib
+from typing import Any
+
+import numpy as np
+import torch
+
+from stoker.errors import ConfigError
+from stoker.pipeline.source import BatchSource
+from stoker.pipeline.store_source import StoreSource
+from stoker.pipeline.subset import Subset
+from stoker.store.reader import Store
+
+_RAW = 2**62  # an int fact below this travels as itself (the message can show it), anything else as a hash
+
+
+def distributed_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """``(rank, world_size)``: the given values, else torch.distributed's when it is initialized, else (0, 1).
+
+    Raises ConfigError when a value must be guessed but the environment names several ranks
+    (``WORLD_SIZE`` > 1) and torch.distributed is not initialized: every rank would read the
+    whole dataset.
+    """
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        r, w = dist.get_rank(), dist.get_world_size()
+    else:
+        r, w = 0, 1
+        if rank is None or world_size is None:
+            _refuse_unsplit(os.environ.get("WORLD_SIZE"), os.environ.get("RANK"))
+    return (r if rank is None else rank), (w if world_size is None else world_size)
+
+
+def _refuse_unsplit(env_world: str | None, env_rank: str | None) -> None:
+    try:
+        world = int(env_world or 1)
+    except ValueError:
+        return  # not a launcher's value: nothing to say about ranks
+    if world > 1:
+        raise ConfigError(
+            f"WORLD_SIZE={world} is set (this is rank {env_rank or '?'} of a distributed launch) but "
+            "torch.distributed is not initialized, so this loader would read the whole dataset on every rank: "
+            "call torch.distributed.init_process_group() before building the loader, or pass rank= and "
+            "world_size= explicitly (rank=0, world_size=1 to read everything on purpose)",
+            option="world_size",
+        )
+
+
+def shares_process_group(rank: int | None, world_size: int | None) -> bool:
+    """Whether a loader of ``rank`` of ``world_size`` splits its epoch over the default process group."""
+    dist = torch.distributed
+    if rank is None or world_size is None or world_size <= 1:
+        return False
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    return bool(dist.get_world_size() == world_size and dist.get_rank() == rank)
+
+
+def data_fingerprint(source: BatchSource) -> str:
+    """What identifies the rows of ``source``: a hash of a store's manifest (and of a view's rows),
+    else the source's class and length."""
+    inner: Any = source
+    parts: list[str] = []
+    while isinstance(inner, (Subset, StoreSource)):
+        if isinstance(inner, Subset):
+            parts.append(f"subset:{zlib.crc32(np.ascontiguousarray(inner.indices).tobytes())}")
+            inner = inner.dataset
+        else:
+            inner = inner.store
+    if isinstance(inner, Store):
+        manifest = json.dumps(inner.manifest.to_json(), sort_keys=True, default=str)
+        parts.append(f"manifest:{hashlib.blake2b(manifest.encode(), digest_size=16).hexdigest()}")
+        rows = inner.rows
+        if rows is not None:
+            parts.append(f"view:{zlib.crc32(rows.tobytes())}")
+    else:
+        kind = type(inner)
+        parts.append(f"{kind.__module__}.{kind.__qualname__}:{len(inner)}")
+    return ";".join(parts)
+
+
+def _encode(value: Any) -> int:
+    if isinstance(value, (bool, int, np.integer)) and -_RAW < int(value) < _RAW:
+        return int(value)
+    text = json.dumps(value, sort_keys=True, default=str)
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little", signed=True)
+
+
+def _show(code: int) -> str:
+    if -_RAW < code < _RAW:
+        return str(code)
+    return f"hash {code & (2**64 - 1):016x}"
+
+
+def check_agreement(facts: dict[str, Any], what: str = "this loader") -> None:
+    """Compare ``facts`` across every rank of the default process group; raise ConfigError on all
+    ranks when any rank differs from rank 0, naming the ranks and the facts."""
+    dist = torch.distributed
+    names = list(facts)
+    codes = [_encode(facts[k]) for k in names]
+    device = torch.device("cpu")
+    if "nccl" in str(dist.get_backend()).lower():
+        device = torch.device("cuda", torch.cuda.current_device())
+    mine = torch.tensor(codes, dtype=torch.int64, device=device)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, mine)
+    table = [t.cpu().tolist() for t in gathered]
+    me = dist.get_rank()
+    lines = []
+    for r, row in enumerate(table[1:], start=1):
+        differs = [i for i in range(len(names)) if row[i] != table[0][i]]
+        if differs:
+            said = ", ".join(f"{names[i]} {_show(row[i])} (rank 0: {_show(table[0][i])})" for i in differs)
+            lines.append(f"rank {r}: {said}")
+    if lines:
+        ranks = ", ".join(line.split(":", 1)[0] for line in lines)
+        raise ConfigError(
+            f"the ranks do not load the same data the same way ({what}; {ranks} differ from rank 0; "
+            f"seen from rank {me}): " + "; ".join(lines) + ". Every rank must open the same store (the same "
+            "copy: a stale copy has other rows) with the same loader options; fix the ranks named",
+            option="rank",
+        )
