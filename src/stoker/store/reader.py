@@ -72,7 +72,7 @@ class Store:
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         # a URL (s3://, gs://, https://, memory://, ...) is read through a local cache (remote.py), never as a directory
-        self.remote = open_remote(str(path), cache_dir, cache_limit, storage_options) if is_remote(path) else None
+        self.remote = open_remote(os.fspath(path), cache_dir, cache_limit, storage_options) if is_remote(path) else None
         self._remote_args = (cache_dir, cache_limit, dict(storage_options or {}))
         if self.remote is not None:
             self.path = self.remote.directory
