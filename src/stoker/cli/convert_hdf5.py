@@ -11,7 +11,19 @@ def register(kinds: argparse._SubParsersAction) -> None:
     p = kind_parser(kinds, "hdf5", "datasets of an HDF5 file", __doc__)
     p.add_argument("file", help="the .h5 / .hdf5 file")
     p.add_argument("store", help="the store directory to create")
-    p.add_argument("--keys", help="comma-separated dataset names, e.g. data,labels (default: every dataset)")
+    p.add_argument(
+        "--keys",
+        help="comma-separated dataset names, e.g. data,labels, or compound fields, e.g. table.col1,table.col3 "
+        "(default: every dataset)",
+    )
+    p.add_argument(
+        "--cast",
+        action="append",
+        default=[],
+        metavar="COLUMN=DTYPE",
+        help="read a column as another dtype, e.g. --cast x=float64 for long double data (str, bytes, uint8 "
+        "for strings); repeat for several columns",
+    )
     shared_options(p, workers="shards written at once (default: one per core, at most 4)")
     p.set_defaults(func=main)
 
@@ -21,6 +33,20 @@ def main(args: argparse.Namespace) -> int:
 
     import stoker.convert
 
-    result = stoker.convert.hdf5(args.file, args.store, split_list(args.keys), **shared(args))
+    cast = _casts(args.cast)
+    result = stoker.convert.hdf5(args.file, args.store, split_list(args.keys), cast=cast or None, **shared(args))
     summary(result, source_bytes=os.path.getsize(args.file))
     return 0
+
+
+def _casts(pairs: list[str]) -> dict[str, str]:
+    """``["x=float64", "t.name=str"]`` -> ``{"x": "float64", "t.name": "str"}``."""
+    from stoker.errors import ConfigError
+
+    out = {}
+    for pair in pairs:
+        column, sep, dtype = pair.rpartition("=")
+        if not sep or not column or not dtype:
+            raise ConfigError(f"--cast takes COLUMN=DTYPE, like x=float64; got {pair!r}", option="cast")
+        out[column] = dtype
+    return out

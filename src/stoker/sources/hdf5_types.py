@@ -166,7 +166,12 @@ def _map(
         return
     if string is not None or dt.kind in "SUV":
         _one_per_row(
-            field, shape, "a string", f" (or cast={{{name!r}: 'uint8'}} for their bytes)" if dt.kind == "S" else ""
+            field,
+            shape,
+            "a string",
+            f" (or read their bytes with the option cast {{{name!r}: 'uint8'}}, --cast {name}=uint8)"
+            if dt.kind == "S"
+            else "",
         )
         if target is not None and target not in (TEXT, BYTES):
             raise ConfigError(
@@ -226,7 +231,8 @@ def _numeric(field: str, name: str, dt: np.dtype, target: str | None, what: str)
         hint = "complex128" if dt.kind == "c" else "float64" if dt.kind == "f" else "int64"
         raise SchemaError(
             f"{field} has dtype {dt.name}{' (long double)' if dt.kind == 'f' and dt.itemsize > 8 else ''}, which torch "
-            f"has no tensor for; pass cast={{{name!r}: {hint!r}}} to read it as {hint}",
+            f"has no tensor for; read it as {hint} with the option cast {{{name!r}: {hint!r}}} "
+            f"(command line: --cast {name}={hint})",
             column=name,
         )
     return native
@@ -266,7 +272,7 @@ def values(field: Field, raw: np.ndarray, where: str, first_row: int = 0) -> Any
             except UnicodeDecodeError as exc:
                 raise InputError(
                     f"{where}, column {field.name!r}, row {first_row + i}: the string is not {field.encoding} "
-                    f"({exc}); pass cast={{{field.name!r}: 'bytes'}} to read it as bytes"
+                    f"({exc}); read it as bytes with the option cast {{{field.name!r}: 'bytes'}} (--cast {field.name}=bytes)"
                 ) from exc
         out.append(str(v))
     return out

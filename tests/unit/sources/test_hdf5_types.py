@@ -151,7 +151,7 @@ def test_long_double_is_refused_at_open_and_read_with_cast(tmp_path):
     path = tmp_path / "ld.h5"
     with h5py.File(path, "w") as f:
         f["ld"] = np.arange(9, dtype=np.longdouble) / 4
-    with pytest.raises(SchemaError, match=r"ld\.h5: dataset 'ld' has dtype float128.*cast=\{'ld': 'float64'\}"):
+    with pytest.raises(SchemaError, match=r"ld\.h5: dataset 'ld' has dtype float128.*cast \{'ld': 'float64'\}"):
         stoker.sources.HDF5(path, "ld")
     with pytest.raises(SchemaError, match="float128"):
         stoker.convert.hdf5(path, tmp_path / "store", keys="ld", progress=False)
