@@ -388,15 +388,17 @@ class Loader:
     ) -> tuple[Generator[Any, None, None], list[bool]]:
         """``engine="auto"``'s first pass: the first tasks on measured threads, then the engine chosen."""
         calibration = Calibration(workers)
-        depth = max(1, workers) * self.config.prefetch_factor
-        first = itertools.islice(tasks, 2 * depth + 4)
+        first = calibration.take(tasks)
         where = [False]
 
         def produced() -> Generator[Any, None, None]:
             measured = self._executor_for(workers, "threads", per_chunk, calibration).map(first)
+            asked = perf_counter()
             for chunk in measured:
+                calibration.waited(perf_counter() - asked)
                 calibration.consumer_started()  # the consumer's loop begins with this chunk
                 yield chunk
+                asked = perf_counter()
             self.engine_choice = choice = calibration.decide()
             if choice.settled:
                 self.engine = choice.engine  # decided for good (else the next pass measures again)
