@@ -40,9 +40,21 @@ class LoaderConfig:
         pad_to_multiple_of: the padded width of a batch's sequence columns is its longest row rounded
             up to a multiple of this (the same option of ``stoker.text`` defaults to 8).
         persistent_workers: keep worker processes between epochs (the process engine only).
-        engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, or ``None`` for
-            the source's own choice (threads for stores and domain sources, processes for a
-            torch Dataset's ``__getitem__``).
+        engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, ``"auto"``, or
+            ``None`` for the source's own choice (threads for stores and domain sources, processes
+            for a torch Dataset's ``__getitem__``). Processes write each batch into a shared-memory
+            slot that is handed out with no copy (page-locked once on CUDA). ``"auto"`` decides once
+            per loader, and says what it chose and why in ``loader.report()``
+            (``pipeline/engine_choice.py``): threads with ``num_workers=0`` or one usable core
+            (``os.sched_getaffinity``); otherwise the first tasks of the first pass run on worker
+            threads, each read timed for its wall time, its thread's CPU time and its time waiting
+            for a core (``/proc/thread-self/schedstat``), and the rest is time the thread slept,
+            waiting for the GIL (held by the training step or a sibling worker) or for I/O. If that
+            blocked share of the reads made while the consumer looped is 25 % or more, processes;
+            also if the consumer waited for data half the time or more while the reads' CPU and
+            run-queue time add up to at most 0.6 x min(workers, cores) reads at once (short
+            pure-Python reads that ran one at a time); else threads. ``num_workers`` counts
+            workers of either kind.
     """
 
     batch_size: int = 1
@@ -80,8 +92,10 @@ class LoaderConfig:
         if not isinstance(self.timeout, (int, float)) or self.timeout < 0:
             raise ConfigError(f"timeout must be a number of seconds >= 0, got {self.timeout!r}", option="timeout")
         order_name(self.shuffle)
-        if self.engine is not None and self.engine not in ENGINES:
-            raise ConfigError(f"engine must be one of {ENGINES} or None, not {self.engine!r}", option="engine")
+        if self.engine is not None and self.engine not in (*ENGINES, "auto"):
+            raise ConfigError(
+                f"engine must be one of {(*ENGINES, 'auto')} or None, not {self.engine!r}", option="engine"
+            )
         if self.uneven not in ("pad", "drop"):
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
         if isinstance(self.columns, str):

@@ -8,9 +8,16 @@ The rule (also in :class:`stoker.LoaderConfig`'s docstring):
    read, its wall time, the thread's CPU time (``time.thread_time``) and its time runnable but
    waiting for a core (``/proc/thread-self/schedstat``). What is left, ``wall - cpu - run queue``,
    is time the thread slept: waiting for the GIL (held by the consumer's training step or by a
-   sibling worker), or for I/O. When that *blocked share* of the reads started after the consumer
-   had its first batch is at least :data:`BLOCKED_FOR_PROCESSES` (25 %), the rest of the pass and
-   the later ones run in processes, where each worker has its own GIL; else threads stay.
+   sibling worker), or for I/O. Reads count once the consumer has its first batch; measuring
+   stops after :data:`MIN_READS` of them and :data:`MIN_SECONDS` of their read time (or
+   :data:`MAX_TASKS` tasks). When their *blocked share* is at least
+   :data:`BLOCKED_FOR_PROCESSES` (25 %), the rest of the pass and the later ones run in
+   processes, where each worker has its own GIL. Short reads of pure Python hide their GIL waits
+   between reads instead, so a second measure counts too: if the consumer waited for data at least
+   :data:`CONSUMER_WAITING` (half) of the span while the reads' CPU and run-queue time add up to at
+   most :data:`SERIAL` (0.6) of ``min(workers, cores)`` reads at once, the reads ran one at a time,
+   and processes are chosen. Else threads stay. A pass too short to measure keeps threads and the
+   next pass measures again.
 
 Waiting for a core is left out on purpose: processes would wait for it too. The consumer's share of
 CPU time over the same span is reported beside it (a training step of pure Python holds the GIL
@@ -23,12 +30,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 BLOCKED_FOR_PROCESSES = 0.25  # blocked share of the worker threads' read time that picks processes
-MIN_READS = 2  # measured reads needed for a decision that holds
+CONSUMER_WAITING = 0.5  # the consumer waited for data at least this share of the span...
+SERIAL = 0.6  # ...while reads ran at most this share of min(workers, cores) at once: GIL-bound
+MIN_READS = 8  # measured reads needed for a decision that holds...
+MIN_SECONDS = 0.25  # ...and seconds of read time among them (a GIL switch interval is 5 ms)
+MAX_TASKS = 256  # tasks measured at most
 
 
 def usable_cores() -> int:
@@ -57,6 +68,8 @@ class EngineChoice:
         queued: share they were runnable but waiting for a core, or None.
         consumer_cpu: share of the measured span the consumer's thread was on a CPU, or None.
         settled: False when too little was measured: the next pass measures again.
+        parallel: reads on (or queued for) a core at once, on average over the measured span.
+        consumer_waiting: share of that span the consumer waited for batches.
     """
 
     engine: str
@@ -67,6 +80,8 @@ class EngineChoice:
     queued: float | None = None
     consumer_cpu: float | None = None
     settled: bool = True
+    parallel: float | None = None
+    consumer_waiting: float | None = None
 
     def __str__(self) -> str:
         return f"engine='auto' chose {self.engine}: {self.reason}"
@@ -81,14 +96,19 @@ class Calibration:
         self._reads: list[tuple[float, float, float, float | None]] = []  # start, wall, cpu, queued
         self._since: float | None = None  # when the consumer had its first batch
         self._consumer: tuple[float, float, int] | None = None  # (wall, thread CPU, thread) at that moment
+        self._waited = 0.0  # seconds the consumer waited for chunks since then
 
     def timed(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``fn`` measured on every call (runs in a worker thread)."""
 
         def measured(task: Any) -> Any:
-            start, cpu, queued = time.perf_counter(), time.thread_time(), _run_queue_ns()
+            # the run queue is read first at both ends: reading it may wait for the GIL, which
+            # must fall inside the interval (wall) and not only in the run queue's count
+            queued = _run_queue_ns()
+            start, cpu = time.perf_counter(), time.thread_time()
             out = fn(task)
-            end, cpu_end, queued_end = time.perf_counter(), time.thread_time(), _run_queue_ns()
+            queued_end = _run_queue_ns()
+            end, cpu_end = time.perf_counter(), time.thread_time()
             wait = None if queued is None or queued_end is None else (queued_end - queued) / 1e9
             with self._lock:
                 self._reads.append((start, end - start, cpu_end - cpu, wait))
@@ -96,11 +116,31 @@ class Calibration:
 
         return measured
 
+    def take(self, tasks: Iterator[Any]) -> Iterator[Any]:
+        """Tasks from ``tasks`` until enough were measured (the threads pull them as they go)."""
+        for n, task in enumerate(tasks):
+            yield task
+            if n + 1 >= MAX_TASKS or self._enough():
+                return
+
+    def _enough(self) -> bool:
+        since = self._since
+        if since is None:
+            return False
+        with self._lock:
+            counted = [r[1] for r in self._reads if r[0] >= since]
+        return len(counted) >= MIN_READS and sum(counted) >= MIN_SECONDS
+
     def consumer_started(self) -> None:
         """The consumer got its first batch (call from its thread): reads from now on count."""
         if self._since is None:
             self._since = time.perf_counter()
             self._consumer = (self._since, time.thread_time(), threading.get_ident())
+
+    def waited(self, seconds: float) -> None:
+        """The consumer waited ``seconds`` for a chunk (call from its thread)."""
+        if self._since is not None:
+            self._waited += seconds
 
     def decide(self) -> EngineChoice:
         """Apply the rule to what was measured (call from the consumer's thread)."""
@@ -112,11 +152,11 @@ class Calibration:
         since = self._since if self._since is not None else float("inf")
         with self._lock:
             reads = [r for r in self._reads if r[0] >= since]
+        span = time.perf_counter() - since
         consumer = None
-        if self._consumer is not None and self._consumer[2] == threading.get_ident():
-            wall = time.perf_counter() - self._consumer[0]
-            consumer = (time.thread_time() - self._consumer[1]) / wall if wall > 0 else None
-        if len(reads) < MIN_READS:
+        if self._consumer is not None and self._consumer[2] == threading.get_ident() and span > 0:
+            consumer = (time.thread_time() - self._consumer[1]) / span
+        if len(reads) < MIN_READS or not span > 0:
             return EngineChoice(
                 "threads",
                 f"only {len(reads)} read(s) ran while the consumer looped, too few to measure; threads kept",
@@ -127,18 +167,37 @@ class Calibration:
             )
         wall = sum(r[1] for r in reads)
         cpu = sum(r[2] for r in reads)
-        queued = None if any(r[3] is None for r in reads) else sum(r[3] or 0.0 for r in reads)
+        queued = sum(r[3] or 0.0 for r in reads) if all(r[3] is not None for r in reads) else None
         blocked = max(0.0, wall - cpu - (queued or 0.0)) / wall if wall > 0 else 0.0
-        queued_share = None if queued is None else queued / wall if wall > 0 else 0.0
+        parallel = (cpu + (queued or 0.0)) / span  # reads on (or queued for) a core at once, on average
+        waiting = self._waited / span
+        serial = waiting >= CONSUMER_WAITING and parallel <= SERIAL * min(self.workers, cores) and self.workers > 1
         figures = (
             f"worker threads slept {blocked:.0%} of their read time (GIL or I/O) over {len(reads)} reads"
-            + ("" if queued_share is None else f", waited {queued_share:.0%} for a core")
-            + ("" if consumer is None else f", the consumer was on a CPU {consumer:.0%} of the time")
+            + ("" if queued is None else f", waited {queued / wall if wall else 0:.0%} for a core")
+            + f"; {parallel:.2f} of {self.workers} reads ran at once while the consumer waited {waiting:.0%} of "
+            + "the time"
+            + ("" if consumer is None else f" and was on a CPU {consumer:.0%} of it")
         )
-        engine = "processes" if blocked >= BLOCKED_FOR_PROCESSES else "threads"
-        rule = f"{'>=' if engine == 'processes' else '<'} {BLOCKED_FOR_PROCESSES:.0%}"
+        if blocked >= BLOCKED_FOR_PROCESSES:
+            engine, rule = "processes", f"slept >= {BLOCKED_FOR_PROCESSES:.0%}"
+        elif serial:
+            engine, rule = "processes", "the reads ran one at a time: they hold the GIL"
+        else:
+            engine, rule = (
+                "threads",
+                f"slept < {BLOCKED_FOR_PROCESSES:.0%}, reads ran in parallel or were not waited for",
+            )
         return EngineChoice(
-            engine, f"{figures} ({rule}); {cores} cores", cores, len(reads), blocked, queued_share, consumer
+            engine,
+            f"{figures} ({rule}); {cores} cores",
+            cores,
+            len(reads),
+            blocked,
+            None if queued is None or not wall else queued / wall,
+            consumer,
+            parallel=parallel,
+            consumer_waiting=waiting,
         )
 
 

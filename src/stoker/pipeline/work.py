@@ -47,12 +47,12 @@ class Work:
 
     @staticmethod
     def describe(task: tuple[int, int, list[np.ndarray]] | None) -> tuple[int, str]:
-        """``(first batch, words)`` naming a task in errors: ``"batch 12 of epoch 0"``."""
+        """``(first batch, words)`` naming a task in errors: ``"batch 12 of this pass (epoch 0)"``."""
         if task is None:
             return -1, "a batch"
         epoch, first, chunk = task
         which = f"batch {first}" if len(chunk) == 1 else f"batches {first}-{first + len(chunk) - 1}"
-        return first, f"{which} of epoch {epoch}"
+        return first, f"{which} of this pass (epoch {epoch})"
 
 
 __all__ = ["Work"]
