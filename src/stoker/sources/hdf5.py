@@ -15,8 +15,20 @@ Fast paths, which keep h5py (it serializes every call behind one lock) out of th
   from a memory map and decoded here, in the worker threads, with a shared cache of decoded
   chunks (``hdf5_chunks.py``).
 
-Other datasets (lzf, szip, blosc, fletcher32, external storage) are read through h5py, a
-chunk-sized slab at a time; ``mmap=False`` sends every dataset through h5py.
+Other datasets (lzf, szip, blosc and the other ``hdf5plugin`` filters, fletcher32, external
+storage, chunked files that define no fill value) are read through h5py, a chunk-sized slab at
+a time; ``mmap=False`` sends every dataset through h5py.
+
+Column kinds (the full table is in ``hdf5_types.py``): numbers, bool, enums and complex become
+``tensor`` columns in native byte order (big-endian data is swapped once, when read), sub-array
+dtypes append their shape; a compound dataset gives one column per field, ``<dataset>.<field>``
+(nested: ``<dataset>.<field>.<subfield>``; ``.`` is the separator, padding gaps are not read);
+UTF-8 strings become ``string`` columns (lists of ``str`` in a batch), ASCII strings and opaque
+data ``binary`` ones (lists of ``bytes``); variable-length numbers become ``sequence`` columns,
+padded per batch with ``<name>_lengths``. Compound, string, variable-length and cast datasets
+are read through h5py and cut into their columns. Dtypes torch has no tensor for (long double)
+are refused at open unless ``cast=`` names a dtype for them; so is a filter whose plugin is
+not installed, naming the filter and where it comes from (``hdf5_describe.py``).
 """
 
 from __future__ import annotations
