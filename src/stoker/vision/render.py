@@ -1,20 +1,35 @@
 """One image's pixels: decode at the right scale, crop the planned box, resample, flip, write.
 
-The resample is torch's uint8 antialiased interpolation on a channels-last crop (the path
-torchvision's v2 transforms use), close in value to Pillow's resize; it runs without the GIL.
-The result is written straight into the batch buffer row, CHW or HWC.
+The resample is torch's uint8 antialiased interpolation (the kernel torchvision's v2 transforms
+use, close in value to Pillow's resize). Each image costs as few calls that release and retake
+the GIL as the libraries allow, because a worker thread that gives the GIL up waits up to
+``sys.getswitchinterval()`` (5 ms) to get it back while the training loop runs Python:
+
+- one for the decode (libjpeg-turbo through simplejpeg);
+- one for the resample, written by the kernel straight into the batch row (``out=``), with the
+  crop a numpy view handed to ``torch.from_numpy`` (neither takes a GIL round trip);
+- one more, a numpy copy, for a flipped image (torch has no negative strides: the kernel writes
+  into a per-thread scratch row that the copy mirrors into the batch row) or for a pure crop.
+
+The batch row (``out``) is CHW or HWC, a torch tensor or a numpy array.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from stoker.vision.decode import Probe, decode
 from stoker.vision.transforms import View
+
+# torch's own kernels, called with ``out=`` (the overloads its type stubs leave out); ~30 us less Python per call
+# than ``torch.ops.aten``, and the same kernels ``F.interpolate`` runs.
+_NN: Any = torch._C._nn
+_scratch = threading.local()  # per thread: the HWC rows a flipped resample is written into before its mirror copy
 
 
 def decode_floor(info: Probe, view: View, reduce: bool = True) -> tuple[int, int]:
@@ -43,22 +58,60 @@ def box_in(arr_h: int, arr_w: int, info_h: int, info_w: int, view: View) -> tupl
     return top, bottom, left, right
 
 
-def resample(crop_hwc: np.ndarray, view: View, interpolation: str, out: torch.Tensor, channels_first: bool) -> None:
+def _as_hwc(out: torch.Tensor | np.ndarray, channels_first: bool) -> np.ndarray:
+    """The batch row as an ``(h, w, 3)`` numpy view, whatever its layout and type."""
+    arr = out.numpy() if isinstance(out, torch.Tensor) else out
+    return arr.transpose(1, 2, 0) if channels_first else arr
+
+
+def _nchw(hwc: np.ndarray) -> torch.Tensor:
+    """A ``(1, 3, h, w)`` tensor over the same pixels as an ``(h, w, 3)`` array (no copy when strides allow)."""
+    if any(s < 0 for s in hwc.strides):  # an EXIF-oriented decode: torch takes no negative strides
+        hwc = hwc.copy()  # not ascontiguousarray, which keeps a negative stride on a dimension of size 1
+    return torch.from_numpy(hwc.transpose(2, 0, 1)[None])
+
+
+def _scratch_row(height: int, width: int) -> np.ndarray:
+    rows = getattr(_scratch, "rows", None)
+    if rows is None:
+        rows = _scratch.rows = {}
+    row = rows.get((height, width))
+    if row is None:
+        row = rows[(height, width)] = np.empty((height, width, 3), np.uint8)
+    return row
+
+
+def _resample_into(src: torch.Tensor, size: list[int], interpolation: str, dst: torch.Tensor) -> None:
+    """One kernel call: ``src`` (1, 3, h, w) resized to ``size`` into ``dst`` (antialiased unless nearest)."""
+    if interpolation == "bilinear":
+        _NN._upsample_bilinear2d_aa(src, size, False, None, None, out=dst)
+    elif interpolation == "bicubic":
+        _NN._upsample_bicubic2d_aa(src, size, False, None, None, out=dst)
+    elif interpolation == "nearest":
+        _NN.upsample_nearest2d(src, size, None, None, out=dst)
+    else:
+        raise ValueError(f"interpolation must be 'nearest', 'bilinear' or 'bicubic', not {interpolation!r}")
+
+
+def resample(
+    crop_hwc: np.ndarray,
+    view: View,
+    interpolation: str,
+    out: torch.Tensor | np.ndarray,
+    channels_first: bool,
+) -> None:
     """Resize a ``(h, w, 3)`` uint8 crop to the view's size, flip if asked, and write it into ``out``."""
-    src = torch.from_numpy(np.ascontiguousarray(crop_hwc)).permute(2, 0, 1).unsqueeze(0)  # channels-last NCHW
-    if src.shape[2:] != (view.height, view.width):
-        antialias = interpolation != "nearest"
-        src = F.interpolate(
-            src,
-            size=(view.height, view.width),
-            mode=interpolation,
-            antialias=antialias,
-            align_corners=None if interpolation == "nearest" else False,
-        )
-    img = src[0]
+    dst = _as_hwc(out, channels_first)
+    if crop_hwc.shape[:2] == (view.height, view.width):  # a pure crop: one copy, mirrored when flipped
+        np.copyto(dst, crop_hwc[:, ::-1] if view.flip else crop_hwc)
+        return
+    size = [view.height, view.width]
     if view.flip:
-        img = img.flip(-1)
-    out.copy_(img if channels_first else img.permute(1, 2, 0))
+        scratch = _scratch_row(view.height, view.width)
+        _resample_into(_nchw(crop_hwc), size, interpolation, _nchw(scratch))
+        np.copyto(dst, scratch[:, ::-1])
+    else:
+        _resample_into(_nchw(crop_hwc), size, interpolation, _nchw(dst))
 
 
 def render_bytes(
@@ -66,7 +119,7 @@ def render_bytes(
     info: Probe,
     view: View,
     interpolation: str,
-    out: torch.Tensor,
+    out: torch.Tensor | np.ndarray,
     channels_first: bool,
     reduce: bool = True,
 ) -> None:
@@ -77,17 +130,12 @@ def render_bytes(
     resample(arr[top:bottom, left:right], view, interpolation, out, channels_first)
 
 
-def render_array(chw: np.ndarray, view: View, interpolation: str, out: torch.Tensor, channels_first: bool) -> None:
+def render_array(
+    chw: np.ndarray, view: View, interpolation: str, out: torch.Tensor | np.ndarray, channels_first: bool
+) -> None:
     """Render the view of an already decoded ``(3, h, w)`` image (a resized store's row) into ``out``."""
     top, bottom, left, right = box_in(chw.shape[1], chw.shape[2], chw.shape[1], chw.shape[2], view)
-    crop = chw[:, top:bottom, left:right]
-    if crop.shape[1:] == (view.height, view.width):  # a pure crop: no resample
-        img = torch.from_numpy(crop)
-        if view.flip:
-            img = img.flip(-1)
-        out.copy_(img if channels_first else img.permute(1, 2, 0))
-        return
-    resample(crop.transpose(1, 2, 0), view, interpolation, out, channels_first)
+    resample(chw[:, top:bottom, left:right].transpose(1, 2, 0), view, interpolation, out, channels_first)
 
 
 __all__ = ["box_in", "decode_floor", "render_array", "render_bytes", "resample"]
