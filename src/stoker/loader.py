@@ -305,7 +305,7 @@ class Loader:
             return cached
         in_threads = engine == "threads" or workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
-        work = Work(self.source, collate, self.observers, self._begin_copy if in_threads else None)
+        work = Work(self.source, collate, self.observers, None if not in_threads else self._begin_copy, not in_threads)
         batch_bytes = self.source.batch_bytes(cfg.batch_size)
         slots = SlotPlan(
             self._slot_buffers,
@@ -364,6 +364,10 @@ class Loader:
             requested = perf_counter()
             for chunk in produced:
                 start_here = where[0]  # the copy starts in the consumer when workers are processes
+                if start_here:  # with the counts the worker's copy of the source made (skipped rows, ...)
+                    chunk, part = chunk
+                    if part is not None:
+                        self.source.merge_report(part)
                 for item in chunk:
                     if start_here:
                         with span("transfer"):
