@@ -82,6 +82,14 @@ class BatchSource:
         """What the source counted so far (skipped rows, padding, ...), or None."""
         return None
 
+    def drain_report(self) -> Any:
+        """In a worker process: what this copy counted since the last call (then forgotten here), for
+        :meth:`merge_report` in the consumer's copy; None when there is nothing to carry (default)."""
+        return None
+
+    def merge_report(self, part: Any) -> None:
+        """In the consumer: add a worker process's :meth:`drain_report` to this copy's counts."""
+
 
 def overrides(source: BatchSource, hook: str) -> bool:
     """Whether ``source`` defines ``hook`` itself rather than inheriting the default."""

@@ -25,11 +25,13 @@ class Work:
         collate: Callable[[Any], Any] | None,
         observers: Observers,
         start: Callable[[Any], Any] | None,
+        in_process: bool = False,
     ) -> None:
         self.source, self.collate, self.observers, self.start = source, collate, observers, start
+        self.in_process = in_process  # return (batches, source.drain_report()): the counts travel back
         self.epoch: int | None = None
 
-    def __call__(self, task: tuple[int, int, list[np.ndarray]]) -> list[Any]:
+    def __call__(self, task: tuple[int, int, list[np.ndarray]]) -> Any:
         epoch, _, chunk = task
         if epoch != self.epoch:
             self.source.set_epoch(epoch)
@@ -43,6 +45,8 @@ class Work:
         if self.start is not None:
             with span("transfer"):
                 batches = [self.start(b) for b in batches]
+        if self.in_process:
+            return batches, self.source.drain_report()
         return batches
 
     @staticmethod

@@ -83,6 +83,18 @@ class RowErrors:
         with self._lock:
             return [self._skipped[r] for r in sorted(self._skipped)]
 
+    def drain(self) -> list[Skipped]:
+        """The rows left out since the last call, forgotten here (a worker process's copy sends them
+        to the consumer's, see :meth:`merge`)."""
+        with self._lock:
+            rows, self._skipped = list(self._skipped.values()), {}
+        return rows
+
+    def merge(self, rows: list[Skipped]) -> None:
+        """Record rows another copy (a worker process's) left out."""
+        with self._lock:
+            self._skipped.update((s.row, s) for s in rows)
+
 
 class RowRandom:
     """The per-row generator of augmentation: row ``i`` of epoch ``e`` draws from ``(seed, e, i)``.

@@ -315,6 +315,14 @@ class ImageSource(BatchSource):
         """The rows left out so far by ``on_error="skip"``, in row order."""
         return self.errors.report()
 
+    def drain_report(self) -> list[Skipped] | None:
+        """In a worker process: the rows this copy left out since the last call."""
+        return self.errors.drain() or None
+
+    def merge_report(self, part: list[Skipped]) -> None:
+        """In the consumer: the rows a worker process left out."""
+        self.errors.merge(part)
+
     def __repr__(self) -> str:
         data = self._data
         where = data.path if isinstance(data, Store) else (data.root or f"{len(data)} files")
