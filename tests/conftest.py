@@ -7,8 +7,14 @@ import os
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 import stoker
+
+# Hypothesis times each example (deadline, 200 ms by default) and its data generation (too_slow):
+# both fail on a loaded machine, not on a bug. Tests here assert on results, never on time.
+settings.register_profile("stoker", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("stoker")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -28,7 +28,11 @@ def arrays(draw):
     return (rng.random((n, *shape)) * 100).astype(dtype)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     data=arrays(),
     batches=st.lists(st.lists(st.integers(0, 10**6), min_size=1, max_size=8), min_size=1, max_size=4),
