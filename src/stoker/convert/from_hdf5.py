@@ -43,6 +43,7 @@ from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.slabs import Slab, write_slabs
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_layout, chunked_reader
+from stoker.sources.hdf5_describe import read_error
 from stoker.sources.hdf5_types import parse_cast, values
 from stoker.sources.mapped_file import MappedFile
 
@@ -124,7 +125,10 @@ class _Slabs:
         for info in self.source.infos:
             key = info.key
             if not info.plain:  # read whole through h5py, cut into columns (fields, strings, vlen, cast)
-                raw = self.handle[key][start:stop]
+                try:
+                    raw = self.handle[key][start:stop]
+                except (OSError, RuntimeError) as exc:  # a corrupt chunk, a failed filter
+                    raise read_error(self.source.path, key, start, stop, exc) from exc
                 for field in info.fields:
                     where = f"{self.source.path}: dataset {key!r}"
                     out[self.source.names[field.name]] = values(field, raw, where, start)
@@ -139,7 +143,10 @@ class _Slabs:
                     self.decoded[key].rows, np.arange(start, stop), view
                 )  # decoded on the writer thread
                 continue
-            self.handle[key].read_direct(view, np.s_[start:stop], np.s_[0:rows])
+            try:
+                self.handle[key].read_direct(view, np.s_[start:stop], np.s_[0:rows])
+            except (OSError, RuntimeError) as exc:
+                raise read_error(self.source.path, key, start, stop, exc) from exc
             out[name] = view
         return out
 

@@ -42,13 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, InputError
 from stoker.pipeline.columns import check_rows, gather_plan
 from stoker.pipeline.padding import pad_groups
 from stoker.pipeline.source import BatchSource
 from stoker.sources._common import PerThread
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_groups, chunk_layout, chunked_reader
-from stoker.sources.hdf5_describe import KeyInfo, describe, h5py_module, parse_keys
+from stoker.sources.hdf5_describe import KeyInfo, describe, h5py_module, parse_keys, read_error
 from stoker.sources.hdf5_types import parse_cast, values
 from stoker.store.columns import Ragged
 
@@ -182,7 +182,10 @@ class HDF5(BatchSource):
         try:
             return h5py.File(self.path, "r", rdcc_nbytes=self.cache_bytes)
         except OSError as exc:
-            raise FileNotFoundError(f"cannot open {self.path} as HDF5 ({exc})") from exc
+            raise InputError(
+                f"cannot open {self.path} as HDF5 ({exc}); is it an HDF5 file, and complete (not truncated)?",
+                path=self.path,
+            ) from exc
 
     def __len__(self) -> int:
         return self._len
@@ -231,13 +234,16 @@ class HDF5(BatchSource):
         if not rows.size:
             return ds[0:0]
         lo, hi = int(rows[0]), int(rows[-1]) + 1
-        if contiguous:
-            return ds[lo:hi]
-        if slab:
-            return np.take(ds[lo:hi], rows - lo, axis=0)
-        if info.chunk_rows:  # HDF5's point selection across chunks is slower than a slab per chunk
-            return _by_chunk(ds, rows, info.chunk_rows)
-        return ds[rows]
+        try:
+            if contiguous:
+                return ds[lo:hi]
+            if slab:
+                return np.take(ds[lo:hi], rows - lo, axis=0)
+            if info.chunk_rows:  # HDF5's point selection across chunks is slower than a slab per chunk
+                return _by_chunk(ds, rows, info.chunk_rows)
+            return ds[rows]
+        except (OSError, RuntimeError) as exc:  # h5py's errors of a corrupt chunk or a failed filter
+            raise read_error(self.path, info.key, lo, hi, exc) from exc
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
         unique, where, bounds = gather_plan(chunk)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, SchemaError
+from stoker.errors import ConfigError, InputError, SchemaError
 from stoker.sources._common import check_lengths
 from stoker.sources.hdf5_types import SEP, TORCH_DTYPES, Field, fields_of
 
@@ -223,3 +223,12 @@ def _compound_prefix(f: Any, key: str) -> str | None:
                 return None
         at = key.find(SEP, at + 1)
     return None
+
+
+def read_error(path: Path, key: str, start: int, stop: int, exc: Exception) -> InputError:
+    """The error of h5py failing to read rows ``start:stop`` of dataset ``key``."""
+    return InputError(
+        f"{path}: dataset {key!r}: h5py cannot read rows {start}..{stop - 1} ({type(exc).__name__}: {exc}); the "
+        "file is corrupt or truncated, or a filter failed on its data",
+        path=path,
+    )

@@ -203,3 +203,25 @@ def test_filters_from_hdf5plugin_are_read(tmp_path):
     got = _loaded(stoker.sources.HDF5(path, "z,b"))
     assert np.asarray(got["z"]).tolist() == list(range(100)) and np.asarray(got["b"]).tolist() == list(range(100))
     assert _converted(path, tmp_path, "z,b")["z"].tolist() == list(range(100))
+
+
+@pytest.mark.parametrize("engine", ["threads", "processes"])
+def test_compound_strings_and_vlen_through_worker_threads_and_processes(tmp_path, engine):
+    path = tmp_path / "w.h5"
+    t = np.zeros(60, [("a", "<i4"), ("s", "S5")])
+    t["a"], t["s"] = np.arange(60), [b"r%d" % i for i in range(60)]
+    with h5py.File(path, "w") as f:
+        f["t"] = t
+        ds = f.create_dataset("vl", (60,), dtype=h5py.vlen_dtype(np.int32))
+        for i in range(60):
+            ds[i] = np.arange(i % 7, dtype=np.int32)
+        f.create_dataset("u", data=[f"é{i}" for i in range(60)], dtype=h5py.string_dtype())
+    loader = stoker.Loader(
+        stoker.sources.HDF5(path, "t,vl,u"), batch_size=16, shuffle=True, num_workers=2, engine=engine
+    )
+    seen = []
+    for b in loader:
+        for i, s, u, n, row in zip(b["t.a"].tolist(), b["t.s"], b["u"], b["vl_lengths"].tolist(), b["vl"].tolist()):
+            assert (s, u, n, row[:n]) == (b"r%d" % i, f"é{i}", i % 7, list(range(i % 7)))
+        seen += b["t.a"].tolist()
+    assert sorted(seen) == list(range(60))
