@@ -89,3 +89,53 @@ def test_resumed_stream_is_the_tail(small_store, batch, cut, shuffle, workers, e
         assert all(np.array_equal(x, y) for x, y in zip(tail, stream[cut:]))
     else:  # the epoch was finished: resuming starts the next one
         assert len(tail) == len(stream)
+
+
+@given(
+    n=st.integers(1, 1500),
+    before=st.integers(1, 6),
+    after=st.integers(1, 6),
+    order=orders,
+    batch=st.integers(1, 40),
+    drop_last=st.booleans(),
+    uneven=st.sampled_from(["pad", "drop"]),
+    cut=st.floats(0, 1),
+    data=st.data(),
+)
+def test_elastic_resume_sees_every_row_once(n, before, after, order, batch, drop_last, uneven, cut, data):
+    """A position saved on ``before`` ranks, resumed on ``after``: no row twice before the end of the
+    epoch, and only rows of the epoch's end left out or repeated (as uneven/drop_last say)."""
+    if uneven == "drop" and n < max(before, after):
+        return
+    seed = data.draw(st.integers(0, 1000))
+    first = [FixedBatches(Sampler(n, order, seed, 16, 3, r, before, uneven), batch, drop_last) for r in range(before)]
+    k = int(cut * len(first[0]))
+    head = [b for s in first for b in list(s.batches(2))[:k]]
+    assert all(len(b) <= batch for b in head)
+    position = first[0].position(0, k, before)
+    assert all(s.position(0, k, before) == position for s in first)  # the same on every rank
+    second = [FixedBatches(Sampler(n, order, seed, 16, 3, r, after, uneven), batch, drop_last) for r in range(after)]
+    tail = [list(s.batches_from(2, position)) for s in second]
+    assert len({len(t) for t in tail}) == 1 and len(tail[0]) == second[0].batches_left(position)
+    seen = np.concatenate([*head, *(b for t in tail for b in t), np.zeros(0, dtype=np.int64)])
+    epoch = Sampler(n, order, seed, 16, 3).global_order(2)
+    where = np.empty(n, dtype=np.int64)
+    where[epoch] = np.arange(n)  # each row's position in the epoch's order
+    counts = np.bincount(seen, minlength=n)
+    ends = (after + before) * (batch + 1)  # rows this close to the end may be dropped, or repeated after it
+    assert (where[counts == 0] >= n - ends).all()  # left out: only the end of the epoch
+    assert (where[counts > 1] < max(before, after)).all()  # repeated: only padding, from the start of the order
+    if uneven == "pad" and not drop_last:
+        assert (counts > 0).all()
+    if uneven == "drop":
+        assert (counts <= 1).all()
+
+
+@given(n=st.integers(1, 1000), world=st.integers(1, 6), order=orders, seed=st.integers(0, 100))
+def test_the_ranks_interleave_into_the_global_order(n, world, order, seed):
+    """The epoch's order does not depend on the world size: rank r holds positions r, r+W, ..."""
+    if n < world:
+        return
+    parts = [Sampler(n, order, seed, 16, 3, r, world, "drop").indices(1) for r in range(world)]
+    woven = np.stack([p[: min(map(len, parts))] for p in parts], axis=1).reshape(-1)
+    np.testing.assert_array_equal(woven, Sampler(n, order, seed, 16, 3).global_order(1)[: len(woven)])
