@@ -31,8 +31,9 @@ class Attempt:
     file: str
     key: str
     path: str  # "source" or "convert"
-    outcome: str  # "equal", "refused", "wrong"
+    outcome: str  # "equal", "refused", "empty", "wrong"
     detail: str = ""
+    h5py_reads: bool = True  # h5py itself reads the dataset (one row at least)
 
 
 def h5files(root: Path) -> list[Path]:
@@ -139,19 +140,22 @@ def via_convert(path: Path, key: str, tmp: Path) -> dict[str, list[Any]]:
 def attempt(path: Path, key: str, which: str, tmp: Path) -> Attempt:
     name = path.name
     want = expected(path, key)
+    readable = want is not None and any(len(rows) for rows in want.values())
     try:
         got = via_source(path, key) if which == "source" else via_convert(path, key, tmp)
     except EmptyDatasetError as exc:
         empty = want is not None and all(not rows for rows in want.values())
-        return Attempt(name, key, which, "empty" if empty else "wrong", f"{type(exc).__name__}: {exc}")
+        return Attempt(
+            name, key, which, "empty" if empty else "wrong", f"{type(exc).__name__}: {exc}", h5py_reads=readable
+        )
     except StokerError as exc:
-        return Attempt(name, key, which, "refused", f"{type(exc).__name__}: {exc}")
+        return Attempt(name, key, which, "refused", f"{type(exc).__name__}: {exc}", h5py_reads=readable)
     except Exception as exc:  # noqa: BLE001 - anything else is a failure of stoker, recorded as such
-        return Attempt(name, key, which, "wrong", f"raw {type(exc).__name__}: {exc}")
+        return Attempt(name, key, which, "wrong", f"raw {type(exc).__name__}: {exc}", h5py_reads=readable)
     if want is None:
-        return Attempt(name, key, which, "wrong", "loaded, but h5py cannot read it")
+        return Attempt(name, key, which, "wrong", "loaded, but h5py cannot read it", h5py_reads=readable)
     diff = _compare(want, got)
-    return Attempt(name, key, which, "wrong" if diff else "equal", diff)
+    return Attempt(name, key, which, "wrong" if diff else "equal", diff, h5py_reads=readable)
 
 
 def sweep(root: Path) -> list[Attempt]:
@@ -170,6 +174,12 @@ def tally(attempts: list[Attempt]) -> str:
     lines = [
         f"{len(keys)} datasets, {len(attempts)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(count.items()))
     ]
+    readable = [a for a in attempts if a.h5py_reads]
+    count = Counter(a.outcome for a in readable)
+    lines.append(
+        f"of which h5py reads {len({(a.file, a.key) for a in readable})} datasets (one row or more), "
+        f"{len(readable)} attempts: " + ", ".join(f"{k} {v}" for k, v in sorted(count.items()))
+    )
     for a in attempts:
         if a.outcome != "equal":
             lines.append(f"  {a.outcome:8} {a.path:8} {a.file}:{a.key}: {a.detail[:300]}")

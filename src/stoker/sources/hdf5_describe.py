@@ -155,8 +155,8 @@ def describe(
 ) -> tuple[tuple[KeyInfo, ...], int, dict[str, str]]:
     """Check ``keys`` in the open file ``f`` and describe them.
 
-    Returns (datasets with the fields selected, rows, ``{selecting key: column}`` pairs' first
-    key per column: ``{column name: key that selected it}``). Every ``cast`` entry must name a
+    Returns the datasets read (each with the fields selected), the common number of rows, and
+    ``{column name: the key that selected it}`` (for renaming). Every ``cast`` entry must name a
     selected column.
     """
     h5py = h5py_module()
