@@ -3,8 +3,9 @@
 ``ArrayColumns`` is what a torch ``TensorDataset`` becomes inside the Loader (and what
 ``stoker.sources.Arrays`` builds on): instead of one ``__getitem__`` per sample in worker
 processes and a collate, a chunk of batches is one ``np.take`` per column into the loader's
-recycled buffers (pinned on CUDA), cut into views. Rows inside a batch come in storage order,
-as from a store.
+recycled buffers (pinned on CUDA), cut into views; a large chunk's rows are copied in ranges
+by several of the loader's threads (``pipeline/parts.py``). Rows inside a batch come in storage
+order, as from a store.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from stoker.pipeline.parts import run_parts
 from stoker.pipeline.source import BatchSource
 
 
@@ -76,14 +78,20 @@ class ArrayColumns(BatchSource):
         unique, where, bounds = gather_plan(chunk)
         check_rows(unique, self._len, repr(self))
         rows = unique[where]
+        shapes = {k: (len(rows), *v.shape[1:]) for k, v in self.columns.items()}
         if self._pool is None:
-            taken = {k: np.take(v, rows, axis=0) for k, v in self.columns.items()}
+            taken = {k: np.empty(shapes[k], v.dtype) for k, v in self.columns.items()}
         else:
-            # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
-            taken = {
-                k: np.take(v, rows, axis=0, mode="clip", out=self._pool.get(k, (len(rows), *v.shape[1:]), v.dtype))
-                for k, v in self.columns.items()
-            }
+            taken = {k: self._pool.get(k, shapes[k], v.dtype) for k, v in self.columns.items()}
+
+        def copy(start: int, stop: int) -> None:
+            part = rows[start:stop]
+            for k, v in self.columns.items():
+                # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
+                np.take(v, part, axis=0, mode="clip", out=taken[k][start:stop])
+
+        row_bytes = sum(v.itemsize * int(np.prod(v.shape[1:])) for v in self.columns.values())
+        run_parts(len(rows), row_bytes, copy)  # a large chunk's rows are shared among the loader's threads
         batches = [{k: v[bounds[b] : bounds[b + 1]] for k, v in taken.items()} for b in range(len(chunk))]
         if self.positional:
             return [tuple(b.values()) for b in batches]

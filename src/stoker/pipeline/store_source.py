@@ -10,6 +10,7 @@ from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.pipeline.names import column_names
 from stoker.pipeline.padding import pad_groups
+from stoker.pipeline.parts import run_parts
 from stoker.pipeline.source import Batch, BatchSource
 from stoker.pipeline.threads import default_workers
 from stoker.store.columns import Ragged
@@ -91,7 +92,7 @@ class StoreSource(BatchSource):
             col = self.store.schema[name]
             if col.kind == "tensor":
                 out[name] = self.pool.get(name, (len(idx), *col.row_shape), col.numpy_dtype)
-        raw = self.store.gather(idx, self.columns, out)
+        raw = self.store.gather(idx, self.columns, out, parts=run_parts)  # large copies shared among threads
         bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
         np.cumsum([len(c) for c in chunk], out=bounds[1:])
         batches: list[Batch] = [{} for _ in chunk]

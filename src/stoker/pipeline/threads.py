@@ -5,6 +5,9 @@ torch copies) releases the GIL, so threads run it in parallel without the cost o
 batches between processes. Threads start when iteration starts and are joined when it
 ends, however it ends (exhausted, ``break``, an exception, Ctrl-C, the iterator dropped);
 only a thread stuck past ``timeout`` is left behind, as a daemon.
+
+The threads of one pool also share the row copies of large batches (:mod:`stoker.pipeline.parts`):
+a thread looks at the ranges other threads offer before it takes its next queued task.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from stoker.errors import WorkerError
+from stoker.pipeline.parts import Helpers, serving
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -72,6 +76,10 @@ def tag_error(exc: BaseException, stage: str, batch: int) -> None:
         exc.add_note(f"stoker: raised in stage {stage!r} while producing batch {batch} of this epoch")
 
 
+_Task = tuple[cf.Future[Any], Callable[[Any], Any], Any]
+_WAKE = object()  # queued to wake a thread for ranges offered through the pool's Helpers
+
+
 class _Threads:
     """Daemon worker threads taking ``(future, fn, item)`` off one queue.
 
@@ -81,9 +89,11 @@ class _Threads:
     """
 
     def __init__(self, workers: int, name: str) -> None:
-        self._tasks: queue.SimpleQueue[tuple[cf.Future[Any], Callable[[Any], Any], Any] | None] = queue.SimpleQueue()
+        tasks: queue.SimpleQueue[_Task | object | None] = queue.SimpleQueue()
+        self._tasks = tasks
+        helpers = Helpers(workers, lambda: tasks.put(_WAKE))
         self.threads = [
-            threading.Thread(target=_serve, args=(self._tasks,), name=f"{name}_{i}", daemon=True)
+            threading.Thread(target=_serve, args=(self._tasks, helpers), name=f"{name}_{i}", daemon=True)
             for i in range(workers)
         ]
         for t in self.threads:
@@ -105,20 +115,27 @@ class _Threads:
         return [t for t in self.threads if t.is_alive()]
 
 
-def _serve(tasks: queue.SimpleQueue[tuple[cf.Future[Any], Callable[[Any], Any], Any] | None]) -> None:
+def _serve(tasks: queue.SimpleQueue[_Task | object | None], helpers: Helpers) -> None:
     one_torch_thread_here()
-    while True:
-        task = tasks.get()
-        if task is None:
-            return
-        fut, fn, item = task
-        del task
-        if fut.set_running_or_notify_cancel():
-            try:
-                fut.set_result(fn(item))
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer through the future
-                fut.set_exception(exc)
-        del fut, fn, item
+    with serving(helpers):
+        while True:
+            task = tasks.get()
+            if task is None:
+                return
+            helpers.help()  # ranges of a copy already running come before a new task
+            if task is not _WAKE:
+                _run(cast(_Task, task))
+            del task
+
+
+def _run(task: _Task) -> None:
+    fut, fn, item = task
+    del task
+    if fut.set_running_or_notify_cancel():
+        try:
+            fut.set_result(fn(item))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer through the future
+            fut.set_exception(exc)
 
 
 def ordered_map(

@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 from stoker.errors import ShardError, StoreNotFoundError
-from stoker.store.columns import Ragged
 from stoker.store.format import Column, Manifest
+from stoker.store.gather import PartRunner, Plan, gather_columns
 from stoker.store.location import is_remote, local_path
 from stoker.store.remote import open_remote
 from stoker.store.replace import recover
@@ -41,7 +41,6 @@ from stoker.store.shards import (
     DEFAULT_MAX_MAPPED_SHARDS,
     MAX_MAPPED_ENV,
     MIN_MAX_MAPPED_SHARDS,
-    ColumnView,
     ShardCache,
     check_shard_file,
     mapped_shards_cap,
@@ -270,11 +269,15 @@ class Store:
         indices: np.ndarray,
         columns: Sequence[str] | None = None,
         out: Mapping[str, np.ndarray] | None = None,
+        parts: PartRunner | None = None,
     ) -> dict[str, Any]:
         """Read rows ``indices`` (in that order) of ``columns`` (default: all).
 
         ``out`` may hold preallocated arrays for tensor columns, shaped ``(len(indices), *shape)``;
-        they are filled and returned. Sorted indices take the fastest path.
+        they are filled and returned. Sorted indices take the fastest path. ``parts`` runs the
+        copy of the tensor columns in row ranges, each into its own slice of the output: it is
+        called as ``parts(rows, row_bytes, copy)`` and calls ``copy(start, stop)`` over ranges that
+        cover every row (from any threads; see ``store/gather.py``) before it returns.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= self._len):
@@ -286,107 +289,10 @@ class Store:
         for name in names:
             if name not in self.schema:
                 raise KeyError(f"no column {name!r}; the store has {list(self.schema)}")
-        plan = _Plan(idx, self._starts)
+        plan = Plan(idx, self._starts)
         # only the shards this batch touches, held until the gather returns (eviction cannot unmap them)
         shards = {s: self._cache.get(s) for s, _ in plan.runs}
-        result: dict[str, Any] = {}
-        for name in names:
-            col = self.schema[name]
-            views = {s: shard.columns[name] for s, shard in shards.items()}
-            if col.kind == "tensor":
-                target = None if out is None else out.get(name)
-                result[name] = _gather_tensor(col, views, plan, target)
-            elif col.kind == "sequence":
-                result[name] = _gather_ragged(col, views, plan)
-            else:
-                result[name] = _gather_blobs(views, plan, col.kind == "string")
-        return result
-
-
-class _Plan:
-    """Where each requested row lives: (shard, local row), grouped into runs of one shard."""
-
-    def __init__(self, idx: np.ndarray, starts: np.ndarray) -> None:
-        self.n = len(idx)
-        shard = np.searchsorted(starts, idx, side="right") - 1
-        self.local = idx - starts[shard]
-        self.sorted = bool(self.n < 2 or np.all(shard[1:] >= shard[:-1]))
-        if self.sorted:
-            # contiguous runs: (shard, start, stop) positions in the output
-            if self.n == 0:
-                self.runs: list[tuple[int, np.ndarray | slice]] = []
-            else:
-                cuts = np.flatnonzero(shard[1:] != shard[:-1]) + 1
-                bounds = np.concatenate([[0], cuts, [self.n]])
-                self.runs = [(int(shard[a]), slice(int(a), int(b))) for a, b in zip(bounds[:-1], bounds[1:])]
-        else:
-            self.runs = [(int(s), np.flatnonzero(shard == s)) for s in np.unique(shard)]
-
-
-def _gather_tensor(col: Column, views: Mapping[int, ColumnView], plan: _Plan, out: np.ndarray | None) -> np.ndarray:
-    shape = (plan.n, *col.row_shape)
-    if out is None:
-        out = np.empty(shape, dtype=col.numpy_dtype)
-    elif out.shape != shape or out.dtype != col.numpy_dtype:
-        raise ValueError(
-            f"out buffer for a {col.dtype}{list(col.row_shape)} column has shape {out.shape} "
-            f"and dtype {out.dtype}, expected {shape}"
-        )
-    for shard, pos in plan.runs:
-        src = views[shard].data
-        if isinstance(pos, slice):
-            np.take(src, plan.local[pos], axis=0, out=out[pos], mode="clip")
-        else:
-            out[pos] = np.take(src, plan.local[pos], axis=0)
-    return out
-
-
-def _gather_ragged(col: Column, views: Mapping[int, ColumnView], plan: _Plan) -> Ragged:
-    lengths = np.empty(plan.n, dtype=np.int64)
-    starts = np.empty(plan.n, dtype=np.int64)
-    for shard, pos in plan.runs:
-        off = views[shard].row_offsets()
-        local = plan.local[pos]
-        starts[pos] = off[local]
-        lengths[pos] = off[local + 1] - starts[pos]
-    offsets = np.zeros(plan.n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    values = np.empty(int(offsets[-1]), dtype=col.numpy_dtype)
-    for shard, pos in plan.runs:
-        if isinstance(pos, slice):  # rows in a run: their values land in one contiguous range
-            a, b = int(offsets[pos.start]), int(offsets[pos.stop])
-            if a < b:
-                src = np.repeat(starts[pos] - offsets[pos.start : pos.stop], lengths[pos]) + np.arange(a, b)
-                np.take(views[shard].data, src, out=values[a:b])
-            continue
-        rows = np.arange(plan.n)[pos]
-        run_len = lengths[rows]
-        if not run_len.sum():
-            continue
-        # flat source index of every value of these rows, without a Python loop
-        dest = np.repeat(offsets[rows], run_len) + _ramp(run_len)
-        src = np.repeat(starts[rows], run_len) + _ramp(run_len)
-        values[dest] = views[shard].data[src]
-    return Ragged(values, offsets)
-
-
-def _ramp(lengths: np.ndarray) -> np.ndarray:
-    """[0..l0-1, 0..l1-1, ...] for lengths [l0, l1, ...]."""
-    total = int(lengths.sum())
-    ends = np.cumsum(lengths)
-    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
-
-
-def _gather_blobs(views: Mapping[int, ColumnView], plan: _Plan, as_text: bool) -> list[Any]:
-    result: list[Any] = [None] * plan.n
-    for shard, pos in plan.runs:
-        view = views[shard]
-        off = view.row_offsets()
-        for i in np.arange(plan.n)[pos]:
-            j = plan.local[i]
-            raw = view.data[off[j] : off[j + 1]].tobytes()
-            result[i] = raw.decode("utf-8") if as_text else raw
-    return result
+        return gather_columns(self.schema, names, shards, plan, out, parts)
 
 
 def _reopen_view(path: str, rows: np.ndarray) -> Store:

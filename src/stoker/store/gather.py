@@ -1,0 +1,179 @@
+"""Batch gathers: where each requested row lives, and its columns copied out of the shards.
+
+:class:`Plan` maps requested rows to (shard, local row) and groups them into runs of one
+shard; :func:`gather_columns` copies every asked column along it. Fixed-width (tensor)
+columns are copied with one ``np.take`` per shard run straight into the output buffer;
+sequence columns become a :class:`Ragged`, binary and string columns lists.
+
+The tensor copy of a batch can be cut into row ranges: ``gather_columns(..., parts=run)``
+hands ``run(rows, row_bytes, copy)`` a ``copy(start, stop)`` that fills output rows
+``start..stop-1`` of every tensor column, each range reading only its own rows and writing only
+its own slice of the output. The caller decides which threads run which ranges (the store
+starts no threads: see :mod:`stoker.pipeline.parts`); ``run`` returns once every row is copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from stoker.store.columns import Ragged
+from stoker.store.format import Column
+from stoker.store.shards import ColumnView
+
+# run(rows, row_bytes, copy): calls copy(start, stop) over ranges covering 0..rows-1, then returns
+PartRunner = Callable[[int, int, Callable[[int, int], None]], None]
+
+
+class Plan:
+    """Where each requested row lives: (shard, local row), grouped into runs of one shard."""
+
+    def __init__(self, idx: np.ndarray, starts: np.ndarray) -> None:
+        shard = np.searchsorted(starts, idx, side="right") - 1
+        self._set(shard, idx - starts[shard])
+
+    @classmethod
+    def _of(cls, shard: np.ndarray, local: np.ndarray) -> Plan:
+        plan = cls.__new__(cls)
+        plan._set(shard, local)
+        return plan
+
+    def _set(self, shard: np.ndarray, local: np.ndarray) -> None:
+        self.n = len(local)
+        self.shard = shard
+        self.local = local
+        self.sorted = bool(self.n < 2 or np.all(shard[1:] >= shard[:-1]))
+        if self.sorted:
+            # contiguous runs: (shard, start, stop) positions in the output
+            if self.n == 0:
+                self.runs: list[tuple[int, np.ndarray | slice]] = []
+            else:
+                cuts = np.flatnonzero(shard[1:] != shard[:-1]) + 1
+                bounds = np.concatenate([[0], cuts, [self.n]])
+                self.runs = [(int(shard[a]), slice(int(a), int(b))) for a, b in zip(bounds[:-1], bounds[1:])]
+        else:
+            self.runs = [(int(s), np.flatnonzero(shard == s)) for s in np.unique(shard)]
+
+    def part(self, start: int, stop: int) -> Plan:
+        """The plan of requested rows ``start..stop-1`` alone (positions relative to ``start``)."""
+        if start == 0 and stop == self.n:
+            return self
+        return Plan._of(self.shard[start:stop], self.local[start:stop])
+
+
+def gather_columns(
+    schema: Mapping[str, Column],
+    names: Sequence[str],
+    shards: Mapping[int, Any],
+    plan: Plan,
+    out: Mapping[str, np.ndarray] | None = None,
+    parts: PartRunner | None = None,
+) -> dict[str, Any]:
+    """Columns ``names`` of the rows of ``plan`` from ``shards`` (shard number -> opened shard).
+
+    ``out`` may hold preallocated arrays for tensor columns, shaped ``(plan.n, *row_shape)``;
+    they are filled and returned. ``parts`` runs the tensor copy in row ranges (module docstring).
+    """
+    tensors = [name for name in names if schema[name].kind == "tensor"]
+    targets = {name: _target(schema[name], plan.n, None if out is None else out.get(name)) for name in tensors}
+    views = {name: {s: shard.columns[name] for s, shard in shards.items()} for name in names}
+
+    def copy(start: int, stop: int) -> None:
+        sub = plan.part(start, stop)
+        for name in tensors:
+            gather_tensor(views[name], sub, targets[name][start:stop])
+
+    if tensors and plan.n:
+        if parts is None:
+            copy(0, plan.n)
+        else:
+            row_bytes = sum(t.itemsize * int(np.prod(t.shape[1:])) for t in targets.values())
+            parts(plan.n, row_bytes, copy)
+    result: dict[str, Any] = {}
+    for name in names:
+        col = schema[name]
+        if col.kind == "tensor":
+            result[name] = targets[name]
+        elif col.kind == "sequence":
+            result[name] = gather_ragged(col, views[name], plan)
+        else:
+            result[name] = gather_blobs(views[name], plan, col.kind == "string")
+    return result
+
+
+def _target(col: Column, n: int, out: np.ndarray | None) -> np.ndarray:
+    shape = (n, *col.row_shape)
+    if out is None:
+        return np.empty(shape, dtype=col.numpy_dtype)
+    if out.shape != shape or out.dtype != col.numpy_dtype:
+        raise ValueError(
+            f"out buffer for a {col.dtype}{list(col.row_shape)} column has shape {out.shape} "
+            f"and dtype {out.dtype}, expected {shape}"
+        )
+    return out
+
+
+def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) -> None:
+    """Rows of ``plan`` of one fixed-width column into ``out`` (``plan.n`` rows)."""
+    for shard, pos in plan.runs:
+        src = views[shard].data
+        if isinstance(pos, slice):
+            # rows are in range (checked by the Store), so mode="clip" changes nothing; "raise" would buffer
+            np.take(src, plan.local[pos], axis=0, out=out[pos], mode="clip")
+        else:
+            out[pos] = np.take(src, plan.local[pos], axis=0)
+
+
+def gather_ragged(col: Column, views: Mapping[int, ColumnView], plan: Plan) -> Ragged:
+    """Rows of ``plan`` of one sequence column as a :class:`Ragged`."""
+    lengths = np.empty(plan.n, dtype=np.int64)
+    starts = np.empty(plan.n, dtype=np.int64)
+    for shard, pos in plan.runs:
+        off = views[shard].row_offsets()
+        local = plan.local[pos]
+        starts[pos] = off[local]
+        lengths[pos] = off[local + 1] - starts[pos]
+    offsets = np.zeros(plan.n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.empty(int(offsets[-1]), dtype=col.numpy_dtype)
+    for shard, pos in plan.runs:
+        if isinstance(pos, slice):  # rows in a run: their values land in one contiguous range
+            a, b = int(offsets[pos.start]), int(offsets[pos.stop])
+            if a < b:
+                src = np.repeat(starts[pos] - offsets[pos.start : pos.stop], lengths[pos]) + np.arange(a, b)
+                np.take(views[shard].data, src, out=values[a:b])
+            continue
+        rows = np.arange(plan.n)[pos]
+        run_len = lengths[rows]
+        if not run_len.sum():
+            continue
+        # flat source index of every value of these rows, without a Python loop
+        dest = np.repeat(offsets[rows], run_len) + ramp(run_len)
+        src = np.repeat(starts[rows], run_len) + ramp(run_len)
+        values[dest] = views[shard].data[src]
+    return Ragged(values, offsets)
+
+
+def ramp(lengths: np.ndarray) -> np.ndarray:
+    """[0..l0-1, 0..l1-1, ...] for lengths [l0, l1, ...]."""
+    total = int(lengths.sum())
+    ends = np.cumsum(lengths)
+    return np.arange(total, dtype=np.int64) - np.repeat(ends - lengths, lengths)
+
+
+def gather_blobs(views: Mapping[int, ColumnView], plan: Plan, as_text: bool) -> list[Any]:
+    """Rows of ``plan`` of one binary (bytes) or string (str) column as a list."""
+    result: list[Any] = [None] * plan.n
+    for shard, pos in plan.runs:
+        view = views[shard]
+        off = view.row_offsets()
+        for i in np.arange(plan.n)[pos]:
+            j = plan.local[i]
+            raw = view.data[off[j] : off[j + 1]].tobytes()
+            result[i] = raw.decode("utf-8") if as_text else raw
+    return result
+
+
+__all__ = ["Plan", "PartRunner", "gather_blobs", "gather_columns", "gather_ragged", "gather_tensor", "ramp"]
