@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from stoker.errors import ConfigError
 from stoker.vision.decode import Probe, decode
 from stoker.vision.transforms import View
 
@@ -58,39 +59,39 @@ def box_in(arr_h: int, arr_w: int, info_h: int, info_w: int, view: View) -> tupl
     return top, bottom, left, right
 
 
-def _as_hwc(out: torch.Tensor | np.ndarray, channels_first: bool) -> np.ndarray:
-    """The batch row as an ``(h, w, 3)`` numpy view, whatever its layout and type."""
-    arr = out.numpy() if isinstance(out, torch.Tensor) else out
-    return arr.transpose(1, 2, 0) if channels_first else arr
-
-
-def _nchw(hwc: np.ndarray) -> torch.Tensor:
-    """A ``(1, 3, h, w)`` tensor over the same pixels as an ``(h, w, 3)`` array (no copy when strides allow)."""
-    if any(s < 0 for s in hwc.strides):  # an EXIF-oriented decode: torch takes no negative strides
-        hwc = hwc.copy()  # not ascontiguousarray, which keeps a negative stride on a dimension of size 1
-    return torch.from_numpy(hwc.transpose(2, 0, 1)[None])
-
-
-def _scratch_row(height: int, width: int) -> np.ndarray:
+def _scratch_row(height: int, width: int) -> tuple[torch.Tensor, np.ndarray]:
+    """This thread's channels-last ``(1, 3, h, w)`` kernel output and the ``(h, w, 3)`` array over it."""
     rows = getattr(_scratch, "rows", None)
     if rows is None:
         rows = _scratch.rows = {}
     row = rows.get((height, width))
     if row is None:
-        row = rows[(height, width)] = np.empty((height, width, 3), np.uint8)
+        hwc = np.empty((height, width, 3), np.uint8)
+        row = rows[(height, width)] = (torch.from_numpy(hwc.transpose(2, 0, 1)[None]), hwc)
     return row
 
 
-def _resample_into(src: torch.Tensor, size: list[int], interpolation: str, dst: torch.Tensor) -> None:
-    """One kernel call: ``src`` (1, 3, h, w) resized to ``size`` into ``dst`` (antialiased unless nearest)."""
+def _kernel(interpolation: str) -> Any:
+    """torch's resize kernel of ``interpolation``: antialiased for bilinear and bicubic, as torchvision's."""
     if interpolation == "bilinear":
-        _NN._upsample_bilinear2d_aa(src, size, False, None, None, out=dst)
-    elif interpolation == "bicubic":
-        _NN._upsample_bicubic2d_aa(src, size, False, None, None, out=dst)
-    elif interpolation == "nearest":
-        _NN.upsample_nearest2d(src, size, None, None, out=dst)
+        return _NN._upsample_bilinear2d_aa
+    if interpolation == "bicubic":
+        return _NN._upsample_bicubic2d_aa
+    raise ConfigError(
+        f"interpolation must be 'nearest', 'bilinear' or 'bicubic', not {interpolation!r}", option="interpolation"
+    )
+
+
+def _copy_into(dst: np.ndarray, hwc: np.ndarray, flip: bool, channels_first: bool) -> None:
+    """One numpy copy of an ``(h, w, 3)`` image into the row ``dst``, mirrored when ``flip``."""
+    if channels_first:
+        np.copyto(dst, (hwc[:, ::-1] if flip else hwc).transpose(2, 0, 1))
+    elif not flip:
+        np.copyto(dst, hwc)
+    elif dst.strides[1:] == (3, 1) and hwc.strides[2] == 1:  # pixels as 3-byte items: a mirror copy ~2.5x faster
+        np.copyto(dst.view("V3")[:, :, 0], hwc.view("V3")[:, ::-1, 0])
     else:
-        raise ValueError(f"interpolation must be 'nearest', 'bilinear' or 'bicubic', not {interpolation!r}")
+        np.copyto(dst, hwc[:, ::-1])
 
 
 def resample(
@@ -100,18 +101,28 @@ def resample(
     out: torch.Tensor | np.ndarray,
     channels_first: bool,
 ) -> None:
-    """Resize a ``(h, w, 3)`` uint8 crop to the view's size, flip if asked, and write it into ``out``."""
-    dst = _as_hwc(out, channels_first)
-    if crop_hwc.shape[:2] == (view.height, view.width):  # a pure crop: one copy, mirrored when flipped
-        np.copyto(dst, crop_hwc[:, ::-1] if view.flip else crop_hwc)
+    """Resize a ``(h, w, 3)`` uint8 crop to the view's size, flip if asked, and write it into ``out``.
+
+    ``out`` is the batch row, ``(3, h, w)`` when ``channels_first`` else ``(h, w, 3)``. The kernel writes
+    channels-last (its fast layout): straight into an unflipped HWC row, else into this thread's scratch
+    row, which one numpy copy mirrors and transposes into ``out``.
+    """
+    dst = out.numpy() if isinstance(out, torch.Tensor) else out
+    height, width = view.height, view.width
+    if crop_hwc.shape[0] == height and crop_hwc.shape[1] == width:  # a pure crop: no resample
+        _copy_into(dst, crop_hwc, view.flip, channels_first)
         return
-    size = [view.height, view.width]
-    if view.flip:
-        scratch = _scratch_row(view.height, view.width)
-        _resample_into(_nchw(crop_hwc), size, interpolation, _nchw(scratch))
-        np.copyto(dst, scratch[:, ::-1])
+    if crop_hwc.strides[0] < 0 or crop_hwc.strides[1] < 0:  # an EXIF-oriented decode: torch takes no negative strides
+        crop_hwc = crop_hwc.copy()  # not ascontiguousarray, which keeps a negative stride on a dimension of size 1
+    src = torch.from_numpy(crop_hwc.transpose(2, 0, 1)[None])
+    direct = not channels_first and not view.flip
+    target, scratch = (torch.from_numpy(dst.transpose(2, 0, 1)[None]), dst) if direct else _scratch_row(height, width)
+    if interpolation == "nearest":
+        _NN.upsample_nearest2d(src, [height, width], None, None, out=target)
     else:
-        _resample_into(_nchw(crop_hwc), size, interpolation, _nchw(dst))
+        _kernel(interpolation)(src, [height, width], False, None, None, out=target)
+    if not direct:
+        _copy_into(dst, scratch, view.flip, channels_first)
 
 
 def render_bytes(

@@ -172,3 +172,11 @@ def test_threads_rendering_flipped_views_at_once_do_not_share_a_scratch_row():
     for t in threads:
         t.join()
     assert bad == []
+
+
+def test_an_unknown_interpolation_is_a_config_error():
+    from stoker.errors import ConfigError
+
+    out = np.zeros((3, 8, 8), np.uint8)
+    with pytest.raises(ConfigError, match="interpolation"):
+        resample(photo(20, 20), View(0.0, 0.0, 20.0, 20.0, 8, 8, False), "area", out, True)
