@@ -50,11 +50,17 @@ class EpochOrder:
             return positions.copy()
         if self._perm is not None:
             return self._perm[positions].astype(np.int64)
+        starts = self._window_starts
+        if self._cached is not None and len(positions):  # the usual case: every position in the window in hand
+            w, rows = self._cached
+            lo, hi = positions.min(), positions.max()
+            if starts[w] <= lo and hi < starts[w + 1]:
+                return rows[positions - starts[w]]
         out = np.empty(len(positions), dtype=np.int64)
-        windows = np.searchsorted(self._window_starts, positions, side="right") - 1
+        windows = np.searchsorted(starts, positions, side="right") - 1
         for w in np.unique(windows):
             mask = windows == w
-            out[mask] = self._window_rows(int(w))[positions[mask] - self._window_starts[w]]
+            out[mask] = self._window_rows(int(w))[positions[mask] - starts[w]]
         return out
 
     def rows(self, begin: int, end: int) -> np.ndarray:

@@ -111,10 +111,12 @@ class Sampler:
 
     def _take(self, order: EpochOrder, offset: int, first: int, count: int) -> np.ndarray:
         """This rank's rows number ``first..first+count-1`` of the rest from ``offset``."""
-        positions = offset + self.rank + self.world_size * np.arange(first, first + count, dtype=np.int64)
-        beyond = positions >= self.num_rows  # padding: rows again from the start of the order
-        if beyond.any():
-            positions[beyond] = (positions[beyond] - self.num_rows) % self.num_rows
+        world, n = self.world_size, self.num_rows
+        begin = offset + self.rank + world * first
+        positions = np.arange(begin, begin + world * count, world, dtype=np.int64)
+        if count and positions[-1] >= n:  # padding: rows again from the start of the order
+            beyond = positions >= n
+            positions[beyond] = (positions[beyond] - n) % n
         return order.take(positions)
 
     def indices(self, epoch: int, offset: int = 0) -> np.ndarray:
