@@ -79,14 +79,22 @@ class StoreSource(BatchSource):
 
     def auto_workers(self, batch_size: int) -> int:
         """A batch under ``INLINE_BYTES`` is read in the calling thread (the gather costs
-        microseconds; a hand-off to a worker costs more); larger ones get one thread per core."""
+        microseconds; a hand-off to a worker costs more); larger ones get one thread per core.
+        A remote store's reads run in threads whatever the size: chunks in flight fetch their shards."""
+        if self.store.remote is not None:
+            return max(2, default_workers())
         return 0 if self.batch_bytes(batch_size) < INLINE_BYTES else default_workers()
+
+    def report(self) -> Any:
+        """A remote store's fetch counts (shards, bytes, cache hits, retries); None for a local store."""
+        return self.store.remote_stats()
 
     def read(self, chunk: list[np.ndarray]) -> list[Batch]:
         # Tensor columns are gathered straight into recycled buffers (pinned ones on CUDA), one
         # per chunk: each batch is a view of it, and the buffer is free again once no batch of
         # the chunk is referenced any more.
         idx = np.sort(chunk[0]) if len(chunk) == 1 else np.concatenate([np.sort(c) for c in chunk])
+        self.store.prefetch(idx)  # a remote store starts fetching all of the chunk's shards at once
         out = {}
         for name in self.columns:
             col = self.store.schema[name]
