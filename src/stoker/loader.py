@@ -351,7 +351,7 @@ class Loader:
         workers = self.num_workers
         per_chunk = chunk_size(self.source.batch_bytes(self.config.batch_size))
         chunks = chunked(sampler.batches_from(epoch, self._begin), per_chunk)
-        tasks = ((epoch, self._done + k * per_chunk, chunk) for k, chunk in enumerate(chunks))
+        tasks = ((epoch, k * per_chunk, chunk) for k, chunk in enumerate(chunks))
         if self.engine == "auto":
             produced, where = self._auto(tasks, workers, per_chunk)
         else:
