@@ -62,8 +62,16 @@ def _watch_parent(parent: int, token: str, writing: threading.Lock) -> None:
 
 
 def _worker(
-    fn: Callable[[Any], Any], writer: SlotWriter, token: str, parent: int, tasks: Any, results: Any, current: Any
+    fn: Callable[[Any], Any],
+    writer: SlotWriter,
+    token: str,
+    parent: int,
+    queues: tuple[Any, Any],
+    current: Any,
+    doing: Any,
+    me: int,
 ) -> None:
+    tasks, results = queues
     writing = threading.Lock()
     _watch_parent(parent, token, writing)
     while True:
@@ -76,6 +84,7 @@ def _worker(
             results.put((gen, n, "skipped", None))
             continue
         overflow = None
+        doing[2 * me], doing[2 * me + 1] = gen, n  # what this worker is on, should it die
         try:
             writer.begin(slot)
             leaves, spec = flatten(fn(payload))
@@ -124,6 +133,7 @@ class ProcessPool:
         self._tasks: list[Any] = []
         self._results: Any = None
         self._current: Any = None
+        self._doing: Any = None
         self._ring: SlotRing | None = None
         self._told: list[int] = []  # per worker: retired slots it was told of
         self._lent: dict[tuple[int, int], Slot | None] = {}  # (generation, task) -> its slot
@@ -137,6 +147,7 @@ class ProcessPool:
         self._tasks = [ctx.Queue() for _ in range(self.workers)]
         self._results = ctx.Queue()
         self._current = ctx.Value("q", 0, lock=False)
+        self._doing = ctx.Array("q", [-1] * (2 * self.workers), lock=False)  # per worker: (generation, task)
         self._oom_kills = oom_kills()
         self._ring = self.plan.ring(self.token)
         self._told = [0] * self.workers
@@ -144,7 +155,16 @@ class ProcessPool:
         self._procs = [
             ctx.Process(
                 target=_worker,
-                args=(self.fn, writer, self.token, os.getpid(), self._tasks[w], self._results, self._current),
+                args=(
+                    self.fn,
+                    writer,
+                    self.token,
+                    os.getpid(),
+                    (self._tasks[w], self._results),
+                    self._current,
+                    self._doing,
+                    w,
+                ),
                 daemon=True,
                 name=f"stoker-{self.stage}-{w}",
             )
@@ -236,33 +256,46 @@ class ProcessPool:
         return describe(task) if describe is not None else (n, f"task {n} of this pass")
 
     def _get(self, timeout: float | None, awaited: int, inflight: dict[int, Any]) -> Any:
-        """The next result; a WorkerError as soon as a worker is found dead or ``timeout`` passed."""
+        """The next result; a WorkerError once a worker is found dead or ``timeout`` passed.
+
+        Liveness is checked whenever nothing came for ``_POLL`` seconds and whenever a result other
+        than the awaited one came (the awaited one may never come), so a death is found within
+        about ``_POLL`` seconds, and the batches finished before it are still handed out.
+        """
         waited = 0.0
         while True:
-            dead = next((w for w, p in enumerate(self._procs) if not p.is_alive()), None)
-            if dead is not None:
-                p = self._procs[dead]
-                mine = [n for n in inflight if n % self.workers == dead]
-                n = min(mine) if mine else awaited
-                batch, words = self._name(inflight.get(n), n)
-                raise WorkerError(
-                    f"worker {p.name} (pid {p.pid}) of stage {self.stage!r} {exit_words(p.exitcode, self._oom_kills)} "
-                    f"while producing {words}; the pool is closed, start a new iteration to go on",
-                    stage=self.stage,
-                    batch=batch,
-                )
             try:
-                return self._results.get(timeout=_POLL)
+                result = self._results.get(timeout=_POLL)
             except queue.Empty:
                 waited += _POLL
-            if timeout and waited >= timeout:
-                batch, words = self._name(inflight.get(awaited), awaited)
-                raise WorkerError(
-                    f"stage {self.stage!r}: {words} was not ready after timeout={timeout}s; the worker "
-                    "processes were stopped. Raise timeout=, or look for a read that blocks",
-                    stage=self.stage,
-                    batch=batch,
-                )
+                self._check_alive(awaited, inflight)
+                if timeout and waited >= timeout:
+                    batch, words = self._name(inflight.get(awaited), awaited)
+                    raise WorkerError(
+                        f"stage {self.stage!r}: {words} was not ready after timeout={timeout}s; the worker "
+                        "processes were stopped. Raise timeout=, or look for a read that blocks",
+                        stage=self.stage,
+                        batch=batch,
+                    ) from None
+                continue
+            if result[1] != awaited or result[0] != self._generation:
+                self._check_alive(awaited, inflight)
+            return result
+
+    def _check_alive(self, awaited: int, inflight: dict[int, Any]) -> None:
+        dead = next((w for w, p in enumerate(self._procs) if not p.is_alive()), None)
+        if dead is None:
+            return
+        p = self._procs[dead]
+        gen, task = self._doing[2 * dead], self._doing[2 * dead + 1]
+        n = task if gen == self._generation and task in inflight else awaited
+        batch, words = self._name(inflight.get(n), n)
+        raise WorkerError(
+            f"worker {p.name} (pid {p.pid}) of stage {self.stage!r} {exit_words(p.exitcode, self._oom_kills)} "
+            f"while producing {words}; the pool is closed, start a new iteration to go on",
+            stage=self.stage,
+            batch=batch,
+        )
 
     def _rebuild_error(self, payload: Any, task: Any) -> BaseException:
         pickled, text = payload
