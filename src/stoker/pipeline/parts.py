@@ -9,9 +9,13 @@ once every range is copied.
 
 Ranges are claimed, never assigned: a range no other thread took is copied by the caller, so
 a busy pool never leaves a copy waiting (no deadlock), and a thread that comes late finds
-nothing left and goes back to its own work. Worker threads look at offered ranges before their
-next queued task: the batch the consumer waits for first is finished first. Outside a pool's
-worker thread (``num_workers=0``, worker processes, a user's own call) a copy runs in one piece.
+nothing left and goes back to its own work. Only a thread with no queued task before the offer
+takes ranges: when every thread has a batch of its own the batches already draw every thread's
+bandwidth, and sharing ranges would only add hand-offs and make one thread wait for another (a
+preempted helper stalls the batch it holds a range of). Ranges help when threads would
+otherwise wait: fewer batches in flight than threads, the batch the consumer waits for still
+being copied while others are done. Outside a pool's worker thread (``num_workers=0``, worker
+processes, a user's own call) a copy runs in one piece.
 
 Sizes: a copy under :data:`SPLIT_BYTES` runs in one piece, and no range is smaller than
 :data:`PART_BYTES`. Offering a range to another thread and having it picked up costs tens of

@@ -7,7 +7,7 @@ ends, however it ends (exhausted, ``break``, an exception, Ctrl-C, the iterator 
 only a thread stuck past ``timeout`` is left behind, as a daemon.
 
 The threads of one pool also share the row copies of large batches (:mod:`stoker.pipeline.parts`):
-a thread looks at the ranges other threads offer before it takes its next queued task.
+a thread with no queued task before it copies the ranges another thread offers.
 """
 
 from __future__ import annotations
@@ -122,8 +122,9 @@ def _serve(tasks: queue.SimpleQueue[_Task | object | None], helpers: Helpers) ->
             task = tasks.get()
             if task is None:
                 return
-            helpers.help()  # ranges of a copy already running come before a new task
-            if task is not _WAKE:
+            if task is _WAKE:  # no queued task came first: this thread is free to copy offered ranges
+                helpers.help()
+            else:
                 _run(cast(_Task, task))
             del task
 
