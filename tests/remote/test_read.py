@@ -162,3 +162,19 @@ def test_processes_sharing_a_cache_download_each_shard_once(remote_store, tmp_pa
     shards = stoker.open(remote_store, cache_dir=tmp_path / "cache").num_shards
     assert all(r["total"] == ROWS * (ROWS - 1) // 2 for r in results)
     assert sum(r["fetched"] for r in results) == shards  # three readers, one download per shard
+
+
+def test_loader_report_counts_what_was_fetched(remote_store, tmp_path):
+    ds = stoker.open(remote_store, cache_dir=tmp_path / "cache")
+    loader = stoker.Loader(ds, batch_size=256, shuffle=True, columns=["x"])
+    assert sum(len(b["x"]) for b in loader) == ROWS
+    report = loader.report()
+    assert report["shards_fetched"] == ds.num_shards and report["bytes_fetched"] == report["store_bytes"]
+    assert sum(len(b["x"]) for b in loader) == ROWS  # the second epoch reads the cache
+    assert loader.report()["shards_fetched"] == ds.num_shards
+
+
+def test_process_workers_read_a_remote_store(remote_store, tmp_path):
+    ds = stoker.open(remote_store, cache_dir=tmp_path / "cache")
+    loader = stoker.Loader(ds, batch_size=500, engine="processes", num_workers=2, columns=["x"])
+    assert sorted(np.concatenate([b["x"].numpy() for b in loader]).tolist()) == list(range(ROWS))

@@ -98,6 +98,21 @@ class RemoteShards:
         self._pending: dict[int, Future[None]] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._counts = {"shards_fetched": 0, "bytes_fetched": 0, "cache_hits": 0, "checksum_retries": 0}
+        self._pid = os.getpid()
+
+    def _after_fork(self) -> None:
+        """In a process forked from the one that opened the store: a filesystem, lock and threads of its own.
+
+        fsspec's async filesystems (s3fs) refuse to run in a forked child; the parent's threads do not exist here.
+        """
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._pending = {}
+        self._pool = None
+        self._counts = dict.fromkeys(self._counts, 0)
+        self.remote = remote(self.remote.url, self.remote.storage_options)
 
     @property
     def directory(self) -> Path:
@@ -126,6 +141,7 @@ class RemoteShards:
     @contextmanager
     def holding(self, index: int) -> Iterator[None]:
         """Shard ``index`` in the cache, kept there (shared lock) for the block: map it inside."""
+        self._after_fork()
         info = self.manifest.shards[index]
         for _ in range(3):  # evicted by another process between its arrival and this lock: fetch again
             self._wait_or_fetch(index)
@@ -144,6 +160,7 @@ class RemoteShards:
 
         No more than about half the cache limit is queued at once: the rest is fetched when read.
         """
+        self._after_fork()
         with self._lock:
             queued = sum(self.manifest.shards[i].bytes for i in self._pending)
             for index in shards:
