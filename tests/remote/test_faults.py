@@ -132,3 +132,48 @@ def test_a_secret_key_never_appears_in_an_error_or_the_stats(s3, stored, tmp_pat
     text = f"{info.value!s} {info.value!r} {info.value.__cause__!r} {info.value.__context__!r}"
     assert "reachable" in text and secret not in text
     assert secret not in repr(ds.remote_stats()) and secret not in repr(ds)
+
+
+@pytest.fixture
+def strict_server():
+    """A moto_server process that checks credentials (INITIAL_NO_AUTH_ACTION_COUNT=0): every key here is wrong."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="0")
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    for _ in range(400):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_wrong_credentials_are_named_without_the_secret(strict_server, tmp_path, monkeypatch):
+    secret = "TOPSECRET-wrong-0123456789"
+    options = {"key": "AKIAWRONGKEY000", "secret": secret, "endpoint_url": strict_server}
+    with pytest.raises(StoreError, match="access was refused.*credentials") as info:
+        stoker.open("s3://bucket/st", cache_dir=tmp_path, storage_options=options)
+    assert "s3://bucket/st" in str(info.value) and secret not in f"{info.value!s}{info.value!r}"
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGKEY000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", strict_server)
+    with pytest.raises(StoreError, match="access was refused") as info:
+        stoker.write("s3://bucket/new", {"x": np.arange(10)})
+    assert secret not in str(info.value)
+    assert not (tmp_path / "s3:").exists()
