@@ -1,0 +1,147 @@
+"""Issue 18's remote-store targets, side by side in one run, ratios printed.
+
+The same store, written once locally and once to an S3-protocol server on loopback (moto_server,
+in its own process), read by ``stoker.Loader`` (threads, ``shuffle="block"``) for two epochs:
+
+  local cold   the shard files dropped from the page cache (posix_fadvise DONTNEED) first;
+  local warm   the second epoch of the same loader;
+  remote cold  a fresh, empty cache_dir: every shard downloaded during the epoch;
+  remote warm  the epochs after: every shard in the cache (and mapped).
+
+(warm: the median of 5 epochs after the first.)
+
+Targets: remote cold >= 0.8x local cold, remote warm >= 0.95x local warm. Each round runs the
+four back to back; the ratio printed is the median over rounds of the per-round ratios. Also
+printed, per cache_limit tried: the shard traffic of one block-shuffled epoch (bytes fetched /
+store bytes). Rows are synthetic 3x64x64 uint8 images + int64 labels.
+
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_remote.py [--mb 128] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import boto3
+import numpy as np
+
+import stoker
+
+KEY, SECRET = "benchkey", "benchsecret"
+
+
+def _server() -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    proc = subprocess.Popen(
+        [exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    for _ in range(400):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _drop(store: Path) -> None:
+    for shard in store.glob("*.arrow"):
+        fd = os.open(shard, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _epochs(ds: stoker.Store, batch_size: int, warm: int = 5) -> tuple[float, float]:
+    """Rows per second of epoch 1, and the median of the ``warm`` epochs after it, of one loader over ``ds``."""
+    loader = stoker.Loader(ds, batch_size=batch_size, shuffle="block", seed=1)
+    rates = []
+    for _ in range(1 + warm):
+        t = time.perf_counter()
+        n = sum(len(b["label"]) for b in loader)
+        rates.append(n / (time.perf_counter() - t))
+    return rates[0], statistics.median(rates[1:])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=128, help="store size in MiB")
+    ap.add_argument("--shard", default="8MB")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    rows = args.mb * 2**20 // (3 * 64 * 64 + 8)
+    work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
+    proc, endpoint = _server()
+    options = {"key": KEY, "secret": SECRET, "endpoint_url": endpoint}
+    try:
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name="us-east-1"
+        ).create_bucket(Bucket="bench")
+        rng = np.random.default_rng(0)
+        data = {
+            "image": rng.integers(0, 255, size=(rows, 3, 64, 64), dtype=np.uint8),
+            "label": np.arange(rows, dtype=np.int64),
+        }
+        local = work / "local"
+        stoker.write(local, data, shard_size=args.shard)
+        url = "s3://bench/store"
+        with stoker.StoreWriter(url, shard_size=args.shard, storage_options=options) as writer:
+            writer.add_batch(data)
+        del data
+        ratios: dict[str, list[float]] = {"cold": [], "warm": []}
+        for r in range(args.rounds):
+            _drop(local)
+            lc, lw = _epochs(stoker.open(local), args.batch)
+            cache = work / f"cache-{r}"
+            rc, rw = _epochs(stoker.open(url, cache_dir=cache, storage_options=options), args.batch)
+            shutil.rmtree(cache, ignore_errors=True)
+            ratios["cold"].append(rc / lc)
+            ratios["warm"].append(rw / lw)
+            print(
+                f"round {r}: local cold {lc:,.0f} warm {lw:,.0f} rows/s; remote cold {rc:,.0f} warm {rw:,.0f} rows/s",
+                flush=True,
+            )
+        print(f"store: {rows:,} rows, {args.mb} MiB in {args.shard} shards; batch {args.batch}, shuffle='block'")
+        print(f"remote cold / local cold: {statistics.median(ratios['cold']):.2f}x   (target >= 0.8x)")
+        print(f"remote warm / local warm: {statistics.median(ratios['warm']):.2f}x   (target >= 0.95x)")
+        store_bytes = stoker.open(url, cache_dir=work / "probe", storage_options=options).nbytes
+        shard = max(s.bytes for s in stoker.open(local).manifest.shards)
+        per_shard = stoker.open(local).manifest.shards[0].rows
+        orders = {
+            "defaults (block_size 4096, window 16)": {},
+            f"block_size {per_shard} (a shard), window 4": {"block_size": per_shard, "window": 4},
+        }
+        for label, order in orders.items():
+            for shards in (2, 4, 6, 8, None):
+                limit = None if shards is None else shards * shard
+                ds = stoker.open(url, cache_dir=work / "traffic", cache_limit=limit, storage_options=options)
+                for _ in stoker.Loader(ds, batch_size=args.batch, shuffle="block", seed=1, **order):
+                    pass
+                fetched = ds.remote_stats()["bytes_fetched"]
+                shutil.rmtree(work / "traffic", ignore_errors=True)
+                what = "no limit" if limit is None else f"{shards} shards ({limit / 2**20:.0f} MiB)"
+                print(
+                    f"shard traffic of one epoch, {label}, cache_limit {what}: {fetched / store_bytes:.2f}x the store"
+                )
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
