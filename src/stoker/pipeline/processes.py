@@ -321,6 +321,7 @@ class ProcessPool:
             _shutdown(self._procs, self._tasks, self._results)
             self._procs, self._tasks, self._results = [], [], None
         if self._ring is not None:
+            self.plan.size = self._ring.size  # the next pool of this plan starts with slots that fit
             self._ring.close()
             self._ring = None
         self._lent.clear()
