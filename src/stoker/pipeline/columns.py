@@ -10,6 +10,7 @@ order, as from a store.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -90,7 +91,7 @@ class ArrayColumns(BatchSource):
                 # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
                 np.take(v, part, axis=0, mode="clip", out=taken[k][start:stop])
 
-        row_bytes = sum(v.itemsize * int(np.prod(v.shape[1:])) for v in self.columns.values())
+        row_bytes = sum(v.itemsize * math.prod(v.shape[1:]) for v in self.columns.values())
         run_parts(len(rows), row_bytes, copy)  # a large chunk's rows are shared among the loader's threads
         batches = [{k: v[bounds[b] : bounds[b + 1]] for k, v in taken.items()} for b in range(len(chunk))]
         if self.positional:

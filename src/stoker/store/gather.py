@@ -14,6 +14,7 @@ starts no threads: see :mod:`stoker.pipeline.parts`); ``run`` returns once every
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -89,7 +90,7 @@ def gather_columns(
         if parts is None:
             copy(0, plan.n)
         else:
-            row_bytes = sum(t.itemsize * int(np.prod(t.shape[1:])) for t in targets.values())
+            row_bytes = sum(t.itemsize * math.prod(t.shape[1:]) for t in targets.values())
             parts(plan.n, row_bytes, copy)
     result: dict[str, Any] = {}
     for name in names:
