@@ -1,17 +1,16 @@
 """Issue 18's remote-store targets, side by side in one run, ratios printed.
 
 The same store, written once locally and once to an S3-protocol server on loopback (moto_server,
-in its own process), read by ``stoker.Loader`` (threads, ``shuffle="block"``) for two epochs:
+in its own process), read by ``stoker.Loader`` (threads, ``shuffle="block"``), cold then warm:
 
   local cold   the shard files dropped from the page cache (posix_fadvise DONTNEED) first;
-  local warm   the second epoch of the same loader;
+  local warm   the epochs after, the shards in the page cache;
   remote cold  a fresh, empty cache_dir: every shard downloaded during the epoch;
   remote warm  the epochs after: every shard in the cache (and mapped).
 
-(warm: the median of 5 epochs after the first.)
-
-Targets: remote cold >= 0.8x local cold, remote warm >= 0.95x local warm. Each round runs the
-four back to back; the ratio printed is the median over rounds of the per-round ratios. Also
+Targets: remote cold >= 0.8x local cold, remote warm >= 0.95x local warm. Each round runs both
+cold epochs, then ``--warm`` warm epochs of each, alternated; the ratios printed are medians of
+the paired ratios (cold: one pair per round; warm: every alternated pair). Also
 printed, per cache_limit tried: the shard traffic of one block-shuffled epoch (bytes fetched /
 store bytes). Rows are synthetic 3x64x64 uint8 images + int64 labels.
 
@@ -65,15 +64,12 @@ def _drop(store: Path) -> None:
             os.close(fd)
 
 
-def _epochs(ds: stoker.Store, batch_size: int, warm: int = 5) -> tuple[float, float]:
-    """Rows per second of epoch 1, and the median of the ``warm`` epochs after it, of one loader over ``ds``."""
+def _epoch(ds: stoker.Store, batch_size: int) -> float:
+    """Rows per second of one block-shuffled epoch over ``ds`` (a new loader: the same order every time)."""
     loader = stoker.Loader(ds, batch_size=batch_size, shuffle="block", seed=1)
-    rates = []
-    for _ in range(1 + warm):
-        t = time.perf_counter()
-        n = sum(len(b["label"]) for b in loader)
-        rates.append(n / (time.perf_counter() - t))
-    return rates[0], statistics.median(rates[1:])
+    t = time.perf_counter()
+    n = sum(len(b["label"]) for b in loader)
+    return n / (time.perf_counter() - t)
 
 
 def main() -> None:
@@ -82,6 +78,7 @@ def main() -> None:
     ap.add_argument("--shard", default="8MB")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm", type=int, default=7, help="warm epochs per round, local and remote alternated")
     args = ap.parse_args()
     rows = args.mb * 2**20 // (3 * 64 * 64 + 8)
     work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
@@ -105,14 +102,19 @@ def main() -> None:
         ratios: dict[str, list[float]] = {"cold": [], "warm": []}
         for r in range(args.rounds):
             _drop(local)
-            lc, lw = _epochs(stoker.open(local), args.batch)
-            cache = work / f"cache-{r}"
-            rc, rw = _epochs(stoker.open(url, cache_dir=cache, storage_options=options), args.batch)
-            shutil.rmtree(cache, ignore_errors=True)
+            near = stoker.open(local)
+            far = stoker.open(url, cache_dir=work / f"cache-{r}", storage_options=options)
+            lc, rc = _epoch(near, args.batch), _epoch(far, args.batch)
             ratios["cold"].append(rc / lc)
-            ratios["warm"].append(rw / lw)
+            warm = []
+            for _ in range(args.warm):  # alternated, so that the machine's drifts hit both alike
+                lw, rw = _epoch(near, args.batch), _epoch(far, args.batch)
+                warm.append(rw / lw)
+                ratios["warm"].append(rw / lw)
+            shutil.rmtree(work / f"cache-{r}", ignore_errors=True)
             print(
-                f"round {r}: local cold {lc:,.0f} warm {lw:,.0f} rows/s; remote cold {rc:,.0f} warm {rw:,.0f} rows/s",
+                f"round {r}: local cold {lc:,.0f} rows/s, remote cold {rc:,.0f} rows/s ({rc / lc:.2f}x); "
+                f"warm remote/local, {args.warm} alternated epochs: median {statistics.median(warm):.2f}x",
                 flush=True,
             )
         print(f"store: {rows:,} rows, {args.mb} MiB in {args.shard} shards; batch {args.batch}, shuffle='block'")
