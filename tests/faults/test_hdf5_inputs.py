@@ -39,9 +39,10 @@ def test_a_corrupt_chunk_of_a_compound_table_names_the_dataset_and_rows(tmp_path
     with h5py.File(path, "w") as f:
         f.create_dataset("t", data=table, chunks=(16,), compression=compression)
     _corrupt_first_chunk(path, "t")
-    with pytest.raises(InputError, match=r"bad\.h5: dataset 't': h5py cannot read rows 0\.\.\d+ .*corrupt"):
+    # gzip chunks are decoded by stoker (hdf5_chunks), lzf ones by h5py: either way the file and dataset are named
+    with pytest.raises(InputError, match=r"bad\.h5: dataset 't': .*(chunk \[0\]|rows 0\.\.\d+).* corrupt"):
         _drain(stoker.sources.HDF5(path, "t"))
-    with pytest.raises(InputError, match=r"bad\.h5: dataset 't': h5py cannot read rows"):
+    with pytest.raises(InputError, match=r"bad\.h5: dataset 't': .* corrupt"):
         stoker.convert.hdf5(path, tmp_path / "store", keys="t", progress=False)
 
 

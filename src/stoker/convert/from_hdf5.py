@@ -33,7 +33,9 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import os
-from collections.abc import Mapping, Sequence
+import threading
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ from stoker.convert.slabs import Slab, write_slabs
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_layout, chunked_reader
 from stoker.sources.hdf5_describe import read_error
-from stoker.sources.hdf5_types import parse_cast, values
+from stoker.sources.hdf5_types import Field, parse_cast, values
 from stoker.sources.mapped_file import MappedFile
 
 _CACHED = 0.95  # a slab of a warm file with this share of its pages cached is not paged in
@@ -59,12 +61,12 @@ class _Slabs:
         self.mappable = {
             info.key: info
             for info in source.infos
-            if info.plain and info.offset is not None and info.file_dtype == info.dtype
-        }
+            if info.offset is not None and (not info.plain or info.file_dtype == info.dtype)
+        }  # plain ones are written straight from the map; others cut into columns from it
         decodable = [
             info.key
             for info in source.infos
-            if info.plain and info.chunk_rows and chunk_layout(self.handle[info.key]) is not None
+            if info.chunk_rows and (info.plain or info.fixed) and chunk_layout(self.handle[info.key]) is not None
         ]
         self.mapfile = MappedFile(source.path) if self.mappable or decodable else None
         self.mapped = (
@@ -124,14 +126,8 @@ class _Slabs:
         out: Slab = {}
         for info in self.source.infos:
             key = info.key
-            if not info.plain:  # read whole through h5py, cut into columns (fields, strings, vlen, cast)
-                try:
-                    raw = self.handle[key][start:stop]
-                except (OSError, RuntimeError) as exc:  # a corrupt chunk, a failed filter
-                    raise read_error(self.source.path, key, start, stop, exc) from exc
-                for field in info.fields:
-                    where = f"{self.source.path}: dataset {key!r}"
-                    out[self.source.names[field.name]] = values(field, raw, where, start)
+            if not info.plain:  # compound, strings, vlen, cast: rows cut into columns
+                out.update(self._columns(info, start, stop))
                 continue
             name = self.source.names[key]
             if key in self.mapped:
@@ -150,6 +146,23 @@ class _Slabs:
             out[name] = view
         return out
 
+    def _columns(self, info: KeyInfo, start: int, stop: int) -> Slab:
+        """Rows ``start:stop`` of a dataset that is not plain, cut into its columns: from the map,
+        decoded on the writer thread (once for all its columns), or read through h5py."""
+        key, names = info.key, self.source.names
+        where = f"{self.source.path}: dataset {key!r}"
+        if key in self.decoded:
+            rows = _Once(functools.partial(self.decoded[key].rows, np.arange(start, stop)))
+            return {names[f.name]: functools.partial(_field, f, rows, where, start) for f in info.fields}
+        if key in self.mapped:
+            raw = self.mapped[key][start:stop]
+        else:
+            try:
+                raw = self.handle[key][start:stop]
+            except (OSError, RuntimeError) as exc:  # a corrupt chunk, a failed filter
+                raise read_error(self.source.path, key, start, stop, exc) from exc
+        return {names[f.name]: values(f, raw, where, start) for f in info.fields}
+
     def _buffer(self, info: KeyInfo, slot: int, rows: int) -> np.ndarray:
         buf = self._buffers.get((info.key, slot))
         if buf is None or len(buf) < rows:
@@ -162,6 +175,25 @@ class _Slabs:
         if self.mapfile is not None:
             self.mapfile.close()
         self.source.close()
+
+
+class _Once:
+    """``fn()``'s result, computed on the first call (the writer thread) and kept for the others."""
+
+    def __init__(self, fn: Callable[[], np.ndarray]) -> None:
+        self._fn: Callable[[], np.ndarray] | None = fn
+        self._value: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> np.ndarray:
+        with self._lock:
+            if self._fn is not None:
+                self._value, self._fn = self._fn(), None
+            return typing.cast(np.ndarray, self._value)
+
+
+def _field(field: Field, rows: _Once, where: str, start: int) -> Any:
+    return values(field, rows(), where, start)
 
 
 def convert(

@@ -212,17 +212,17 @@ class HDF5(BatchSource):
         slab = (hi - lo) <= self.dense * rows.size
         contiguous = slab and (hi - lo) == rows.size
         for info in self.infos:
-            if info.plain and rows.size:
+            raw = None
+            if info.fixed and rows.size:  # stored bytes are rows: a memory map, or chunks decoded here
                 mapped = self._mapped(info)
                 if mapped is not None:
-                    got = np.array(mapped[lo:hi]) if contiguous else np.take(mapped, rows, axis=0)
-                    out[info.key] = got if got.dtype == info.dtype else got.astype(info.dtype)
-                    continue
-                reader = self._chunk_reader(info)
-                if reader is not None:
-                    out[info.key] = reader.rows(rows)
-                    continue
-            raw = self._through_h5py(info, rows, slab, contiguous)
+                    raw = np.array(mapped[lo:hi]) if contiguous else np.take(mapped, rows, axis=0)
+                else:
+                    reader = self._chunk_reader(info)
+                    if reader is not None:
+                        raw = reader.rows(rows)
+            if raw is None:
+                raw = self._through_h5py(info, rows, slab, contiguous)
             where = f"{self.path}: dataset {info.key!r}"
             for field in info.fields:
                 out[field.name] = values(field, raw, where, lo)  # native order, cast, fields picked

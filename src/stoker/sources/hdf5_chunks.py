@@ -15,7 +15,8 @@ by one. This module reads such a dataset the way its layout allows:
    batches draw rows from a window of nearby blocks, decode each chunk about once per window
    when the cache holds the window.
 
-:func:`chunk_layout` says whether a dataset qualifies: chunked, every filter in
+:func:`chunk_layout` says whether a dataset qualifies: chunked, rows of fixed-size values as
+stored (numbers, compounds, null-padded strings: ``hdf5_types.fixed_layout``), every filter in
 :data:`DECODERS`, a fill value defined (for chunks never written). Other filters (lzf, szip,
 blosc, fletcher32, ...) and files that define no fill value keep the h5py path.
 """
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import InputError
+from stoker.sources.hdf5_types import fixed_layout
 
 FILTER_DEFLATE = 1
 FILTER_SHUFFLE = 2
@@ -58,7 +60,7 @@ class ChunkLayout:
 
 def chunk_layout(ds: Any) -> ChunkLayout | None:
     """The layout of h5py dataset ``ds`` if this module can read it, else None."""
-    if ds.chunks is None or ds.external or ds.dtype.kind not in "biufc" or ds.ndim == 0:
+    if ds.chunks is None or ds.external or ds.ndim == 0 or not fixed_layout(ds):
         return None
     plist = ds.id.get_create_plist()
     filters = tuple(int(plist.get_filter(i)[0]) for i in range(plist.get_nfilters()))

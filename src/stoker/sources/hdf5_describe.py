@@ -10,6 +10,7 @@ blosc, blosc2, bzip2, lz4, zstd, zfp, ...).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 
 from stoker.errors import ConfigError, InputError, SchemaError
 from stoker.sources._common import check_lengths
-from stoker.sources.hdf5_types import SEP, TORCH_DTYPES, Field, fields_of
+from stoker.sources.hdf5_types import SEP, TORCH_DTYPES, Field, fields_of, fixed_layout, nullterm_paths
 
 # HDF5 filter id -> (name, what provides a plugin for h5py)
 FILTERS = {
@@ -61,8 +62,9 @@ def h5py_module() -> Any:
 class KeyInfo:
     """One HDF5 dataset read for its columns: per-row shape, dtype, chunk rows (0 if contiguous).
 
-    ``plain``: the dataset is one numeric column, read as stored (no fields, strings, vlen or
-    cast), so the memory-mapped and chunk-decoding fast paths apply. ``fields``: its columns.
+    ``plain``: the dataset is one numeric column, its rows as stored (no fields, strings, vlen
+    or cast). ``fixed``: its stored bytes are rows of ``file_dtype`` (``hdf5_types.fixed_layout``),
+    so the memory-mapped and chunk-decoding fast paths apply. ``fields``: its columns.
     """
 
     key: str
@@ -73,6 +75,7 @@ class KeyInfo:
     file_dtype: np.dtype | None = None  # the dtype as stored (byte order included)
     fields: tuple[Field, ...] = ()
     plain: bool = True
+    fixed: bool = True
 
     @property
     def row_bytes(self) -> int:
@@ -123,16 +126,20 @@ def _dataset_info(f: Any, path: Path, key: str, cast: Mapping[str, str]) -> KeyI
         ) from exc
     _check_filters(ds, where)
     fields = tuple(fields_of(where, key, dtype, tuple(ds.shape[1:]), cast))
+    nullterm = nullterm_paths(ds.id.get_type(), dtype)
+    if nullterm:  # read from the file's bytes, such a string ends at its first NUL
+        fields = tuple(dataclasses.replace(fl, nullterm=fl.path in nullterm) for fl in fields)
     plain = (
         len(fields) == 1 and fields[0].kind == "tensor" and not fields[0].path and dtype.kind in "biufc"
         and dtype.newbyteorder("=") == fields[0].dtype and fields[0].dtype in TORCH_DTYPES
     )  # fmt: skip
     chunk_rows = ds.chunks[0] if ds.chunks else 0
+    fixed = fixed_layout(ds)
     offset = None
-    if plain and ds.chunks is None and ds.compression is None and not ds.external:
+    if fixed and ds.chunks is None and ds.compression is None and not ds.external:
         offset = ds.id.get_offset()  # None while no data was ever written (all fill value)
     row_dtype = fields[0].dtype if plain and fields[0].dtype is not None else dtype
-    return KeyInfo(key, tuple(ds.shape[1:]), row_dtype, int(chunk_rows), offset, dtype, fields, plain)
+    return KeyInfo(key, tuple(ds.shape[1:]), row_dtype, int(chunk_rows), offset, dtype, fields, plain, fixed)
 
 
 def _check_filters(ds: Any, where: str) -> None:
@@ -205,7 +212,9 @@ def describe(
 
 
 def _with_fields(info: KeyInfo, fields: tuple[Field, ...]) -> KeyInfo:
-    return KeyInfo(info.key, info.shape, info.dtype, info.chunk_rows, None, info.file_dtype, fields, False)
+    return KeyInfo(
+        info.key, info.shape, info.dtype, info.chunk_rows, info.offset, info.file_dtype, fields, False, info.fixed
+    )
 
 
 def _compound_prefix(f: Any, key: str) -> str | None:

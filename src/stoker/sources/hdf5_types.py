@@ -78,6 +78,8 @@ class Field:
         dtype: the native element dtype (tensor and sequence columns), after any cast.
         shape: the per-row shape of a tensor column.
         encoding: how a string column's bytes are decoded.
+        nullterm: a fixed-length string stored null-terminated: it ends at its first NUL (what
+            follows is not part of it, and h5py drops it).
     """
 
     key: str
@@ -87,6 +89,7 @@ class Field:
     dtype: np.dtype | None = None
     shape: tuple[int, ...] = ()
     encoding: str = "utf-8"
+    nullterm: bool = False
 
     def column(self) -> Column:
         """The store column this field is written as."""
@@ -238,18 +241,84 @@ def _numeric(field: str, name: str, dt: np.dtype, target: str | None, what: str)
     return native
 
 
+def fixed_layout(ds: Any) -> bool:
+    """Whether the stored bytes of h5py dataset ``ds`` are numpy rows of ``ds.dtype`` as they lie.
+
+    True for fixed-size types (numbers up to 8 bytes, complex, bool, enums, null-padded or
+    null-terminated byte strings, sub-arrays and compounds of these) whose sizes and field offsets in the file are
+    those of h5py's dtype: such rows can be memory-mapped or decoded from raw chunks, and their
+    fields picked (and byte-swapped) here. False where HDF5 must convert (long double, space-
+    padded strings, variable-length, references, ...), so h5py reads them.
+    """
+    try:
+        dt = np.dtype(ds.dtype)
+    except (TypeError, ValueError):
+        return False
+    # a dataset of a sub-array type (not a field of one) is left to h5py: numpy expands such a
+    # dtype into extra axes wherever an array is made of it
+    return not dt.hasobject and dt.subdtype is None and _same_layout(ds.id.get_type(), dt)
+
+
+def _same_layout(tid: Any, dt: np.dtype) -> bool:
+    import h5py
+
+    h5t = h5py.h5t
+    if tid.get_size() != dt.itemsize:
+        return False
+    cls = tid.get_class()
+    if dt.names and dt.fields is not None:
+        if cls != h5t.COMPOUND or tid.get_nmembers() != len(dt.names):
+            return False
+        return all(
+            tid.get_member_offset(i) == dt.fields[name][1] and _same_layout(tid.get_member_type(i), dt.fields[name][0])
+            for i, name in enumerate(dt.names)
+        )
+    if dt.subdtype is not None:
+        base, shape = dt.subdtype
+        return cls == h5t.ARRAY and tuple(tid.get_array_dims()) == tuple(shape) and _same_layout(tid.get_super(), base)
+    if dt.kind == "S":
+        return cls == h5t.STRING and not tid.is_variable_str() and tid.get_strpad() != h5t.STR_SPACEPAD
+    if dt.kind == "c":
+        return cls == h5t.COMPOUND and dt.itemsize <= 16
+    if dt.kind == "f":
+        return cls == h5t.FLOAT and dt.itemsize <= 8
+    return dt.kind in "biu" and cls in (h5t.INTEGER, h5t.ENUM, h5t.BITFIELD) and dt.itemsize <= 8
+
+
+def nullterm_paths(tid: Any, dt: np.dtype, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The field paths of HDF5 type ``tid`` (numpy ``dt``) that are null-terminated fixed-length strings."""
+    import h5py
+
+    h5t = h5py.h5t
+    cls = tid.get_class()
+    if dt.names and dt.fields is not None and cls == h5t.COMPOUND:
+        out: set[tuple[str, ...]] = set()
+        for i, name in enumerate(dt.names):
+            if i < tid.get_nmembers():
+                out |= nullterm_paths(tid.get_member_type(i), dt.fields[name][0], (*path, name))
+        return out
+    if dt.subdtype is not None and cls == h5t.ARRAY:
+        return nullterm_paths(tid.get_super(), dt.subdtype[0], path)
+    if cls == h5t.STRING and not tid.is_variable_str() and tid.get_strpad() == h5t.STR_NULLTERM:
+        return {path}
+    return set()
+
+
 def values(field: Field, raw: np.ndarray, where: str, first_row: int = 0) -> Any:
     """The values of ``field`` in rows ``raw`` of its dataset (as h5py read them).
 
     Tensor columns: a native-order, C-contiguous array in the field's dtype. Sequence: a
     :class:`Ragged`. String and binary: a list of ``str`` / ``bytes``.
     """
-    arr = raw
+    arr: Any = raw
     for part in field.path:
         arr = arr[part]
     if field.kind == "tensor":
         if arr.dtype.kind == "S":  # cast to uint8: the bytes of fixed-length strings
-            return np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), *field.shape)
+            got = np.ascontiguousarray(arr).view(np.uint8).reshape(len(arr), *field.shape)
+            if field.nullterm:  # zero what follows a NUL, as h5py's conversion does
+                got = np.where(np.cumsum(got == 0, axis=-1) > 0, np.uint8(0), got)
+            return got
         if arr.dtype == field.dtype and arr.flags.c_contiguous and arr.flags.owndata:
             return arr
         return np.array(arr, dtype=field.dtype, order="C")  # a copy: a strided field view never leaks out
@@ -262,6 +331,8 @@ def values(field: Field, raw: np.ndarray, where: str, first_row: int = 0) -> Any
         return Ragged(np.ascontiguousarray(flat), offsets)
     if arr.dtype.kind == "V":
         return [bytes(v) for v in arr]
+    if field.nullterm:
+        arr = [bytes(v).split(b"\0", 1)[0] for v in arr]
     if field.kind == "binary":
         return [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in arr]
     out = []

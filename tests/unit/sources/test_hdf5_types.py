@@ -225,3 +225,48 @@ def test_compound_strings_and_vlen_through_worker_threads_and_processes(tmp_path
             assert (s, u, n, row[:n]) == (b"r%d" % i, f"é{i}", i % 7, list(range(i % 7)))
         seen += b["t.a"].tolist()
     assert sorted(seen) == list(range(60))
+
+
+def _string_type(size: int, pad: int) -> object:
+    tid = h5py.h5t.C_S1.copy()
+    tid.set_size(size)
+    tid.set_strpad(pad)
+    return tid
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_compound_rows_from_the_map_or_chunks_equal_h5py_null_terminated_strings_cut(tmp_path, mmap):
+    """Compound tables are memory-mapped / chunk-decoded; a NULTERM string field ends at its first NUL
+    (what follows is garbage h5py drops), a SPACEPAD one is left to h5py's conversion."""
+    path = tmp_path / "nt.h5"
+    raw = [b"ab\x00xyz", b"abcdef", b"\x00qqqqq", b"hi\x00\x00\x00\x00"]
+    ftype = h5py.h5t.create(h5py.h5t.COMPOUND, 8)
+    ftype.insert(b"k", 0, h5py.h5t.STD_I16LE)
+    ftype.insert(b"s", 2, _string_type(6, h5py.h5t.STR_NULLTERM))
+    mem = np.zeros(4, [("k", "<i2"), ("s", "S6")])
+    mem["k"], mem["s"] = np.arange(4), raw
+    with h5py.File(path, "w") as f:
+        for name, chunks in ((b"contig", None), (b"chunked", (2,))):
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            if chunks:
+                dcpl.set_chunk(chunks)
+                dcpl.set_deflate(1)
+            dsid = h5py.h5d.create(f.id, name, ftype, h5py.h5s.create_simple((4,)), dcpl=dcpl)
+            dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, mem, mtype=ftype)  # the bytes as given, garbage included
+        sp = f.create_dataset("sp", (4,), dtype=h5py.Datatype(_string_type(4, h5py.h5t.STR_SPACEPAD)))
+        sp.id.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array([b"a   ", b"bc d", b"    ", b"e  f"]), mtype=sp.id.get_type())
+        want = {key: [bytes(v) for v in f[key]["s"]] for key in ("contig", "chunked")}
+        want_sp = [bytes(v) for v in f["sp"][:]]
+    assert want["contig"] == want["chunked"] == [b"ab", b"abcdef", b"", b"hi"]
+    src = stoker.sources.HDF5(path, "contig,chunked,sp", mmap=mmap)
+    infos = {i.key: i for i in src.infos}
+    assert infos["contig"].fixed and infos["chunked"].fixed and not infos["sp"].fixed
+    if mmap:  # the fast paths are taken
+        assert infos["contig"].offset is not None and src._chunk_reader(infos["chunked"]) is not None
+    got = src.read([np.arange(4)])[0]
+    assert got["contig.s"] == got["chunked.s"] == want["contig"] and got["sp"] == want_sp
+    assert got["contig.k"].tolist() == got["chunked.k"].tolist() == [0, 1, 2, 3]
+    store = _converted(path, tmp_path, "contig,chunked,sp")
+    assert store["contig.s"] == store["chunked.s"] == want["contig"] and store["sp"] == want_sp
+    tags = stoker.sources.HDF5(path, "contig", cast={"contig.s": "uint8"}, mmap=mmap).read([np.arange(4)])[0]
+    assert bytes(tags["contig.s"][0]) == b"ab\x00\x00\x00\x00"  # bytes after the NUL zeroed, as h5py gives them
