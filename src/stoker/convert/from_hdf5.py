@@ -9,9 +9,11 @@ How a dataset's slabs are read depends on its layout:
   and decoded on the writer threads (``sources/hdf5_chunks.py``), into reused slab buffers;
 - **others** (byte-swapped, lzf, szip, blosc, no fill value, ...): h5py ``read_direct`` into
   reused slab buffers;
-- **compound, string, variable-length or cast** datasets: each slab read whole through h5py and
-  cut into its columns (``sources/hdf5_types.py``: one column per compound field, strings as
-  ``String``/``Binary``, vlen arrays as ``Sequence``, native byte order).
+- **compound, string, variable-length or cast** datasets: each slab's rows taken as above
+  (mapped or decoded when their stored bytes are rows: ``hdf5_types.fixed_layout``; decoded once
+  per slab on the writer thread), else read whole through h5py, then cut into columns
+  (``sources/hdf5_types.py``: one column per compound field, strings as ``String``/``Binary``,
+  vlen arrays as ``Sequence``, native byte order).
 
 Reused buffers come in ``writers + 1`` sets, used in turn (``write_slabs``' ``slot``).
 

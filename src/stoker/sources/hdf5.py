@@ -25,8 +25,10 @@ dtypes append their shape; a compound dataset gives one column per field, ``<dat
 (nested: ``<dataset>.<field>.<subfield>``; ``.`` is the separator, padding gaps are not read);
 UTF-8 strings become ``string`` columns (lists of ``str`` in a batch), ASCII strings and opaque
 data ``binary`` ones (lists of ``bytes``); variable-length numbers become ``sequence`` columns,
-padded per batch with ``<name>_lengths``. Compound, string, variable-length and cast datasets
-are read through h5py and cut into their columns. Dtypes torch has no tensor for (long double)
+padded per batch with ``<name>_lengths``. Rows of fixed-size types (compound tables of numbers
+and null-padded or null-terminated strings included: ``hdf5_types.fixed_layout``) take the fast
+paths above, then are cut into their columns; variable-length, space-padded string and cast
+datasets are read through h5py and cut the same way. Dtypes torch has no tensor for (long double)
 are refused at open unless ``cast=`` names a dtype for them; so is a filter whose plugin is
 not installed, naming the filter and where it comes from (``hdf5_describe.py``).
 """
