@@ -26,6 +26,7 @@ import os
 import pickle
 import queue
 import secrets
+import sys
 import threading
 import time
 import traceback
@@ -72,6 +73,8 @@ def _worker(
     me: int,
 ) -> None:
     tasks, results = queues
+    if "torch" in sys.modules:  # the workers run in parallel already: one torch thread each, as DataLoader's
+        sys.modules["torch"].set_num_threads(1)
     writing = threading.Lock()
     _watch_parent(parent, token, writing)
     while True:

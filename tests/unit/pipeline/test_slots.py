@@ -141,3 +141,16 @@ def test_a_slot_plan_with_pin_does_nothing_without_cuda(engine, shm_clean):
     slot = ring.take()
     assert slot is not None and slot.pinned is False
     ring.close()
+
+
+def _torch_threads(_: int) -> dict:
+    return {"threads": np.asarray(torch.get_num_threads())}
+
+
+def test_worker_processes_run_torch_on_one_thread_each():
+    """Each worker process resampling with torch's whole thread team oversubscribes the cores."""
+    pool = ProcessPool(_torch_threads, 2, "test")
+    try:
+        assert {int(r["threads"]) for r in pool.map(range(4), depth=2)} == {1}
+    finally:
+        pool.close()
