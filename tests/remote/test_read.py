@@ -178,3 +178,13 @@ def test_process_workers_read_a_remote_store(remote_store, tmp_path):
     ds = stoker.open(remote_store, cache_dir=tmp_path / "cache")
     loader = stoker.Loader(ds, batch_size=500, engine="processes", num_workers=2, columns=["x"])
     assert sorted(np.concatenate([b["x"].numpy() for b in loader]).tolist()) == list(range(ROWS))
+
+
+def test_a_shard_held_by_a_gather_stays_valid_when_its_file_is_evicted(remote_store, tmp_path):
+    probe = stoker.open(remote_store, cache_dir=tmp_path / "probe")
+    biggest = max(s.bytes for s in probe.manifest.shards)
+    ds = stoker.open(remote_store, cache_dir=tmp_path / "cache", cache_limit=biggest + biggest // 2)
+    got = ds[:]  # one gather over every shard: each arrival evicts the one before, still held by the gather
+    assert got["x"].tolist() == list(range(ROWS)) and got["text"] == [f"row {i}" for i in range(ROWS)]
+    assert ds.remote_stats()["evicted"] >= ds.num_shards // 2
+    assert _cached_bytes(tmp_path / "cache") <= biggest + biggest // 2
