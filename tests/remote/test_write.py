@@ -138,3 +138,11 @@ def test_the_cli_converts_to_a_url(s3, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert stoker.open(url, cache_dir=tmp_path / "c").num_shards >= 1
     assert not (tmp_path / "s3:").exists()
+
+
+def test_convert_dataset_to_a_url_is_refused_without_writing_locally(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="convert to a local store, then upload"):
+        stoker.convert.dataset(torch.utils.data.TensorDataset(torch.arange(10)), "memory://b/ds", workers=0)
+    assert list(tmp_path.iterdir()) == []

@@ -31,7 +31,7 @@ from typing import Any
 from stoker.errors import ConfigError, EmptyDatasetError, StoreExistsError, StoreWriteError
 from stoker.store.format import MANIFEST_NAME, Column, Manifest, ShardInfo
 from stoker.store.journal import Fingerprint
-from stoker.store.location import Remote, is_remote, remote
+from stoker.store.location import Remote, as_url, is_remote, remote
 from stoker.store.remote import _parse_manifest
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
 
@@ -64,8 +64,9 @@ class RemoteStoreWriter(StoreWriter):
     ) -> None:
         if staging is not None and is_remote(staging):
             raise ConfigError(
-                f"staging={os.fspath(staging)!r} is a URL; the staging directory of a write to {os.fspath(path)} "
-                "is local: give a local directory",
+                f"staging={os.fspath(staging)!r} is a URL; a resumable write to {as_url(path)} stages its shards in a "
+                "local directory: give StoreWriter a local staging= path (stoker.convert.dataset derives its staging "
+                "directory from the store path and cannot write to a URL yet: convert to a local store, then upload it)",
                 option="staging",
             )
         self.remote: Remote = remote(os.fspath(path), storage_options)
