@@ -21,8 +21,9 @@ import numpy as np
 import stoker
 from stoker.errors import EmptyDatasetError, StokerError
 
-SUFFIXES = (".h5", ".hdf5", ".he5", ".nc")
+SUFFIXES = (".h5", ".hdf5", ".he5", ".nc", ".mat")  # .mat: MATLAB v7.3 files (fetch_hdf5_samples keeps HDF5 ones)
 MAX_ROWS = 5000  # rows compared per dataset (the files are small; this caps a large one)
+MAX_DATASETS = 60  # datasets swept per file, evenly spaced in name order (two MATLAB files hold ~700)
 SEP = "."  # compound fields: column "<dataset>.<field>.<subfield>"
 
 
@@ -41,7 +42,8 @@ def h5files(root: Path) -> list[Path]:
 
 
 def datasets(path: Path) -> list[str]:
-    """Every dataset h5py sees in ``path`` (links that do not resolve are left out)."""
+    """The datasets h5py sees in ``path`` (links that do not resolve are left out), at most
+    :data:`MAX_DATASETS` of them, evenly spaced in name order."""
     import h5py
 
     names: list[str] = []
@@ -50,7 +52,9 @@ def datasets(path: Path) -> list[str]:
             f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
     except OSError:
         return []
-    return names
+    names.sort()
+    step = len(names) / MAX_DATASETS
+    return names if len(names) <= MAX_DATASETS else [names[int(k * step)] for k in range(MAX_DATASETS)]
 
 
 def expected(path: Path, key: str) -> dict[str, list[Any]] | None:
