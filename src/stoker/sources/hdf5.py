@@ -77,6 +77,7 @@ class HDF5(BatchSource):
         cast: ``{column: dtype}`` reads a column as another dtype: ``"float64"`` for a long
             double dataset (torch has no tensor for it), ``"str"`` / ``"bytes"`` for strings.
         pad_value: what pads variable-length (``sequence``) columns in a batch.
+        pad_to_multiple_of: such columns are padded to a multiple of this length.
         cache_bytes: decoded chunks of chunked datasets kept in memory, shared by the worker
             threads (and h5py's chunk cache per handle for datasets read through h5py). For
             ``shuffle="block"``, at least ``window x block_size`` rows' bytes lets each chunk be
@@ -105,6 +106,7 @@ class HDF5(BatchSource):
         mmap: bool = True,
         cast: Mapping[str, Any] | None = None,
         pad_value: int | float = 0,
+        pad_to_multiple_of: int = 1,
     ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
@@ -115,7 +117,12 @@ class HDF5(BatchSource):
             raise ConfigError(f"dense must be a number >= 1, got {dense!r}", option="dense")
         self.cache_bytes = cache_bytes
         self.dense = float(dense)
+        if isinstance(pad_to_multiple_of, bool) or not isinstance(pad_to_multiple_of, int) or pad_to_multiple_of < 1:
+            raise ConfigError(
+                f"pad_to_multiple_of must be an integer >= 1, got {pad_to_multiple_of!r}", option="pad_to_multiple_of"
+            )
         self.pad_value = pad_value
+        self.pad_to_multiple_of = pad_to_multiple_of
         with self._open() as f:
             self.infos, self._len, selected_by = describe(f, self.path, parse_keys(keys), parse_cast(cast))
         self.keys = tuple(info.key for info in self.infos)  # the datasets read
@@ -257,7 +264,7 @@ class HDF5(BatchSource):
         for column, value in rows.items():
             name = self.names[column]
             if isinstance(value, Ragged):  # padded per batch, as the store's sequence columns are
-                padded = pad_groups(value, bounds, self.pad_value)
+                padded = pad_groups(value, bounds, self.pad_value, self.pad_to_multiple_of)
                 lengths = value.lengths
                 for k, batch in enumerate(batches):
                     batch[name], batch[f"{name}_lengths"] = padded[k], lengths[bounds[k] : bounds[k + 1]]

@@ -143,6 +143,10 @@ def test_vlen_numbers_are_padded_per_batch_with_lengths(tmp_path):
     batches = list(stoker.Loader(stoker.sources.HDF5(path, "v", pad_value=-1), batch_size=3))
     assert batches[0]["v"].tolist() == [[0, 1, 2, -1, -1], [-1] * 5, [0, 1, 2, 3, 4]]
     assert batches[1]["v_lengths"].tolist() == [1, 2, 7]
+    wide = next(iter(stoker.Loader(stoker.sources.HDF5(path, "v", pad_to_multiple_of=4), batch_size=3)))
+    assert wide["v"].shape == (3, 8) and wide["v"][2].tolist() == [0, 1, 2, 3, 4, 0, 0, 0]
+    with pytest.raises(ConfigError, match="pad_to_multiple_of must be an integer >= 1"):
+        stoker.sources.HDF5(path, "v", pad_to_multiple_of=0)
     store = _converted(path, tmp_path, "v")
     assert [r.tolist() for r in store["v"]] == [r.tolist() for r in rows]
 
