@@ -310,6 +310,9 @@ def test_ctrl_c_cleans_up(tmp_path):
         textwrap.dedent(
             """
             import os, signal, sys, time, torch, stoker
+            # Ctrl-C as in a terminal: a script started in the background by a shell inherits SIGINT
+            # ignored, and Python then installs no KeyboardInterrupt handler
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             class Slow(torch.utils.data.Dataset):
                 def __len__(self): return 10_000
                 def __getitem__(self, i):
