@@ -33,6 +33,7 @@ Why it is built so (measurements, what was tried and dropped): ``docs/design-not
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import functools
 import os
 import threading
@@ -50,6 +51,8 @@ from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_layou
 from stoker.sources.hdf5_describe import read_error
 from stoker.sources.hdf5_types import Field, parse_cast, values
 from stoker.sources.mapped_file import MappedFile
+from stoker.store.columns import Ragged
+from stoker.store.format import Column
 
 _CACHED = 0.95  # a slab of a warm file with this share of its pages cached is not paged in
 
@@ -198,6 +201,34 @@ def _field(field: Field, rows: _Once, where: str, start: int) -> Any:
     return values(field, rows(), where, start)
 
 
+SAMPLE_ROWS = 256  # rows read to size the variable-length columns
+
+
+def _sized(options: ConvertOptions, source: HDF5, handle: Any, schema: Mapping[str, Column]) -> ConvertOptions:
+    """``options`` with ``shard_size`` scaled so that slabs of strings and vlen rows hold about that many bytes.
+
+    ``write_slabs`` sizes slabs from the schema, which counts a string or sequence row as one
+    value; rows of many values would make slabs (and shards) many times ``shard_size``. The
+    first :data:`SAMPLE_ROWS` rows of such columns say how large their rows are.
+    """
+    declared = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
+    actual = float(declared)
+    for info in source.infos:
+        varying = [f for f in info.fields if f.kind != "tensor"]
+        if not varying:
+            continue
+        where = f"{source.path}: dataset {info.key!r}"
+        raw = handle[info.key][0 : min(len(source), SAMPLE_ROWS)]
+        for field in varying:
+            got = values(field, raw, where)
+            sampled = got.values.nbytes if isinstance(got, Ragged) else sum(len(v) for v in got)
+            col = schema[source.names[field.name]]
+            actual += sampled / max(len(raw), 1) - col.row_size * col.numpy_dtype.itemsize
+    if actual <= declared:
+        return options
+    return dataclasses.replace(options, shard_size=max(1, int(int(options.shard_size) * declared / actual)))
+
+
 def convert(
     file: str | os.PathLike[str],
     store: str | os.PathLike[str],
@@ -235,7 +266,7 @@ def convert(
             slabs.read,
             schema,
             rows,
-            options,
+            _sized(options, source, slabs.handle, schema),
             metadata={"source": described},
             desc=f"hdf5 {Path(file).name}",
             align=max(chunk_rows, 1),

@@ -274,3 +274,19 @@ def test_compound_rows_from_the_map_or_chunks_equal_h5py_null_terminated_strings
     assert store["contig.s"] == store["chunked.s"] == want["contig"] and store["sp"] == want_sp
     tags = stoker.sources.HDF5(path, "contig", cast={"contig.s": "uint8"}, mmap=mmap).read([np.arange(4)])[0]
     assert bytes(tags["contig.s"][0]) == b"ab\x00\x00\x00\x00"  # bytes after the NUL zeroed, as h5py gives them
+
+
+def test_long_vlen_rows_are_cut_into_shards_of_about_shard_size(tmp_path):
+    """Slabs were sized as if a vlen row held one value: 2,000 rows of 1,000 int32 made one 8 MB shard
+    for shard_size='1MB'."""
+    path = tmp_path / "long.h5"
+    with h5py.File(path, "w") as f:
+        ds = f.create_dataset("v", (2000,), dtype=h5py.vlen_dtype(np.int32))
+        for i in range(2000):
+            ds[i] = np.full(1000, i, np.int32)
+        f["y"] = np.arange(2000)
+    out = stoker.convert.hdf5(path, tmp_path / "store", keys="v,y", shard_size="1MB", progress=False).path
+    shards = sorted(out.glob("shard-*.arrow"))
+    assert len(shards) >= 6 and max(p.stat().st_size for p in shards) < 3 * 2**20
+    ds = stoker.open(out)
+    assert ds[1999]["v"].tolist() == [1999] * 1000 and ds[1999]["y"] == 1999
