@@ -20,6 +20,7 @@ store bytes). Rows are synthetic 3x64x64 uint8 images + int64 labels.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import socket
@@ -111,6 +112,8 @@ def main() -> None:
                 lw, rw = _epoch(near, args.batch), _epoch(far, args.batch)
                 warm.append(rw / lw)
                 ratios["warm"].append(rw / lw)
+            del near, far  # unmapped, so that the next round's DONTNEED can drop the local shards
+            gc.collect()
             shutil.rmtree(work / f"cache-{r}", ignore_errors=True)
             print(
                 f"round {r}: local cold {lc:,.0f} rows/s, remote cold {rc:,.0f} rows/s ({rc / lc:.2f}x); "

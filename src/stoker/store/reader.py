@@ -123,7 +123,10 @@ class Store:
             idx = self._rows[idx]
         shards = np.searchsorted(self._starts, idx, side="right") - 1
         _, first = np.unique(shards, return_index=True)
-        self.remote.prefetch(int(s) for s in shards[np.sort(first)])
+        mapped = self._cache.mapped_set()  # mapped shards are in the cache: nothing to ask (no stat per shard)
+        wanted = [int(s) for s in shards[np.sort(first)] if int(s) not in mapped]
+        if wanted:
+            self.remote.prefetch(wanted)
 
     def remote_stats(self) -> dict[str, Any] | None:
         """For a remote store, what this process fetched (shards, bytes, cache hits, retries); else None."""

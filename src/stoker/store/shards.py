@@ -259,6 +259,11 @@ class ShardCache:
         with self._lock:
             self._mapped.pop(index, None)
 
+    def mapped_set(self) -> frozenset[int]:
+        """The indices of the shards mapped now, as a set."""
+        with self._lock:
+            return frozenset(self._mapped)
+
     def mapped(self) -> list[int]:
         """The indices of the shards mapped now, least recently used first."""
         with self._lock:
