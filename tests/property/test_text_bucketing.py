@@ -58,3 +58,58 @@ def test_window_sort_gives_the_batches_of_a_lexsort(lengths, batch_size, window,
     want = _reference_epoch(lengths, batch_size, window, shuffle, 5, epoch)
     assert len(got) == len(want)
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+class Streamed:
+    """Lengths told only when waited for (as the token cache of an on-the-fly source), recording the plan."""
+
+    def __init__(self, lengths: np.ndarray) -> None:
+        self.lengths, self.known_rows = lengths, np.zeros(len(lengths), bool)
+        self.planned: list[np.ndarray] = []
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def known(self):
+        return None
+
+    def plan(self, blocks):
+        self.planned = list(blocks)
+
+    def wait(self, rows):
+        self.known_rows[rows] = True
+        return self.lengths[rows]
+
+    def all(self):
+        self.known_rows[:] = True
+        return self.lengths
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 600), min_size=1, max_size=300),
+    batch_size=st.integers(1, 20),
+    window=st.integers(1, 6),
+    shuffle=st.booleans(),
+    world=st.integers(1, 3),
+    epoch=st.integers(0, 3),
+    start=st.integers(0, 10),
+)
+def test_streamed_lengths_give_the_batches_of_known_ones(lengths, batch_size, window, shuffle, world, epoch, start):
+    lengths = np.array(lengths)
+    for rank in range(world):
+        known = LengthBuckets(lengths, batch_size, None, shuffle, 3, window, rank, world)
+        stream = Streamed(lengths)
+        streamed = LengthBuckets(stream, batch_size, None, shuffle, 3, window, rank, world)
+        assert len(streamed) == len(known) and not stream.known_rows.any()  # the length needs no lengths
+        start = min(start, len(known))
+        first = next(streamed.batches(epoch, start), None)
+        if first is not None:  # the first batch needed the rows of its own window only
+            assert stream.known_rows.sum() <= window * batch_size and stream.known_rows[first].all()
+            assert np.isin(first, stream.planned[0]).all()  # and was planned first
+        got = list(
+            LengthBuckets(Streamed(lengths), batch_size, None, shuffle, 3, window, rank, world).batches(epoch, start)
+        )
+        want = list(known.batches(epoch, start))
+        assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+        assert streamed.fingerprint() == known.fingerprint()

@@ -26,8 +26,8 @@ from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers
 from stoker.store.columns import Ragged
 from stoker.store.reader import Store
+from stoker.text.cache import TokenCache
 from stoker.text.inputs import TextTable, where_is
-from stoker.text.progress import progress_bar
 from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 from stoker.text.tokenizer import Encoded, TextTokenizer
 
@@ -36,10 +36,15 @@ METADATA_KEY = "stoker.text"
 
 @dataclass(frozen=True)
 class TokenizedRows:
-    """Rows tokenized when they are read: one ``encode_batch`` per chunk, in a worker thread."""
+    """Rows tokenized on the fly, once: a :class:`~stoker.text.cache.TokenCache` keeps their ids,
+    so a row read again (a later epoch) is gathered, not tokenized."""
 
     table: TextTable
     tokenizer: TextTokenizer
+    cache: TokenCache = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cache", TokenCache(self.table, self.tokenizer))
 
     def __len__(self) -> int:
         return len(self.table)
@@ -53,28 +58,17 @@ class TokenizedRows:
         return self.table.labels
 
     def fetch(self, idx: np.ndarray) -> Encoded:
-        if len(idx) and (idx.min() < 0 or idx.max() >= len(self.table)):
-            bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
-            raise IndexError(f"row {bad} is out of range for a text source of {len(self.table)} rows")
-        rows = idx.tolist()
-        texts = self.table.texts
-        batch = [texts[i] for i in rows]
-        pairs = None if self.table.pairs is None else [self.table.pairs[i] for i in rows]
-        return self.tokenizer.encode(batch, pairs)
+        """Rows ``idx``: gathered from the cache, or tokenized (one ``encode_batch``) and cached."""
+        return self.cache.fetch(idx)
 
-    def lengths(self, progress: Any = None, block: int = 8192) -> np.ndarray:
-        """Tokens per row (special tokens included, after truncation): the corpus tokenized once,
-        one ``encode_batch`` per block of rows (bounded memory on large corpora).
+    def lengths(self, progress: Any = None) -> np.ndarray:
+        """Tokens per row (special tokens included, after truncation): every row not cached yet is
+        tokenized now, one ``encode_batch`` per block of rows, and cached.
 
         ``progress``: ``None`` shows a bar on stderr when it is a terminal, ``True``/``False``
         always/never, a callable is called with the rows done since its last call."""
-        n = len(self)
-        parts = []
-        with progress_bar(progress, n, "counting tokens") as bar:
-            for i in range(0, n, block):
-                parts.append(self.fetch(np.arange(i, min(i + block, n))).ids.lengths)
-                bar.update(len(parts[-1]))
-        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        self.cache.progress = progress
+        return self.cache.all()
 
     def describe(self, row: int) -> str:
         """Where row ``row`` came from (file and line, or the row of a list or dict)."""
@@ -219,17 +213,40 @@ class PaddedText(BatchSource):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def batch_bytes(self, batch_size: int) -> float:
-        return batch_size * self.rows.bytes_per_row()
+    @property
+    def streaming(self) -> bool:
+        """Whether a sampler streams this source's lengths and its cache is still being filled."""
+        cache = getattr(self.rows, "cache", None)
+        return cache is not None and cache.ordered and not cache.complete
+
+    def batch_bytes(self, batch_size: int) -> float | None:
+        """Bytes of text per batch (chunks of ~1 MiB); None (one batch per chunk) while the lengths
+        are streamed, so the first batch waits for its own window only."""
+        return None if self.streaming else batch_size * self.rows.bytes_per_row()
 
     def auto_workers(self, batch_size: int) -> int:
-        """Threads to use when the user does not say: none for a store, one per core on the fly.
+        """Threads to use when the user does not say: none where the ids are gathered (a store, the
+        token cache of a bucketed source), one per core where reads tokenize.
 
-        From a store, a chunk of text batches is a gather and a few numpy passes over some
-        kilobytes, run mostly under the GIL, so it runs in the consumer's thread; on the fly, the
-        Rust tokenizer releases the GIL and gets a thread per core (docs/design-notes.md, text).
+        A chunk of text batches gathered is a few numpy passes over some kilobytes, run mostly
+        under the GIL, so it runs in the consumer's thread (the background tokenization of a
+        bucketed source has the cores); reads that tokenize release the GIL in the Rust
+        tokenizer and get a thread per core (docs/design-notes.md, text).
         """
-        return 0 if isinstance(self.rows, StoredRows) else default_workers()
+        cache = getattr(self.rows, "cache", None)
+        if isinstance(self.rows, StoredRows) or (cache is not None and (cache.ordered or cache.complete)):
+            return 0
+        return default_workers()
+
+    def set_epoch(self, epoch: int) -> None:
+        """On the fly: check that the cached ids still match the tokenizer (see ``TokenCache.check``)."""
+        if isinstance(self.rows, TokenizedRows):
+            self.rows.cache.check()
+
+    def close(self) -> None:
+        """On the fly: stop the background tokenization and remove the cache's temporary files."""
+        if isinstance(self.rows, TokenizedRows):
+            self.rows.cache.close()
 
     def report(self) -> TextReport:
         """Tokens, padding and truncation over the batches delivered so far."""

@@ -15,13 +15,22 @@ With several ranks, the epoch's batches (identical on every rank) are dealt roun
 every rank gets the same count: ``uneven="pad"`` repeats batches from the start of the
 epoch, ``"drop"`` leaves the remainder out. An epoch is a pure function of
 ``(seed, epoch)``: resuming recomputes it and skips the batches already delivered.
+
+The lengths may be *streamed* (:class:`StreamedLengths`, e.g. an on-the-fly text source's token
+cache): with a fixed ``batch_size`` the epoch's row order and batch order need no lengths, so
+the sampler tells the stream which windows it needs in which order (``plan``) and sorts each
+window when its first batch is due (``wait``). The batches are exactly those of the same
+lengths given as an array; only the first batch no longer waits for the whole corpus.
+``max_tokens`` cuts batches from all sorted lengths, so it waits for every length (``all``);
+so does :meth:`LengthBuckets.fingerprint` (it covers every length).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -34,12 +43,32 @@ def _positive(name: str, value: Any, minimum: int = 1) -> None:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}", option=name)
 
 
+@runtime_checkable
+class StreamedLengths(Protocol):
+    """Lengths learned while batches are handed out (:class:`~stoker.text.cache.TokenCache`)."""
+
+    def __len__(self) -> int: ...
+
+    def known(self) -> np.ndarray | None:
+        """Every length when all are known now, else None (never waits)."""
+
+    def wait(self, rows: np.ndarray) -> np.ndarray:
+        """The lengths of ``rows`` (int64), waiting until they are known."""
+
+    def plan(self, blocks: Iterable[np.ndarray]) -> None:
+        """The order in which blocks of rows will be waited for (a hint)."""
+
+    def all(self) -> np.ndarray:
+        """Every length (int64), waiting until all are known."""
+
+
 @dataclass(frozen=True, eq=False)
 class LengthBuckets(BatchSampler):
     """Batches of rows of similar length, reshuffled every epoch.
 
     Attributes:
-        lengths: one length per row (tokens, or an estimate such as characters).
+        lengths: one length per row (tokens, or an estimate such as characters), or a
+            :class:`StreamedLengths` learned while the first batches are handed out.
         batch_size: rows per batch; with ``max_tokens``, an optional cap (``None``: no cap).
         max_tokens: token budget per batch (``rows x longest``, lengths rounded up to ``round_to``).
         shuffle: reshuffle every epoch; ``False`` gives the same sorted batches in a fixed order.
@@ -52,7 +81,7 @@ class LengthBuckets(BatchSampler):
             (pass the loader's ``pad_to_multiple_of``).
     """
 
-    lengths: np.ndarray
+    lengths: Any
     batch_size: int | None = 32
     max_tokens: int | None = None
     shuffle: bool = True
@@ -62,13 +91,15 @@ class LengthBuckets(BatchSampler):
     world_size: int = 1
     uneven: str = "pad"
     round_to: int = 1
-    _cuts: np.ndarray = field(init=False, repr=False)
-    _sort_keys: np.ndarray = field(init=False, repr=False)
+    _known: np.ndarray | None = field(init=False, repr=False, default=None)
+    _cuts: np.ndarray | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
-        lengths = np.asarray(self.lengths, dtype=np.int64).reshape(-1)
-        object.__setattr__(self, "lengths", lengths)
-        if len(lengths) == 0:
+        if not isinstance(self.lengths, StreamedLengths):
+            lengths = np.asarray(self.lengths, dtype=np.int64).reshape(-1)
+            object.__setattr__(self, "lengths", lengths)
+            object.__setattr__(self, "_known", lengths)
+        if len(self.lengths) == 0:
             raise ConfigError("cannot make batches of 0 rows; the data is empty", option="lengths")
         if self.max_tokens is None and self.batch_size is None:
             raise ConfigError("give batch_size, max_tokens, or both", option="batch_size")
@@ -83,23 +114,38 @@ class LengthBuckets(BatchSampler):
             raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
         if self.uneven not in ("pad", "drop"):
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
-        cuts = self._budget_cuts(self.max_tokens) if self.max_tokens is not None else np.empty(0, np.int64)
-        object.__setattr__(self, "_cuts", cuts)
-        # the lengths in the smallest unsigned dtype: numpy's stable sort is a radix sort up to 16 bits
-        keys = lengths.astype(np.uint16) if len(lengths) and 0 <= lengths.min() and lengths.max() < 2**16 else lengths
-        object.__setattr__(self, "_sort_keys", keys)
         if self.uneven == "drop" and self.total_batches < self.world_size:
             raise ConfigError(
                 f"{self.total_batches} batches cannot be split over {self.world_size} ranks with uneven='drop'",
                 option="uneven",
             )
 
+    # -- lengths ------------------------------------------------------------------------------
+    def _all_lengths(self) -> np.ndarray:
+        """Every length (a streamed one: waits until all are known)."""
+        known = self._known
+        if known is None:
+            known = np.asarray(self.lengths.all(), dtype=np.int64)
+            object.__setattr__(self, "_known", known)
+        return known
+
+    def _keys(self, rows: np.ndarray) -> np.ndarray:
+        """The lengths of ``rows`` as sort keys (16-bit when they fit: numpy's stable sort is then a radix sort)."""
+        if self._known is None:
+            known = self.lengths.known()
+            if known is not None:
+                object.__setattr__(self, "_known", np.asarray(known, dtype=np.int64))
+        got = self.lengths.wait(rows) if self._known is None else self._known[rows]
+        if len(got) and 0 <= got.min() and got.max() < 2**16:
+            return got.astype(np.uint16)
+        return got
+
     # -- sizes ------------------------------------------------------------------------------
     @property
     def total_batches(self) -> int:
-        """Batches per epoch over all ranks."""
+        """Batches per epoch over all ranks (with ``max_tokens``: waits for every length)."""
         if self.max_tokens is not None:
-            return len(self._cuts) - 1
+            return len(self._budget_cuts()) - 1
         return -(-len(self.lengths) // self._fixed_size)
 
     @property
@@ -111,9 +157,12 @@ class LengthBuckets(BatchSampler):
         total, world = self.total_batches, self.world_size
         return -(-total // world) if self.uneven == "pad" else total // world
 
-    def _budget_cuts(self, budget: int) -> np.ndarray:
-        """Batch boundaries over the rows sorted by length, greedy under the token budget."""
-        sorted_len = np.sort(self.lengths)
+    def _budget_cuts(self) -> np.ndarray:
+        """Batch boundaries over the rows sorted by length, greedy under the token budget (computed once)."""
+        if self._cuts is not None:
+            return self._cuts
+        budget = int(self.max_tokens or 0)
+        sorted_len = np.sort(self._all_lengths())
         sorted_len = -(-sorted_len // self.round_to) * self.round_to
         n, cap = len(sorted_len), self.batch_size or len(sorted_len)
         cuts = [0]
@@ -128,55 +177,77 @@ class LengthBuckets(BatchSampler):
                     hi = mid - 1
             start = lo
             cuts.append(start)
-        return np.asarray(cuts, dtype=np.int64)
+        computed = np.asarray(cuts, dtype=np.int64)
+        object.__setattr__(self, "_cuts", computed)
+        return computed
 
     # -- one epoch ----------------------------------------------------------------------------
-    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
-        """All batches of ``epoch`` in delivery order, over all ranks (identical on every rank)."""
+    def _budget_batches(self, epoch: int) -> list[np.ndarray]:
+        """All ``max_tokens`` batches of ``epoch`` in delivery order."""
         rng = np.random.default_rng([self.seed, epoch])
-        n = len(self.lengths)
-        if self.max_tokens is not None:
-            ties = rng.random(n) if self.shuffle else np.arange(n)
-            order = np.lexsort((ties, self.lengths))
-            cuts = self._cuts.tolist()
-        else:
-            order = rng.permutation(n) if self.shuffle else np.arange(n)
-            order = _sort_windows(order, self._sort_keys[order], self.window * self._fixed_size)
-            cuts = [*range(0, n, self._fixed_size), n]
+        lengths = self._all_lengths()
+        n = len(lengths)
+        ties = rng.random(n) if self.shuffle else np.arange(n)
+        order = np.lexsort((ties, lengths))
+        cuts = self._budget_cuts().tolist()
         bounds = list(zip(cuts[:-1], cuts[1:]))
         if self.shuffle:
             bounds = [bounds[i] for i in rng.permutation(len(bounds)).tolist()]
         return [order[a:b] for a, b in bounds]
 
+    def _fixed_batches(self, epoch: int, positions: np.ndarray) -> Iterator[np.ndarray]:
+        """The batches at ``positions`` of ``epoch``'s delivery order (fixed ``batch_size``).
+
+        Rows are shuffled, cut into windows of ``window`` batches, each window sorted by length
+        (stable), cut into batches, and the batches shuffled. Neither shuffle needs a length, so
+        a window is sorted only when its first batch is due, and streamed lengths are told the
+        windows in the order they will be needed.
+        """
+        rng = np.random.default_rng([self.seed, epoch])
+        n, size = len(self.lengths), self._fixed_size
+        span = self.window * size
+        order = rng.permutation(n) if self.shuffle else np.arange(n)
+        count = -(-n // size)
+        wanted = (rng.permutation(count) if self.shuffle else np.arange(count))[positions]
+        windows = wanted // self.window
+        if self._known is None:
+            _, first = np.unique(windows, return_index=True)
+            need = windows[np.sort(first)].tolist()
+            self.lengths.plan(order[w * span : (w + 1) * span] for w in need)
+        ready: dict[int, np.ndarray] = {}
+        for b, w in zip(wanted.tolist(), windows.tolist()):
+            rows = ready.get(w)
+            if rows is None:
+                rows = order[w * span : (w + 1) * span]
+                rows = ready[w] = rows[np.argsort(self._keys(rows), kind="stable")]
+            k = b * size - w * span
+            yield rows[k : k + size]
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """All batches of ``epoch`` in delivery order, over all ranks (identical on every rank)."""
+        if self.max_tokens is not None:
+            return self._budget_batches(epoch)
+        return list(self._fixed_batches(epoch, np.arange(self.total_batches)))
+
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
         """This rank's batches of ``epoch`` from batch ``start`` on."""
-        every = self.epoch_batches(epoch)
         per_rank = len(self)
-        ids = np.resize(np.arange(len(every)), per_rank * self.world_size)
-        mine = ids.reshape(per_rank, self.world_size)[:, self.rank]
-        for b in mine[start:].tolist():
+        ids = np.resize(np.arange(self.total_batches), per_rank * self.world_size)
+        mine = ids.reshape(per_rank, self.world_size)[:, self.rank][start:]
+        if self.max_tokens is None:
+            yield from self._fixed_batches(epoch, mine)
+            return
+        every = self._budget_batches(epoch)
+        for b in mine.tolist():
             yield every[b]
 
     def fingerprint(self) -> dict[str, Any]:
-        return field_fingerprint(self, kind="LengthBuckets", rows=len(self.lengths))
+        """Every field; the lengths as the CRC-32 of their int64 bytes (streamed ones: waits for all)."""
+        out = field_fingerprint(self, kind="LengthBuckets", rows=len(self.lengths))
+        if "lengths" in out:  # streamed: the same CRC an array of these lengths gives
+            del out["lengths"]
+            out["lengths_crc32"] = zlib.crc32(self._all_lengths().tobytes())
+        return out
 
 
-def _sort_windows(order: np.ndarray, keys: np.ndarray, size: int) -> np.ndarray:
-    """``order`` with each run of ``size`` rows sorted by ``keys`` (stable: ties keep their order).
-
-    The same as ``order[np.lexsort((keys, np.arange(n) // size))]``, with one stable sort along
-    the rows of a ``(windows, size)`` view instead of a sort of the whole epoch.
-    """
-    n = len(order)
-    full = n - n % size
-    out = np.empty_like(order)
-    if full:
-        within = np.argsort(keys[:full].reshape(-1, size), axis=1, kind="stable")
-        within += np.arange(0, full, size)[:, None]
-        out[:full] = order[within.reshape(-1)]
-    if full < n:
-        out[full:] = order[full:][np.argsort(keys[full:], kind="stable")]
-    return out
-
-
-__all__ = ["LengthBuckets"]
+__all__ = ["LengthBuckets", "StreamedLengths"]

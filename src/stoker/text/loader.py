@@ -156,15 +156,17 @@ def build(
         return source, None
     rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     uneven = options.get("uneven", LoaderConfig.uneven)
-    lengths = source.lengths()
-    multiple = cfg.pad_to_multiple_of
-    longest = -(-int(lengths.max(initial=0)) // multiple) * multiple
-    if cfg.max_tokens is not None and longest > cfg.max_tokens:
-        raise ConfigError(
-            f"max_tokens={cfg.max_tokens} is below the longest example ({longest} tokens, padded to a multiple of "
-            f"{multiple}): it would not fit a batch; raise max_tokens or pass a smaller max_length",
-            option="max_tokens",
-        )
+    lengths: Any = source.streamed_lengths()  # a fixed batch_size streams: the first batches come early
+    if cfg.max_tokens is not None:  # budget cuts need every length: the corpus is tokenized now (ids kept)
+        lengths = source.lengths()
+        multiple = cfg.pad_to_multiple_of
+        longest = -(-int(lengths.max(initial=0)) // multiple) * multiple
+        if longest > cfg.max_tokens:
+            raise ConfigError(
+                f"max_tokens={cfg.max_tokens} is below the longest example ({longest} tokens, padded to a multiple "
+                f"of {multiple}): it would not fit a batch; raise max_tokens or pass a smaller max_length",
+                option="max_tokens",
+            )
     buckets = LengthBuckets(
         lengths,
         batch_size,
@@ -281,6 +283,14 @@ class Loader(CoreLoader):
     def reset_report(self) -> None:
         """Start the counts of delivered batches again from zero."""
         self.text_source.reset_report()
+
+    def close(self) -> None:
+        """Stop worker processes and the background tokenization; remove the token cache's
+        temporary files (a later pass tokenizes again). Idempotent."""
+        super().close()
+        close = getattr(self.text_source, "close", None)
+        if close is not None:
+            close()
 
 
 __all__ = ["DEFAULT_MAX_LENGTH", "Loader", "TextConfig", "build"]

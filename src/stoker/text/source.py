@@ -1,7 +1,7 @@
 """``TextSource``: padded batches of token ids from texts or a text store, for :class:`stoker.Loader`.
 
     source = stoker.text.TextSource("corpus.txt", tokenizer="bert-base-uncased", max_length=128)
-    buckets = stoker.text.LengthBuckets(source.lengths(), batch_size=32, round_to=source.pad_to_multiple_of)
+    buckets = stoker.text.LengthBuckets(source.streamed_lengths(), batch_size=32, round_to=source.pad_to_multiple_of)
     loader = stoker.Loader(source, batch_sampler=buckets)          # or batch_size=32 without bucketing
 
 :func:`open_rows` turns what the user passes (texts, a file, a store) into rows that give
@@ -24,6 +24,7 @@ import numpy as np
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
 from stoker.text.batches import PaddedText, StoredRows, TokenizedRows
+from stoker.text.bucketing import StreamedLengths
 from stoker.text.from_store import UNSET, store_rows, store_tokenizer
 from stoker.text.inputs import TextColumns, read_table
 from stoker.text.labels import label_map
@@ -161,11 +162,23 @@ class TextSource(PaddedText):
         rows = opened.rows
         names = rows.table.label_names if isinstance(rows, TokenizedRows) else rows.info.get("label_names")
         object.__setattr__(self, "label_names", None if names is None else tuple(names))
+        if isinstance(rows, TokenizedRows):
+            rows.cache.progress = progress
 
     def lengths(self) -> np.ndarray:
         """Tokens per row, for :class:`~stoker.text.LengthBuckets`: a store's ``length`` column, or
-        (texts) the whole input tokenized once (with a progress bar, see ``progress``)."""
+        (texts) the whole input tokenized now (with a progress bar, see ``progress``); the ids
+        are kept, so reads gather them instead of tokenizing again."""
         return np.asarray(self.rows.lengths(self.progress), dtype=np.int64)
+
+    def streamed_lengths(self) -> np.ndarray | StreamedLengths:
+        """Tokens per row as :class:`~stoker.text.LengthBuckets` streams them: on the fly, the token
+        cache, tokenized in a background thread in the order the sampler needs (the first batches
+        come before the corpus is tokenized); from a store, its ``length`` column."""
+        if isinstance(self.rows, TokenizedRows):
+            self.rows.cache.ordered = True
+            return self.rows.cache
+        return self.lengths()
 
     @property
     def class_to_idx(self) -> dict[str, int] | None:

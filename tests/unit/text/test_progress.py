@@ -12,14 +12,18 @@ TEXTS = [f"sentence number {i} with some words" for i in range(300)]
 def test_the_length_pass_reports_every_row_to_a_callable():
     seen = []
     loader = stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=seen.append)
+    list(loader)  # the pass runs in the background during the first epoch
     assert loader.bucketed and sum(seen) == len(TEXTS)
+    seen.clear()
+    stoker.text.Loader(TEXTS, batch_size=None, max_tokens=512, shuffle=True, progress=seen.append)
+    assert sum(seen) == len(TEXTS)  # max_tokens needs every length at construction
 
 
 def test_progress_true_draws_a_bar_on_stderr_and_false_none(capsys):
-    stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=True)
+    list(stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=True))
     assert "counting tokens" in capsys.readouterr().err
-    stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=False)
-    stoker.text.Loader(TEXTS, batch_size=8, shuffle=True)  # None: stderr is not a terminal here
+    list(stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=False))
+    list(stoker.text.Loader(TEXTS, batch_size=8, shuffle=True))  # None: stderr is not a terminal here
     assert capsys.readouterr().err == ""
 
 

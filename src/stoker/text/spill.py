@@ -1,0 +1,146 @@
+"""Flat arrays that grow by appending: in memory, or in a memory-mapped temporary file past a size.
+
+The token cache of an on-the-fly text loader (:mod:`stoker.text.cache`) appends the ids of each
+tokenized block to a :class:`FlatArray`. It starts in memory; when the array would grow past
+``STOKER_TEXT_CACHE_MEMORY`` bytes (default 1 GiB, read when the cache is made), it moves to a
+file in a :class:`SpillDir` and grows there (``ftruncate`` + a new ``np.memmap``; views taken
+before a growth stay valid, so readers in other threads never see a moved array).
+
+Spill files live in ``<tempfile.gettempdir()>/stoker-text-<pid>-<random>/``. The cache removes its
+directory when it is closed or garbage-collected (and at interpreter exit); a process killed
+before that leaves it behind, and :func:`sweep_stale` (run before every new directory is made)
+removes the directories whose pid is no longer alive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from stoker.errors import ConfigError
+
+MEMORY_ENV = "STOKER_TEXT_CACHE_MEMORY"
+DEFAULT_MEMORY = 1 << 30
+PREFIX = "stoker-text-"
+
+
+def memory_limit() -> int:
+    """Bytes a cache array may hold in memory before it moves to a file (``STOKER_TEXT_CACHE_MEMORY``)."""
+    raw = os.environ.get(MEMORY_ENV)
+    if raw is None or raw == "":
+        return DEFAULT_MEMORY
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(
+            f"{MEMORY_ENV}={raw!r} must be a whole number of bytes >= 0 (0: always spill to a temporary file)",
+            option=MEMORY_ENV,
+        )
+    return value
+
+
+def sweep_stale(directory: str | None = None) -> int:
+    """Remove ``stoker-text-<pid>-*`` directories under ``directory`` (the temp dir) whose process is gone."""
+    base = directory or tempfile.gettempdir()
+    removed = 0
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if not name.startswith(PREFIX):
+            continue
+        pid = name[len(PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: not ours to judge
+    return True
+
+
+class SpillDir:
+    """One cache's temporary directory, made on first use (after a sweep) and removed by :meth:`remove`."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+
+    def get(self) -> str:
+        if self.path is None:
+            sweep_stale()
+            self.path = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+        return self.path
+
+    def remove(self) -> None:
+        """Delete the directory and its files (maps still open stay readable until dropped). Idempotent."""
+        path, self.path = self.path, None
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class FlatArray:
+    """A 1-D array grown by :meth:`append`; ``array[:used]`` holds what was appended.
+
+    Growth doubles the capacity. In memory, the old contents are copied to a new array; in a
+    file, the file is extended and mapped again. ``array`` is replaced, never changed in place
+    below ``used``, so a reader that took ``array`` keeps a valid view of what it could see.
+    Not thread-safe for writers: the cache appends under its lock.
+    """
+
+    def __init__(self, dtype: Any, name: str, limit: int, spill: SpillDir) -> None:
+        self.dtype = np.dtype(dtype)
+        self.name, self.limit, self.spill = name, limit, spill
+        self.array: np.ndarray = np.empty(0, self.dtype)
+        self.used = 0
+        self.path: str | None = None
+
+    @property
+    def in_file(self) -> bool:
+        return self.path is not None
+
+    def append(self, values: np.ndarray) -> int:
+        """Append ``values``; returns where they start."""
+        start, end = self.used, self.used + len(values)
+        if end > len(self.array):
+            self._grow(end)
+        self.array[start:end] = values
+        self.used = end
+        return start
+
+    def _grow(self, need: int) -> None:
+        capacity = max(need, 2 * len(self.array), 1 << 16)
+        nbytes = capacity * self.dtype.itemsize
+        old, used = self.array, self.used
+        if self.path is None and nbytes > self.limit:
+            self.path = os.path.join(self.spill.get(), f"{self.name}.bin")
+            open(self.path, "wb").close()
+            copy = True
+        else:
+            copy = self.path is None
+        if self.path is None:
+            new = np.empty(capacity, self.dtype)
+        else:
+            with open(self.path, "r+b") as f:
+                f.truncate(nbytes)
+            new = np.memmap(self.path, self.dtype, "r+", shape=(capacity,))
+        if copy and used:
+            new[:used] = old[:used]
+        self.array = new
+
+
+__all__ = ["DEFAULT_MEMORY", "MEMORY_ENV", "PREFIX", "FlatArray", "SpillDir", "memory_limit", "sweep_stale"]
