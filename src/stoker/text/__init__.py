@@ -10,7 +10,7 @@
 The same batches, composed from parts (``TextSource`` is a :class:`stoker.BatchSource`)::
 
     source = stoker.text.TextSource("corpus.txt", max_length=128)
-    buckets = stoker.text.LengthBuckets(source.lengths(), batch_size=32, round_to=source.pad_to_multiple_of)
+    buckets = stoker.text.LengthBuckets(source.streamed_lengths(), batch_size=32, round_to=source.pad_to_multiple_of)
     loader = stoker.Loader(source, batch_sampler=buckets)
 
 See README.md in this directory for the file map and the life of a batch.

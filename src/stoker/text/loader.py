@@ -61,7 +61,8 @@ class TextConfig:
             UTF-8 (:class:`~stoker.text.TextColumns`); built by :meth:`of` from the keywords
             ``text_column``, ``pair_column``, ``label_column`` (``"auto"`` reads ``label`` when
             there is one), ``keep_empty``, ``encoding_errors``, ``label_names`` and ``class_to_idx``.
-        progress: the on-the-fly token count that bucketing needs: ``None`` a bar when stderr is a
+        progress: the on-the-fly tokenizer pass that bucketing needs (in a background thread during
+            the first epoch; at construction with ``max_tokens``): ``None`` a bar when stderr is a
             terminal, ``True``/``False`` always/never, or a callable given the rows done.
     """
 
@@ -210,6 +211,13 @@ class Loader(CoreLoader):
     With ``shuffle=False`` batches come in input order, unbucketed, and :meth:`report` says so;
     ``bucketing=True`` gives evaluation a fixed length-sorted order instead.
     The same batches come from ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
+
+    On the fly each row is tokenized once: the ids are kept (in memory, or in a temporary file
+    past ``STOKER_TEXT_CACHE_MEMORY`` bytes; removed by :meth:`close` or garbage collection) and
+    later epochs gather them. With bucketing and a row-count ``batch_size``, the first epoch's
+    batches come while a background thread still tokenizes later windows; ``len()`` is known up
+    front, and ``state_dict()`` during that pass waits for it to end. With ``max_tokens`` the
+    corpus is tokenized at construction (the batch boundaries need every length).
     """
 
     def __init__(
