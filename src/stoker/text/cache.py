@@ -19,11 +19,13 @@ tokenizer's truncation, padding, vocabulary size, normalizer, pre-tokenizer and 
 ``max_length``, pairs). If that changes after the loader was built, the cache is emptied and
 rows are tokenized again, or, when a sampler already ordered batches by the old lengths,
 :meth:`check` raises ``ConfigError``. ``close()`` (and garbage collection) stops the thread
-and removes the temporary files.
+and removes the temporary files. A worker process forked from the loader reads the rows cached
+before the fork and tokenizes the others without storing them (the cache is the parent's).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections import deque
@@ -83,6 +85,7 @@ class _State:
     def __init__(self, table: TextTable, tokenizer: TextTokenizer, progress: Any) -> None:
         n = len(table)
         self.table, self.tokenizer, self.progress, self.n = table, tokenizer, progress, n
+        self.pid = os.getpid()  # a forked worker process reads what was cached, never writes or cleans up
         self.pairs = table.pairs is not None
         self.key = ids_key(tokenizer, self.pairs)
         self.cond = threading.Condition()
@@ -221,6 +224,8 @@ class _State:
             self.clear()
 
     def shutdown(self, join: bool) -> None:
+        if os.getpid() != self.pid:
+            return  # a forked copy: the files and the thread are the parent's
         with self.cond:
             self.stopped = True
             self.cond.notify_all()
@@ -290,6 +295,8 @@ class TokenCache:
         if len(idx) and s.done[idx].all():
             return self.gather(idx)
         enc = encode_rows(s.table, s.tokenizer, idx)
+        if os.getpid() != s.pid:
+            return enc  # a forked worker: its lock may have been held at the fork, its files are shared
         with s.cond:
             if not s.stopped:
                 s.write(idx, enc)

@@ -112,3 +112,15 @@ def test_source_lengths_keep_their_ids_for_the_composed_loader():
     source = TextSource(ROWS, max_length=32)
     source.lengths()
     assert source.rows.cache.complete
+
+
+@pytest.mark.parametrize("bucketing", [True, False])
+def test_worker_processes_give_the_batches_of_threads(bucketing):
+    options = dict(batch_size=8, max_length=32, shuffle=True, seed=3, bucketing=bucketing)
+    threads = [b["input_ids"] for b in stoker.text.Loader(ROWS, **options)]
+    loader = stoker.text.Loader(ROWS, engine="processes", num_workers=2, **options)
+    for epoch in range(2):  # the first while the parent's cache fills, the second from it
+        got = [b["input_ids"] for b in loader]
+        if epoch == 0:
+            assert len(got) == len(threads) and all(torch.equal(a, b) for a, b in zip(got, threads))
+    assert loader.text_source.rows.cache.complete == bucketing
