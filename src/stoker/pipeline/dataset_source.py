@@ -2,7 +2,9 @@
 
 ``read`` fetches the samples of each batch (``__getitems__`` when the dataset has it, else
 ``dataset[i]`` per row; an error gets a note naming ``dataset[i]``) and ``collate`` stacks them
-like torch's ``default_collate``, into numpy arrays. Its work is user Python, so it runs on the
+like torch's ``default_collate``, into numpy arrays: arrays (and CPU tensors) of one shape and
+dtype are stacked straight into buffers of the loader's pool, which in a worker process are
+carved from the task's shared-memory slot, so the batch is written once, where it is handed out. Its work is user Python, so it runs on the
 process engine by default. A plain ``TensorDataset`` of CPU tensors needs none of that: it is
 read as :class:`~stoker.pipeline.columns.ArrayColumns`, one gather per tensor per chunk.
 """
@@ -13,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from stoker.device.buffers import BufferPool
 from stoker.pipeline.collate import default_collate, fetch
 from stoker.pipeline.columns import ArrayColumns
 from stoker.pipeline.source import BatchSource
@@ -25,6 +28,7 @@ class DatasetSource(BatchSource):
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
+        self._pool: BufferPool | None = None
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -35,8 +39,42 @@ class DatasetSource(BatchSource):
     def read(self, chunk: list[np.ndarray]) -> list[list[Any]]:
         return [fetch(self.dataset, [int(i) for i in idx]) for idx in chunk]
 
+    def use_buffers(self, pool: BufferPool) -> None:
+        self._pool = pool
+
     def collate(self, raw: list[Any]) -> Any:
-        return default_collate(raw)
+        return default_collate(raw) if self._pool is None else collate_into(raw, self._pool)
+
+
+def _plain(value: Any) -> np.ndarray | None:
+    """``value`` as a numpy array if it is one, or a CPU tensor numpy can view; else None."""
+    if isinstance(value, np.ndarray):
+        return value
+    module = type(value).__module__
+    if module.startswith("torch") and getattr(value, "device", None) is not None and value.device.type == "cpu":
+        if str(value.dtype) != "torch.bfloat16":
+            return value.detach().numpy()
+    return None
+
+
+def collate_into(samples: list[Any], pool: BufferPool, path: str = "sample") -> Any:
+    """``default_collate(samples)``, with every stack of equal-shaped arrays written into ``pool.get``
+    buffers; any other part (scalars, strings, namedtuples, shapes that differ) goes to
+    ``default_collate`` as it is."""
+    first = samples[0]
+    if isinstance(first, dict):
+        return {k: collate_into([s[k] for s in samples], pool, f"{path}[{k!r}]") for k in first}
+    if isinstance(first, (tuple, list)) and not hasattr(first, "_fields") and not isinstance(first, str):
+        if first and not isinstance(first[0], (str, bytes)):
+            columns = [collate_into(list(col), pool, f"{path}[{i}]") for i, col in enumerate(zip(*samples))]
+            return type(first)(columns)
+    arrays = [_plain(s) for s in samples]
+    head = arrays[0]
+    if head is not None and head.dtype.kind in "biufc":
+        if all(a is not None and a.shape == head.shape and a.dtype == head.dtype for a in arrays):
+            out = pool.get(path, (len(arrays), *head.shape), head.dtype)
+            return np.stack(arrays, out=out)  # type: ignore[arg-type]
+    return default_collate(samples, path)
 
 
 def tensor_columns(data: Any) -> ArrayColumns | None:

@@ -154,3 +154,41 @@ def test_worker_processes_run_torch_on_one_thread_each():
         assert {int(r["threads"]) for r in pool.map(range(4), depth=2)} == {1}
     finally:
         pool.close()
+
+
+class Pairs(torch.utils.data.Dataset):
+    """Samples mixing arrays, tensors, ints and strings, as users write them."""
+
+    def __len__(self) -> int:
+        return 32
+
+    def __getitem__(self, i: int) -> dict:
+        return {"x": np.full((2, 3), i, np.float32), "t": torch.full((4,), i), "i": i, "s": f"r{i}", "l": [i, -i]}
+
+
+def test_the_dataset_path_collates_straight_into_the_slot_and_like_default_collate(shm_clean):
+    from stoker.device.buffers import BufferPool
+    from stoker.pipeline.collate import default_collate
+    from stoker.pipeline.dataset_source import collate_into
+
+    samples = [Pairs()[i] for i in range(4)]
+    want, got = default_collate(samples), collate_into(samples, BufferPool())
+    assert want.keys() == got.keys() and want["s"] == got["s"]
+    for key in ("x", "t", "i"):
+        assert got[key].dtype == want[key].dtype and np.array_equal(got[key], want[key])
+    assert all(np.array_equal(g, w) for g, w in zip(got["l"], want["l"]))
+
+    ring = SlotRing(f"{os.getpid()}_collate", limit=1, size=1 << 16)
+    writer = SlotWriter()
+    slot = ring.take()
+    assert slot is not None
+    try:
+        writer.begin((slot.name, slot.size))
+        batch = collate_into(samples, SlotBuffers(writer))
+        cursor = writer._cursor
+        layout, overflow, _ = writer.place([batch["x"], batch["t"]], "unused")
+        writer.end()
+        assert overflow is None and writer._cursor == cursor  # stacked in the slot: placed without a copy
+        assert layout[0][4] == 0 and np.array_equal(batch["x"], want["x"])
+    finally:
+        ring.close()
