@@ -170,6 +170,7 @@ def _map(
     if string is not None or dt.kind in "SUV":
         _one_per_row(
             field,
+            name,
             shape,
             "a string",
             f" (or read their bytes with the option cast {{{name!r}: 'uint8'}}, --cast {name}=uint8)"
@@ -183,13 +184,13 @@ def _map(
             )
         utf8 = dt.kind == "U" or (string is not None and string.encoding == "utf-8")
         text = target == TEXT or (target is None and utf8)
-        if dt.kind == "V" and target is None:
-            text = False
+        if dt.kind == "V" and target == TEXT:
+            raise ConfigError(f"{field}: opaque data casts only to 'bytes', not 'str'", option="cast")
         out.append(Field(key, path, name, "string" if text else "binary"))
         return
     vlen = h5py.check_vlen_dtype(dt)
     if vlen is not None:
-        _one_per_row(field, shape, "a variable-length array")
+        _one_per_row(field, name, shape, "a variable-length array")
         if h5py.check_string_dtype(np.dtype(vlen)) is not None or np.dtype(vlen).kind in "SUVO":
             raise SchemaError(
                 f"{field} holds variable-length lists of {np.dtype(vlen)} strings (several per row); a string column "
@@ -208,12 +209,12 @@ def _map(
     out.append(Field(key, path, name, "tensor", _numeric(field, name, dt, target, ""), shape))
 
 
-def _one_per_row(field: str, shape: tuple[int, ...], what: str, other: str = "") -> None:
+def _one_per_row(field: str, name: str, shape: tuple[int, ...], what: str, other: str = "") -> None:
     if shape:
         raise SchemaError(
             f"{field} holds {list(shape)} values of {what} per row; a string, binary or sequence column holds one "
             f"per row. Leave it out of keys{other}, or convert it yourself (one row per value)",
-            column=field,
+            column=name,
         )
 
 
@@ -245,9 +246,9 @@ def fixed_layout(ds: Any) -> bool:
     """Whether the stored bytes of h5py dataset ``ds`` are numpy rows of ``ds.dtype`` as they lie.
 
     True for fixed-size types (numbers up to 8 bytes, complex, bool, enums, null-padded or
-    null-terminated byte strings, sub-arrays and compounds of these) whose sizes and field offsets in the file are
-    those of h5py's dtype: such rows can be memory-mapped or decoded from raw chunks, and their
-    fields picked (and byte-swapped) here. False where HDF5 must convert (long double, space-
+    null-terminated byte strings, sub-arrays and compounds of these) whose sizes and field
+    offsets in the file are those of h5py's dtype: such rows can be memory-mapped or decoded
+    from raw chunks, and their fields picked (and byte-swapped) here. False where HDF5 must convert (long double, space-
     padded strings, variable-length, references, ...), so h5py reads them.
     """
     try:
@@ -304,6 +305,35 @@ def nullterm_paths(tid: Any, dt: np.dtype, path: tuple[str, ...] = ()) -> set[tu
     return set()
 
 
+def _check_cast(arr: np.ndarray, field: Field, where: str, first_row: int) -> None:
+    """A SchemaError when casting ``arr`` to the field's dtype would change values beyond rounding.
+
+    Byte order and float precision may change (a cast to float64 is what long double needs);
+    integers out of the target's range, fractions cast to integers and complex numbers with an
+    imaginary part cast to reals may not.
+    """
+    src, dst = arr.dtype, field.dtype
+    if dst is None or np.can_cast(src, dst, "safe") or (src.kind == dst.kind and src.kind in "fc") or not arr.size:
+        return
+    bad = ""
+    if src.kind == "c" and dst.kind != "c" and np.any(arr.imag != 0):
+        bad = "complex values with an imaginary part"
+    elif dst.kind in "iu":
+        real = arr.real if src.kind == "c" else arr
+        info = np.iinfo(dst)
+        if src.kind in "fc" and not np.all(np.isfinite(real) & (np.floor(real) == real)):
+            bad = "values that are not whole numbers"
+        elif real.min() < info.min or real.max() > info.max:
+            bad = f"values from {real.min()} to {real.max()}, outside {dst} ({info.min}..{info.max})"
+    if bad:
+        raise SchemaError(
+            f"{where}, column {field.name!r}, rows from {first_row}: cast to {dst} would change {bad}; "
+            "cast to a wider dtype",
+            column=field.name,
+            row=first_row,
+        )
+
+
 def values(field: Field, raw: np.ndarray, where: str, first_row: int = 0) -> Any:
     """The values of ``field`` in rows ``raw`` of its dataset (as h5py read them).
 
@@ -321,13 +351,18 @@ def values(field: Field, raw: np.ndarray, where: str, first_row: int = 0) -> Any
             return got
         if arr.dtype == field.dtype and arr.flags.c_contiguous and arr.flags.owndata:
             return arr
+        _check_cast(arr, field, where, first_row)
+        if arr.dtype.kind == "c" and field.dtype is not None and field.dtype.kind != "c":
+            arr = arr.real  # checked: no imaginary part
         return np.array(arr, dtype=field.dtype, order="C")  # a copy: a strided field view never leaks out
     if field.kind == "sequence":
         rows = [np.asarray(r).reshape(-1) for r in arr]
         lengths = np.fromiter((len(r) for r in rows), np.int64, len(rows))
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        flat = np.concatenate(rows).astype(field.dtype) if rows else np.empty(0, field.dtype)
+        flat = np.concatenate(rows) if rows else np.empty(0, field.dtype)
+        _check_cast(flat, field, where, first_row)
+        flat = flat.astype(field.dtype, copy=False)
         return Ragged(np.ascontiguousarray(flat), offsets)
     if arr.dtype.kind == "V":
         return [bytes(v) for v in arr]

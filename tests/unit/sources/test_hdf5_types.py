@@ -290,3 +290,16 @@ def test_long_vlen_rows_are_cut_into_shards_of_about_shard_size(tmp_path):
     assert len(shards) >= 6 and max(p.stat().st_size for p in shards) < 3 * 2**20
     ds = stoker.open(out)
     assert ds[1999]["v"].tolist() == [1999] * 1000 and ds[1999]["y"] == 1999
+
+
+def test_a_cast_that_would_change_values_is_refused_naming_column_and_rows(tmp_path):
+    path = tmp_path / "c.h5"
+    with h5py.File(path, "w") as f:
+        f["big"] = np.array([1, 2, 300], dtype=np.int64)
+        f["frac"] = np.array([1.0, 2.5, 3.0])
+        f["z"] = np.array([1 + 0j, 2 + 1j, 3 + 0j])
+    for key, cast, words in (("big", "int8", "outside int8"), ("frac", "int32", "not whole"), ("z", "float64", "imag")):
+        with pytest.raises(SchemaError, match=rf"dataset '{key}', column '{key}', rows from 0: cast to .*{words}"):
+            stoker.sources.HDF5(path, key, cast={key: cast}).read([np.arange(3)])
+    ok = stoker.sources.HDF5(path, "big,frac", cast={"big": "int16", "frac": "float32"}).read([np.arange(3)])[0]
+    assert ok["big"].tolist() == [1, 2, 300] and ok["frac"].dtype == np.float32
