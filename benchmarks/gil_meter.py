@@ -74,7 +74,7 @@ def build(directory: str | None = None) -> str | None:
     if cc is None:
         return None
     directory = directory or tempfile.mkdtemp(prefix="stoker-gil-meter-")
-    src, lib = os.path.join(directory, "gil_meter.c"), os.path.join(directory, "gil_meter.so")
+    src, lib = os.path.join(directory, "libgilmeter.c"), os.path.join(directory, "libgilmeter.so")
     with open(src, "w") as f:
         f.write(SOURCE)
     done = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src, "-ldl"], capture_output=True, text=True)

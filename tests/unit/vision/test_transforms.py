@@ -123,3 +123,17 @@ def test_as_compose_takes_lists_and_compose_like_objects():
     assert T.as_compose([T.CenterCrop(4)]).out_size() == (4, 4)
     assert T.as_compose(TorchvisionCompose()).out_size() == (4, 4)
     assert T.as_compose(None).transforms == ()
+
+
+def test_compose_survives_pickling_and_compares_by_its_transforms():
+    import pickle
+    import random
+
+    from stoker.vision import RandomHorizontalFlip, RandomResizedCrop
+    from stoker.vision.transforms import Compose
+
+    c = Compose((RandomResizedCrop(32, interpolation="bicubic"), RandomHorizontalFlip()))
+    back = pickle.loads(pickle.dumps(c))
+    assert back == c and hash(back) == hash(c)
+    assert back.geometric == c.geometric and back.interpolation == "bicubic"
+    assert back.plan(100, 80, random.Random(3)) == c.plan(100, 80, random.Random(3))
