@@ -121,6 +121,8 @@ class HDF5(BatchSource):
             raise ConfigError(
                 f"pad_to_multiple_of must be an integer >= 1, got {pad_to_multiple_of!r}", option="pad_to_multiple_of"
             )
+        if isinstance(keys, Mapping) and any(not isinstance(v, str) or not v for v in keys.values()):
+            raise ConfigError(f"keys={dict(keys)!r} must rename each key to a non-empty string", option="keys")
         self.pad_value = pad_value
         self.pad_to_multiple_of = pad_to_multiple_of
         with self._open() as f:

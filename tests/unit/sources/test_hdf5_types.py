@@ -101,6 +101,8 @@ def test_keys_pick_fields_and_a_mapping_renames_the_prefix(table, tmp_path):
         stoker.sources.HDF5(table, "t.nope")
     with pytest.raises(ConfigError, match="select column 't.id' twice"):
         stoker.sources.HDF5(table, "t,t.id")
+    with pytest.raises(ConfigError, match="non-empty string"):
+        stoker.sources.HDF5(table, {"t.id": ""})
 
 
 def test_big_endian_read_through_h5py_comes_out_native(tmp_path):
