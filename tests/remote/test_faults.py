@@ -177,3 +177,23 @@ def test_wrong_credentials_are_named_without_the_secret(strict_server, tmp_path,
         stoker.write("s3://bucket/new", {"x": np.arange(10)})
     assert secret not in str(info.value)
     assert not (tmp_path / "s3:").exists()
+
+
+def test_a_server_that_accepts_but_never_answers_times_out_not_hangs(tmp_path):
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # connections are accepted by the kernel and never answered
+    port = listener.getsockname()[1]
+    options = {
+        "key": "k" * 8,
+        "secret": "s" * 16,
+        "endpoint_url": f"http://127.0.0.1:{port}",
+        "config_kwargs": {"connect_timeout": 1, "read_timeout": 1},
+    }
+    try:
+        with pytest.raises(StoreError, match="failed 4 times.*reachable"):
+            stoker.open("s3://bucket/st", cache_dir=tmp_path, storage_options=options)
+    finally:
+        listener.close()
