@@ -7,7 +7,9 @@ the default collate stacks them) with 2 worker processes and 4 batches in flight
   slots        stoker.pipeline.processes.ProcessPool as it is now (the loader's process engine)
   copy (old)   the ProcessPool of commit OLD (loaded from git: the code before the slots)
   Loader       stoker.Loader(dataset, engine="processes", persistent_workers=True): the slots plus
-               the loader around them
+               the loader around them; its DatasetSource stacks samples straight into the slot
+               (the two pools above stack with default_collate, and the new one then copies the
+               batch into its slot)
   DataLoader   torch.utils.data.DataLoader(num_workers=2, prefetch_factor=2, persistent_workers=True),
                for reference
 The pools and the loaders keep their worker processes between passes (a pass is 40 batches), so
