@@ -63,8 +63,12 @@ class S3:
         self.server.start()
 
     def stop(self) -> None:
+        """Stop serving and close the listening socket: a connection is refused at once, as from a server that is gone."""
         if self.server is not None:
+            inner = getattr(self.server, "_server", None)
             self.server.stop()
+            if inner is not None:
+                inner.server_close()
             self.server = None
 
 

@@ -100,7 +100,15 @@ def test_the_server_going_away_and_coming_back_is_retried_and_counted(s3, stored
     _, url = stored
     ds = stoker.open(url, cache_dir=tmp_path / "c")
     s3.stop()
-    back = threading.Timer(0.6, s3.start)  # back within the retries' backoff (0.25 + 0.5 + 1 s)
+
+    def back_after_the_first_retry() -> None:
+        for _ in range(3000):
+            if ds.remote_stats()["retries"] >= 1:
+                break
+            threading.Event().wait(0.01)
+        s3.start()  # back within the retries' backoff (0.25 + 0.5 + 1 s)
+
+    back = threading.Thread(target=back_after_the_first_retry)
     back.start()
     try:
         got = ds[:]["x"]
