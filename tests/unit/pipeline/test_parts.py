@@ -1,13 +1,30 @@
 """Row copies cut into ranges and shared among the worker threads of a pool (pipeline/parts.py)."""
 
+import os
 import threading
 import weakref
 
 import numpy as np
 import pytest
 
-from stoker.pipeline.parts import PART_BYTES, PARTS_PER_THREAD, SPLIT_BYTES, part_bounds, run_parts
+from stoker.errors import ConfigError
+from stoker.pipeline.parts import (
+    PART_BYTES,
+    PARTS_PER_THREAD,
+    SPLIT_BYTES,
+    SPLIT_ENV,
+    Helpers,
+    part_bounds,
+    run_parts,
+    split_mode,
+)
 from stoker.pipeline.threads import ordered_map
+
+
+@pytest.fixture(autouse=True)
+def always_split(monkeypatch):
+    """Cut copies whatever the machine's load (``auto`` would not on a busy test machine)."""
+    monkeypatch.setenv(SPLIT_ENV, "always")
 
 
 @pytest.mark.parametrize(
@@ -124,3 +141,41 @@ def test_an_offered_copy_is_dropped_once_it_is_done():
     assert filled
     assert dropped, "the finished copy is still referenced by its offer"
     assert list(results) == [True]
+
+
+def test_never_copies_in_one_piece_in_a_pool(monkeypatch):
+    monkeypatch.setenv(SPLIT_ENV, "never")
+    calls = []
+
+    def task(i):
+        run_parts(64, PART_BYTES, lambda a, b: calls.append((a, b)))
+        return i
+
+    assert list(ordered_map(task, range(3), workers=2, depth=2)) == [0, 1, 2]
+    assert calls == [(0, 64)] * 3
+
+
+def test_split_mode_is_read_when_called_and_checked(monkeypatch):
+    monkeypatch.delenv(SPLIT_ENV)
+    assert split_mode() == "auto"
+    monkeypatch.setenv(SPLIT_ENV, " Never ")
+    assert split_mode() == "never"
+    monkeypatch.setenv(SPLIT_ENV, "sometimes")
+    with pytest.raises(ConfigError, match="STOKER_SPLIT_COPIES='sometimes'") as info:
+        split_mode()
+    assert info.value.option == SPLIT_ENV
+
+    def task(i):
+        run_parts(64, PART_BYTES, lambda a, b: None)
+
+    with pytest.raises(ConfigError, match="always or never"):
+        list(ordered_map(task, range(1), workers=2, depth=1))
+
+
+def test_auto_follows_the_load_average():
+    helpers = Helpers(2, lambda: None)
+    load = os.getloadavg()[0]
+    spare = helpers.spare_core()
+    if abs(load - ((os.cpu_count() or 1) - 1)) > 0.5:  # far from the edge: the reading cannot have crossed it
+        assert spare == (load <= (os.cpu_count() or 1) - 1)
+    assert helpers.spare_core() is spare  # read again only after LOAD_EVERY_S

@@ -9,7 +9,7 @@ import torch
 
 import stoker
 from stoker.pipeline.columns import ArrayColumns
-from stoker.pipeline.parts import SPLIT_BYTES, part_bounds
+from stoker.pipeline.parts import SPLIT_BYTES, SPLIT_ENV, part_bounds
 
 N = 300
 IMAGE = (64, 64, 4)  # 16 KiB uint8 rows: a batch of 192 is 3 MiB, cut into ranges
@@ -21,6 +21,12 @@ def _images(n: int) -> np.ndarray:
     x = x.astype(np.uint8).reshape(n, *IMAGE)
     x[:, 0, 0, :2] = np.stack([np.arange(n) // 256, np.arange(n) % 256], axis=1)
     return x
+
+
+@pytest.fixture(autouse=True, params=["always", "auto"])
+def split_copies(request, monkeypatch):
+    """Ranges cut whatever the machine's load (always), and as users get them (auto)."""
+    monkeypatch.setenv(SPLIT_ENV, request.param)
 
 
 @pytest.fixture(scope="module")
