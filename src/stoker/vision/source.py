@@ -231,11 +231,21 @@ class ImageSource(BatchSource):
             shape = (len(idx), 3, h, w) if self.options.layout == "NCHW" else (len(idx), h, w, 3)
             out = self._pool.get("image", shape, np.uint8)
         batch, kept = self.reader.read_batch(idx, out)
-        if self.reader.fills_buffer:
-            self.augment.run_workers(batch["image"])
+        if self.reader.fills_buffer and self.augment.worker_ops:
+            self._run_worker_ops(batch["image"], kept)
         batch = self._with_columns(batch, kept)
         self.augment.draw(batch, kept, self.rng.epoch, self.size)
         return batch
+
+    def _run_worker_ops(self, images: np.ndarray, rows: np.ndarray) -> None:
+        """The per-sample callables on each row, in place; an error gets a note naming the row's file."""
+        for k, row in enumerate(rows.tolist()):
+            try:
+                self.augment.run_workers(images[k : k + 1])
+            except Exception as exc:
+                if hasattr(exc, "add_note"):
+                    exc.add_note(f"stoker: a transform raised this on row {row} ({self.describe(row)})")
+                raise
 
     def _with_columns(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
         """The labels (and, with ``with_paths``, the files) of the rows ``idx`` kept in ``batch``."""

@@ -79,3 +79,17 @@ def test_a_worker_process_renders_into_its_slot_without_a_second_copy(folder):
         )
     finally:
         ring.close()
+
+
+def _too_dark(x: torch.Tensor) -> torch.Tensor:
+    raise ValueError(f"image too dark: mean {float(x.float().mean()):.1f}")
+
+
+@pytest.mark.parametrize("engine", ["threads", "processes"])
+def test_a_transform_that_raises_in_a_worker_keeps_its_type_with_the_row_and_stage(folder, engine, in_thread):
+    """Old code: the error named the stage but not the row the transform failed on."""
+    src = ImageSource(folder, [RandomResizedCrop(16), _too_dark])
+    err = in_thread(lambda: list(stoker.Loader(src, batch_size=4, num_workers=2, engine=engine)))
+    assert isinstance(err, ValueError) and "too dark" in str(err), err
+    notes = "\n".join(err.__notes__)
+    assert f"on row 0 ({src.describe(0)})" in notes and "stage 'read'" in notes, notes
