@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import psutil
@@ -135,3 +137,26 @@ def test_a_transform_error_in_a_worker_process_is_the_same_as_in_a_thread(in_thr
         notes = "\n".join(err.__notes__)
         assert "row 30" in notes and "stage 'read'" in notes, (engine, notes)
     assert _segments() == []
+
+
+def test_no_room_in_dev_shm_is_an_error_naming_it_not_a_sigbus(tmp_path):
+    """A slot's space is reserved when it is made; without room that is a WorkerError saying what to do.
+    (A file size limit stands in for a full /dev/shm: both make the reservation fail.)"""
+    script = tmp_path / "full.py"
+    script.write_text(
+        "import os, resource, signal\n"
+        "from stoker.pipeline.segments import map_segment\n"
+        "from stoker.errors import WorkerError\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+        "name = f'stoker_{os.getpid()}_full_s1'\n"
+        "try:\n"
+        "    map_segment(name, 8 << 20, True)\n"
+        "except WorkerError as exc:\n"
+        "    print('refused:', exc)\n"
+        "print('left:', os.path.exists('/dev/shm/' + name))\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "refused: cannot reserve 8.0 MiB in /dev/shm" in proc.stdout and "--shm-size" in proc.stdout
+    assert "left: False" in proc.stdout
