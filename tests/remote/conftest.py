@@ -1,6 +1,6 @@
 """A real S3-protocol server on loopback (moto's, on an ephemeral port) for the remote-store tests.
 
-Skipped, with a message, where ``moto[server]`` or ``s3fs`` is not installed (``pip install
+Tests using it are skipped, with a message, where ``moto[server]`` or ``s3fs`` is not installed (``pip install
 'stoker[remote]'`` and moto[server] from the dev extra). The server's state lives in this test
 process, so a server stopped and started again on the same port still holds its buckets.
 """
@@ -13,10 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
-moto_server = pytest.importorskip("moto.server", reason="the remote-store tests need moto[server] (dev extra)")
-pytest.importorskip("s3fs", reason="the remote-store tests need s3fs: pip install 'stoker[remote]'")
-boto3 = pytest.importorskip("boto3", reason="the remote-store tests need boto3 (installed with moto)")
 
 KEY, SECRET = "stokertestkey", "stoker-test-secret-d41d8cd98f00b204"
 
@@ -45,6 +41,8 @@ class S3:
         return opts
 
     def client(self) -> Any:
+        import boto3
+
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
@@ -59,7 +57,9 @@ class S3:
         return name
 
     def start(self) -> None:
-        self.server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        from moto.server import ThreadedMotoServer
+
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
 
     def stop(self) -> None:
@@ -74,6 +74,10 @@ class S3:
 
 @pytest.fixture(scope="session")
 def s3_server():
+    # skipped here, not at import: a skip while pytest loads a conftest aborts the whole run
+    pytest.importorskip("moto.server", reason="the remote-store tests need moto[server] (dev extra)")
+    pytest.importorskip("s3fs", reason="the remote-store tests need s3fs: pip install 'stoker[remote]'")
+    pytest.importorskip("boto3", reason="the remote-store tests need boto3 (installed with moto)")
     server = S3(_free_port())
     server.start()
     yield server

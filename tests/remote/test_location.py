@@ -48,7 +48,7 @@ def test_without_fsspec_a_url_says_which_extra_to_install(monkeypatch, tmp_path)
 
 
 def test_a_scheme_whose_package_is_missing_names_it(monkeypatch):
-    import fsspec
+    fsspec = pytest.importorskip("fsspec", reason="this test needs fsspec: pip install 'stoker[remote]'")
 
     def missing(protocol):
         raise ImportError("Install gcsfs to access Google Storage")
@@ -59,6 +59,7 @@ def test_a_scheme_whose_package_is_missing_names_it(monkeypatch):
 
 
 def test_scrub_hides_every_credential_value():
+    pytest.importorskip("fsspec", reason="this test needs fsspec: pip install 'stoker[remote]'")
     rem = remote("memory://bucket/store")
     rem.storage_options = {"key": "AKIAKEY123", "secret": "s3cr3t-value", "client_kwargs": {"token": "tok-abcdef"}}
     text = rem.scrub("failed with AKIAKEY123 / s3cr3t-value / tok-abcdef")
@@ -77,6 +78,7 @@ def test_bad_cache_limits(value):
 
 
 def test_a_memory_store_round_trips(tmp_path):
+    pytest.importorskip("fsspec", reason="this test needs fsspec: pip install 'stoker[remote]'")
     url = "memory://stoker-tests/roundtrip"
     stoker.write(url, {"x": np.arange(100)}, shard_size=256, overwrite=True)
     ds = stoker.open(url, cache_dir=tmp_path)
