@@ -343,10 +343,18 @@ class TokenCache:
         background thread runs, with the progress bar), or waited for."""
         s = self._state
         self.ordered = True
+        me = threading.current_thread()
         with s.cond:
             inline = s.thread is None and not s.complete and not s.stopped
+            if inline:
+                s.thread = me  # no background thread starts beside this pass
         if inline:
-            s.run()
+            try:
+                s.run()
+            finally:
+                with s.cond:
+                    if s.thread is me:
+                        s.thread = None
         with s.cond:
             s.wait_for(np.flatnonzero(~s.done))
         return s.lengths.astype(np.int64)
