@@ -215,3 +215,20 @@ def test_spill_files_of_a_killed_process_are_swept_by_the_next_cache(tmp_path):
         check=True,
     )
     assert survivor.returncode == 0 and not spill.exists()
+
+
+def test_an_error_in_the_background_tokenization_reaches_the_consumer():
+    loader = stoker.text.Loader(ROWS, **OPTIONS)
+    tok = loader.text_source.rows.tokenizer
+    real, calls = tok.encode, []
+
+    def encode(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("tokenizer exploded")
+        return real(*args, **kwargs)
+
+    object.__setattr__(tok, "encode", encode)
+    with pytest.raises(RuntimeError, match="tokenizer exploded") as err:
+        list(loader)
+    assert any("background tokenization" in note for note in getattr(err.value, "__notes__", []))
