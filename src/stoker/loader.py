@@ -27,14 +27,11 @@ from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
-import torch
-
 from stoker.config import LoaderConfig
 from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
-from stoker.pipeline.collate import BF16, flatten, unflatten
 from stoker.pipeline.dataset_source import DatasetSource
-from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice
+from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
 from stoker.pipeline.executor import Executor, chunk_size, chunked
 from stoker.pipeline.inputs import as_source
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers
@@ -46,7 +43,7 @@ from stoker.pipeline.slots import SlotBuffers, SlotPlan
 from stoker.pipeline.source import overrides
 from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.threads import default_workers
-from stoker.pipeline.work import Work
+from stoker.pipeline.work import Work, begin_copy, finish_copy
 from stoker.store.reader import Store
 
 STATE_VERSION = 2  # 2: positions global (start, world_size); 1: this rank's batches
@@ -392,47 +389,25 @@ class Loader:
     ) -> tuple[Generator[Any, None, None], list[bool]]:
         """``engine="auto"``'s first pass: the first tasks on measured threads, then the engine chosen."""
         calibration = Calibration(workers)
-        first = calibration.take(tasks)
-        where = [False]
 
-        def produced() -> Generator[Any, None, None]:
-            measured = self._executor_for(workers, "threads", per_chunk, calibration).map(first)
-            asked = perf_counter()
-            for chunk in measured:
-                calibration.waited(perf_counter() - asked)
-                calibration.consumer_started()  # the consumer's loop begins with this chunk
-                yield chunk
-                asked = perf_counter()
-            self.engine_choice = choice = calibration.decide()
+        def choose(choice: EngineChoice) -> Executor:
+            self.engine_choice = choice
             if choice.settled:
                 self.engine = choice.engine  # decided for good (else the next pass measures again)
             self.observers.info = replace(self.observers.info, engine=choice.engine)
             self._use_buffers(choice.engine)
-            executor = self._executor_for(workers, choice.engine, per_chunk)
-            where[0] = executor.in_processes
-            yield from executor.map(tasks)
+            return self._executor_for(workers, choice.engine, per_chunk)
 
-        return produced(), where
+        return measured_then_chosen(
+            tasks, calibration, self._executor_for(workers, "threads", per_chunk, calibration), choose
+        )
 
     def _begin_copy(self, batch: Any) -> tuple[Any, PendingBatch]:
         """Begin moving a batch (any nest of dicts, lists and tuples) to the device."""
-        if isinstance(batch, dict) and not any(isinstance(v, (dict, tuple, BF16)) for v in batch.values()):
-            return None, self.transfer.start(batch)
-        leaves, spec = flatten(batch)
-        return spec, self.transfer.start({str(i): _leaf(x) for i, x in enumerate(leaves)})
+        return begin_copy(self.transfer, batch)
 
     def _finish(self, started: tuple[Any, PendingBatch]) -> Any:
-        spec, pending = started
-        tensors = self.transfer.finish(pending)
-        if spec is None:
-            return tensors
-        return unflatten(spec, [tensors[str(i)] for i in range(len(tensors))])
-
-
-def _leaf(value: Any) -> Any:
-    if isinstance(value, BF16):
-        return torch.from_numpy(value.bits).view(torch.bfloat16)
-    return value
+        return finish_copy(self.transfer, started)
 
 
 def _from_version_1(state: dict[str, Any], sampler: BatchSampler) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,6 +201,29 @@ class Calibration:
         )
 
 
+def measured_then_chosen(
+    tasks: Iterator[Any], calibration: Calibration, threads: Any, choose: Callable[[EngineChoice], Any]
+) -> tuple[Generator[Any, None, None], list[bool]]:
+    """A pass of ``engine="auto"``: the first tasks on the measured ``threads`` executor, then
+    ``choose(decision)``'s executor for the rest. Also returns a one-item list that says, as the
+    results come, whether they came from processes (the copy to the device then starts in the consumer)."""
+    first = calibration.take(tasks)
+    where = [False]
+
+    def produced() -> Generator[Any, None, None]:
+        asked = time.perf_counter()
+        for chunk in threads.map(first):
+            calibration.waited(time.perf_counter() - asked)
+            calibration.consumer_started()  # the consumer's loop begins with this chunk
+            yield chunk
+            asked = time.perf_counter()
+        executor = choose(calibration.decide())
+        where[0] = executor.in_processes
+        yield from executor.map(tasks)
+
+    return produced(), where
+
+
 @dataclass(frozen=True)
 class AutoReport:
     """``loader.report()`` with ``engine="auto"``: the engine choice beside the source's report."""
@@ -213,4 +236,11 @@ class AutoReport:
         return choice if self.source is None else f"{choice}\n{self.source}"
 
 
-__all__ = ["AutoReport", "BLOCKED_FOR_PROCESSES", "Calibration", "EngineChoice", "usable_cores"]
+__all__ = [
+    "AutoReport",
+    "BLOCKED_FOR_PROCESSES",
+    "Calibration",
+    "EngineChoice",
+    "measured_then_chosen",
+    "usable_cores",
+]

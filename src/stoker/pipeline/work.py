@@ -1,4 +1,5 @@
-"""``Work``: what a loader's worker (thread or process) does with one task of a pass."""
+"""``Work``: what a loader's worker (thread or process) does with one task of a pass; ``begin_copy``
+and ``finish_copy``: a batch of any nest of dicts, lists and tuples onto the device."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from stoker.device.transfer import PendingBatch, Transfer
+from stoker.pipeline.collate import BF16, flatten, unflatten
 from stoker.pipeline.observe import Observers
 from stoker.pipeline.source import BatchSource
 
@@ -59,4 +62,29 @@ class Work:
         return first, f"{which} of this pass (epoch {epoch})"
 
 
-__all__ = ["Work"]
+def begin_copy(transfer: Transfer, batch: Any) -> tuple[Any, PendingBatch]:
+    """Begin moving ``batch`` to the transfer's device: ``(spec to rebuild it or None, pending)``."""
+    if isinstance(batch, dict) and not any(isinstance(v, (dict, tuple, BF16)) for v in batch.values()):
+        return None, transfer.start(batch)
+    leaves, spec = flatten(batch)
+    return spec, transfer.start({str(i): _leaf(x) for i, x in enumerate(leaves)})
+
+
+def finish_copy(transfer: Transfer, started: tuple[Any, PendingBatch]) -> Any:
+    """Wait for :func:`begin_copy`'s copies and rebuild the batch."""
+    spec, pending = started
+    tensors = transfer.finish(pending)
+    if spec is None:
+        return tensors
+    return unflatten(spec, [tensors[str(i)] for i in range(len(tensors))])
+
+
+def _leaf(value: Any) -> Any:
+    if isinstance(value, BF16):
+        import torch
+
+        return torch.from_numpy(value.bits).view(torch.bfloat16)
+    return value
+
+
+__all__ = ["Work", "begin_copy", "finish_copy"]
