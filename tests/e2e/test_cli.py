@@ -16,7 +16,8 @@ from stoker.cli.main import build_parser, main
 
 
 def run(*args):
-    proc = subprocess.run([sys.executable, "-m", "stoker.cli.main", *args], capture_output=True, text=True, timeout=120)
+    cmd = [sys.executable, "-m", "stoker.cli.main", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # a hang bound, not a speed
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -167,7 +168,7 @@ def _closed_pipe_run(*args, cwd=None):
             stdout=write,
             stderr=subprocess.PIPE,
             text=True,
-            timeout=120,
+            timeout=600,  # a hang bound, not a speed
             cwd=cwd,
         )
     finally:

@@ -41,7 +41,9 @@ import numpy as np
 
 MANIFEST = "manifest.json"
 SHARD = "shard-00000.arrow"
-HANG_S = 60.0  # a mutation that takes longer than this to open and read counts as a hang
+# a mutation (or a child's start, imports included) taking longer than this counts as a hang: generous,
+# as a loaded machine can take minutes to import
+HANG_S = 300.0
 
 
 @dataclass(frozen=True)

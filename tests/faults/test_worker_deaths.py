@@ -156,7 +156,7 @@ def test_no_room_in_dev_shm_is_an_error_naming_it_not_a_sigbus(tmp_path):
         "    print('refused:', exc)\n"
         "print('left:', os.path.exists('/dev/shm/' + name))\n"
     )
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "refused: cannot reserve 8.0 MiB in /dev/shm" in proc.stdout and "--shm-size" in proc.stdout
     assert "left: False" in proc.stdout

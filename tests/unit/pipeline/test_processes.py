@@ -51,7 +51,7 @@ def test_killed_consumer_leaves_nothing_after_the_next_pool(tmp_path):
     )
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     workers = proc.stdout.read().split()
-    assert proc.wait(timeout=120) == -9 and workers
+    assert proc.wait(timeout=600) == -9 and workers
     deadline = time.monotonic() + 60  # a bound for workers that never die, not a speed
     while any(map(_running, workers)) and time.monotonic() < deadline:
         time.sleep(0.05)  # the orphaned workers receive their death signal
