@@ -1,0 +1,147 @@
+"""Coordinate descent over a :class:`~stoker.tune.space.Space`: few trials, not the grid.
+
+From the start setting, each keyword in turn is varied with the others held: a numeric one
+(workers, prefetch depth) climbs from its current value to the neighbour that is faster and
+goes on that way while the rate keeps rising; a categorical one (engine) tries each value (from
+no workers, with the fewest workers: an engine needs workers). A
+move must beat the current best by ``min_gain`` (3 %) to count, so that noise does not walk
+the search away from a setting as good. Passes repeat until one changes nothing (at most
+``passes``). Every setting is measured once; a failed trial counts as no rate and the search
+goes on. :func:`grid` measures every setting instead (the benchmark's reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from stoker.tune.space import LOADER_DEFAULTS, Space, normalize
+from stoker.tune.trial import Trial
+
+Measure = Callable[[dict[str, Any]], Trial]
+
+
+class Trials:
+    """The trials measured so far, one per setting, in order; the best one."""
+
+    def __init__(self, measure: Measure, on_trial: Callable[[Trial], None] | None = None) -> None:
+        self._measure = measure
+        self._on_trial = on_trial
+        self.done: list[Trial] = []
+
+    def rate(self, setting: dict[str, Any]) -> float:
+        """The rate of ``setting`` (measured now unless already): 0 for a failed trial."""
+        for t in self.done:
+            if t.setting == setting:
+                return t.rate or 0.0
+        trial = self._measure(setting)
+        self.done.append(trial)
+        if self._on_trial is not None:
+            self._on_trial(trial)
+        return trial.rate or 0.0
+
+    def best(self) -> Trial | None:
+        ok = [t for t in self.done if t.ok and t.rate is not None]
+        return max(ok, key=lambda t: t.rate or 0.0) if ok else None
+
+
+def coerce(setting: dict[str, Any], space: Space) -> dict[str, Any] | None:
+    """``setting`` made valid: with no workers, engine and prefetch at their defaults (None if not in ``space``)."""
+    out = dict(setting)
+    if out.get("num_workers") == 0:
+        for name in ("engine", "prefetch_factor"):
+            if name in out:
+                out[name] = LOADER_DEFAULTS[name]
+    if any(out[k] not in space.values[k] for k in out if k in space.values):
+        return None
+    return normalize(out)
+
+
+def start_setting(space: Space, start: dict[str, Any]) -> dict[str, Any]:
+    """The first setting: ``start``'s value of each keyword (the nearest candidate), else its first candidate."""
+    out: dict[str, Any] = {}
+    for name, values in space.values.items():
+        want = start.get(name, LOADER_DEFAULTS.get(name, values[0]))
+        if want in values:
+            out[name] = want
+        elif _ordered(values) and isinstance(want, int):
+            out[name] = min(values, key=lambda v: abs(v - want))
+        else:
+            out[name] = values[0]
+    fixed = coerce(out, space)
+    return fixed if fixed is not None else space.settings()[0]
+
+
+def _ordered(values: tuple[Any, ...]) -> bool:
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+def descend(space: Space, trials: Trials, start: dict[str, Any], *, min_gain: float = 0.03, passes: int = 2) -> None:
+    """Coordinate descent from ``start``; the trials land in ``trials``."""
+    current = start_setting(space, start)
+    best = trials.rate(current)
+    for _ in range(passes):
+        moved = False
+        for name, values in space.values.items():
+            if len(values) < 2:
+                continue
+            found, rate = _vary(space, trials, current, name, best, min_gain)
+            if found != current:
+                current, best, moved = found, rate, True
+        if not moved:
+            return
+
+
+def _vary(
+    space: Space, trials: Trials, current: dict[str, Any], name: str, best: float, min_gain: float
+) -> tuple[dict[str, Any], float]:
+    """The best setting found by varying ``name`` alone from ``current``, and its rate."""
+    values = space.values[name]
+
+    def at(value: Any) -> dict[str, Any] | None:
+        return coerce({**current, name: value}, space)
+
+    def better(setting: dict[str, Any] | None, than: float) -> float | None:
+        if setting is None or setting == current:
+            return None
+        rate = trials.rate(setting)
+        return rate if rate > than * (1 + min_gain) else None
+
+    chosen, chosen_rate = current, best
+    if not _ordered(values):
+        for value in values:
+            setting = at(value)
+            if name == "engine" and current.get("num_workers") == 0:
+                setting = _with_workers(space, current, name, value)  # no engine runs without workers
+            rate = better(setting, chosen_rate)
+            if rate is not None and setting is not None:
+                chosen, chosen_rate = setting, rate
+        return chosen, chosen_rate
+    ordered = sorted(values)
+    i = ordered.index(current[name])
+    for step in (+1, -1):  # climb one way while it pays; the other way only if the first did not
+        j = i + step
+        while 0 <= j < len(ordered):
+            setting = at(ordered[j])
+            rate = better(setting, chosen_rate)
+            if rate is None or setting is None:
+                break
+            chosen, chosen_rate = setting, rate
+            j += step
+        if chosen != current:
+            break
+    return chosen, chosen_rate
+
+
+def _with_workers(space: Space, current: dict[str, Any], name: str, value: Any) -> dict[str, Any] | None:
+    """``current`` with ``name=value`` and the fewest workers >= 1 the space has (a joint move from 0 workers)."""
+    counts = sorted(v for v in space.values.get("num_workers", ()) if v >= 1)
+    if not counts:
+        return None
+    return coerce({**current, name: value, "num_workers": counts[0]}, space)
+
+
+def grid(space: Space, trials: Trials) -> None:
+    """Measure every setting of the space (the exhaustive reference)."""
+    for setting in space.settings():
+        trials.rate(setting)

@@ -1,0 +1,196 @@
+"""The settings ``stoker tune`` searches, their candidate values per kind of loader, and the constraints.
+
+A *setting* is a dict of loader keywords (``{"num_workers": 2, "engine": "threads",
+"prefetch_factor": 4}``), passed as they are to the loader. A :class:`Space` holds, for each
+searched keyword, its candidate values in order; :meth:`Space.settings` lists the grid with the
+constraints applied (``engine`` and ``prefetch_factor`` only matter with workers).
+
+Only settings that change how fast batches come, never which rows or in what order, are searched
+by default. ``pad_to_multiple_of`` and ``bucket_window`` of a text loader change the batches
+themselves (their padded width, which rows share a batch) and their cost falls in the training
+step, which a simulated step does not model: they are searched only when named. ``pin_memory``
+only matters for CUDA copies: on a CPU device it is left out (:func:`default_space` says so).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stoker.errors import ConfigError
+
+KINDS = ("plain", "images", "text")
+ENGINES = ("threads", "processes")
+ALIASES = {"workers": "num_workers", "prefetch": "prefetch_factor", "pin": "pin_memory"}
+# keywords of every loader, and of text loaders only
+COMMON = ("num_workers", "engine", "prefetch_factor", "pin_memory")
+TEXT_ONLY = ("pad_to_multiple_of", "bucket_window")
+# what the loader does when a keyword is not given (the start of the search)
+LOADER_DEFAULTS: dict[str, Any] = {
+    "engine": "threads",
+    "prefetch_factor": 2,
+    "pin_memory": False,
+    "pad_to_multiple_of": 8,
+    "bucket_window": 100,
+}
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def worker_counts(cores: int) -> tuple[int, ...]:
+    """0, the cores (one worker per core: the loader's default), and powers of two up to twice the
+    cores (0, 1, 2, 4 on 2 cores; ... 32 on 16)."""
+    counts, n = {0, cores}, 1
+    while n <= 2 * cores:
+        counts.add(n)
+        n *= 2
+    return tuple(sorted(counts))
+
+
+def candidates(kind: str, cores: int) -> dict[str, tuple[Any, ...]]:
+    """Every keyword tune can search for a loader of ``kind``, with its candidate values in order."""
+    values: dict[str, tuple[Any, ...]] = {
+        "num_workers": worker_counts(cores),
+        "engine": ENGINES,
+        "prefetch_factor": (1, 2, 4, 8),
+        "pin_memory": (False, True),
+    }
+    if kind == "text":
+        values["pad_to_multiple_of"] = (1, 8, 64)
+        values["bucket_window"] = (25, 100, 400)
+    return values
+
+
+def canonical(name: str) -> str:
+    """The loader keyword of ``name`` (``workers`` is ``num_workers``, ``prefetch`` is ``prefetch_factor``)."""
+    return ALIASES.get(name.strip(), name.strip())
+
+
+@dataclass(frozen=True)
+class Space:
+    """Keywords searched and their candidate values, in the order the search visits them."""
+
+    values: dict[str, tuple[Any, ...]]
+    start: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def settings(self) -> list[dict[str, Any]]:
+        """Every setting of the grid that the constraints keep, duplicates removed."""
+        names = list(self.values)
+        seen: list[dict[str, Any]] = []
+        for combo in itertools.product(*(self.values[n] for n in names)):
+            setting = normalize(dict(zip(names, combo)))
+            if setting is not None and setting not in seen:
+                seen.append(setting)
+        return seen
+
+
+def normalize(setting: dict[str, Any]) -> dict[str, Any] | None:
+    """``setting`` with the keywords that do not apply dropped; None when the constraints exclude it.
+
+    With ``num_workers=0`` the batches are read in the consumer's thread: ``engine`` and
+    ``prefetch_factor`` do not apply (only their first values stand for them, others are excluded).
+    """
+    out = dict(setting)
+    if out.get("num_workers") == 0:
+        if out.get("engine", "threads") != "threads":
+            return None
+        if out.get("prefetch_factor", LOADER_DEFAULTS["prefetch_factor"]) != LOADER_DEFAULTS["prefetch_factor"]:
+            return None
+    return out
+
+
+def default_space(kind: str, device: str = "cpu", cores: int | None = None, only: Iterable[str] | None = None) -> Space:
+    """The space searched for a loader of ``kind`` on ``device``: its speed settings, or those in ``only``."""
+    if kind not in KINDS:
+        raise ConfigError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}", option="kind")
+    cores = usable_cores() if cores is None else cores
+    every = candidates(kind, cores)
+    cuda = str(device).startswith("cuda")
+    notes = []
+    if only is None:
+        names = [n for n in COMMON if n != "pin_memory" or cuda]
+        if kind == "text":
+            notes.append(
+                "pad_to_multiple_of and bucket_window are not searched: they change the batches (padded width, "
+                "which rows share a batch) and their cost is the training step's; name them with --only to search"
+            )
+    else:
+        names = check_names(only, kind, every)
+    if not cuda and "pin_memory" in names:
+        names.remove("pin_memory")
+        notes.append("pin_memory is skipped: it only matters for copies to a CUDA device, and this one is the CPU")
+    elif not cuda:
+        notes.append("pin_memory is not searched: it only matters for copies to a CUDA device")
+    return checked(Space({n: every[n] for n in names}, notes=tuple(notes)), kind)
+
+
+def check_names(names: Iterable[str], kind: str, every: Mapping[str, Any]) -> list[str]:
+    """``names`` as loader keywords; an unknown one is a ConfigError naming it and the known ones."""
+    out: list[str] = []
+    for raw in names:
+        name = canonical(raw)
+        if name not in every:
+            extra = f" (text loaders also take {', '.join(TEXT_ONLY)})" if kind != "text" and name in TEXT_ONLY else ""
+            raise ConfigError(
+                f"unknown tune setting {raw!r} for a {kind} loader{extra}; the settings are "
+                f"{', '.join(every)} (aliases: {', '.join(ALIASES)})",
+                option=raw,
+            )
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ConfigError("no tune setting named: name at least one, like num_workers", option="only")
+    return out
+
+
+def custom_space(
+    kind: str, values: Mapping[str, Sequence[Any]] | Sequence[str], device: str = "cpu", cores: int | None = None
+) -> Space:
+    """A space from the Python API's ``space=``: names (their default candidates) or names to values."""
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, Mapping):
+        return default_space(kind, device, cores, only=list(values))
+    every = candidates(kind, usable_cores() if cores is None else cores)
+    names = check_names(values, kind, every)
+    space = Space({canonical(k): tuple(v) for k, v in values.items()}, notes=())
+    for name in names:
+        check_values(name, space.values[name])
+    return checked(space, kind)
+
+
+def check_values(name: str, values: Sequence[Any]) -> None:
+    """Each candidate of ``name`` is a value the loader takes; else a ConfigError naming it."""
+    if not values:
+        raise ConfigError(f"tune setting {name!r} has no candidate values", option=name)
+    for v in values:
+        if name == "engine":
+            ok = v in ENGINES
+        elif name == "pin_memory":
+            ok = isinstance(v, bool)
+        else:
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= (0 if name == "num_workers" else 1)
+        if not ok:
+            raise ConfigError(f"tune setting {name!r} cannot take {v!r}", option=name)
+
+
+def checked(space: Space, kind: str) -> Space:
+    """``space`` if its grid keeps a setting after the constraints; else a ConfigError naming the settings."""
+    if not space.settings():
+        named = ", ".join(f"{k}={list(v)}" for k, v in space.values.items())
+        raise ConfigError(
+            f"the tune space of this {kind} loader is empty after its constraints ({named}): engine and "
+            "prefetch_factor other than threads/2 need num_workers >= 1; add a worker count >= 1",
+            option=next(iter(space.values)),
+        )
+    return space

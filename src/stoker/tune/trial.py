@@ -1,0 +1,142 @@
+"""One trial: a loader built with one setting, a few batches read with a simulated step, measured.
+
+The trial reads ``warmup`` batches first (worker start, first reads) and then times ``batches``
+batches (more while ``min_seconds`` have not passed: short trials are noisy): the rate counts rows per second over them, and the *wait share* is the part of that time
+the consumer spent waiting for the next batch rather than in its step. The step is a pure-Python
+busy loop holding the GIL for ``step_ms`` per batch, as a Python-heavy training step does. An
+epoch shorter than the trial starts the next one. Any exception while building or reading
+(``MemoryError`` included) makes a failed trial that carries the error; ``KeyboardInterrupt``
+is not caught.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured setting: its rate (rows/s) and wait share, or the error that ended it."""
+
+    setting: dict[str, Any]
+    rate: float | None
+    wait_share: float | None
+    seconds: float
+    rows: int = 0
+    batch_bytes: int = 0
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "setting": self.setting,
+            "rows_per_s": self.rate,
+            "wait_share": self.wait_share,
+            "seconds": round(self.seconds, 3),
+            "rows": self.rows,
+            "batch_bytes": self.batch_bytes,
+            "error": self.error,
+        }
+
+
+def busy_step(ms: float) -> None:
+    """Hold the GIL in pure Python for ``ms`` milliseconds (a Python-heavy training step)."""
+    if ms <= 0:
+        return
+    end = time.perf_counter() + ms / 1000.0
+    while time.perf_counter() < end:
+        pass
+
+
+def nbytes(value: Any) -> int:
+    """Bytes of a batch: tensors' and arrays' data, bytes and strings, through dicts and lists."""
+    if isinstance(value, dict):
+        return sum(nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(nbytes(v) for v in value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return len(value)
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    return int(getattr(value, "nbytes", 0))
+
+
+def rows_of(batch: Any) -> int:
+    """Rows of a batch (the length of its first value)."""
+    first = next(iter(batch.values())) if isinstance(batch, dict) else batch[0]
+    return len(first)
+
+
+def run_trial(
+    make: Callable[[dict[str, Any]], Any],
+    setting: dict[str, Any],
+    *,
+    batches: int,
+    step_ms: float = 0.0,
+    warmup: int = 2,
+    min_seconds: float = 0.0,
+) -> Trial:
+    """Build ``make(setting)``, read ``warmup`` + ``batches`` batches with the step (and on until
+    ``min_seconds`` have passed since the first timed batch), and measure them."""
+    t_start = time.perf_counter()
+    loader = None
+    try:
+        loader = make(setting)
+        return _measure(loader, setting, (batches, warmup, min_seconds), step_ms, t_start)
+    except Exception as exc:  # a failed trial is a result: the search goes on (MemoryError is an Exception)
+        return Trial(setting, None, None, time.perf_counter() - t_start, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        close = getattr(loader, "close", None)
+        if close is not None:
+            close()
+
+
+def _measure(
+    loader: Any, setting: dict[str, Any], length: tuple[int, int, float], step_ms: float, t_start: float
+) -> Trial:
+    batches, warmup, min_seconds = length
+    rows = seen = size = 0
+    waited = 0.0
+    t0: float | None = None
+
+    def more() -> bool:
+        if seen < warmup + batches:
+            return True
+        return t0 is not None and time.perf_counter() - t0 < min_seconds
+
+    while more():
+        it = iter(loader)
+        got = False
+        while more():
+            asked = time.perf_counter()
+            batch = next(it, None)
+            if batch is None:
+                break
+            got = True
+            if seen == warmup:
+                t0, waited, rows = asked, 0.0, 0
+            waited += time.perf_counter() - asked
+            rows += rows_of(batch)
+            size = size or nbytes(batch) // max(1, rows_of(batch))
+            seen += 1
+            busy_step(step_ms)
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+        if not got:
+            raise RuntimeError("the loader gave no batch: the store is empty or smaller than one batch with drop_last")
+    elapsed = time.perf_counter() - (t0 if t0 is not None else t_start)
+    return Trial(
+        setting,
+        rows / elapsed,
+        waited / elapsed,
+        time.perf_counter() - t_start,
+        rows=rows,
+        batch_bytes=size * rows // max(1, seen - warmup),
+    )
