@@ -19,7 +19,14 @@ from stoker.cli.flags import command_parser, in_flag_words
 from stoker.cli.helptext import plain_help
 from stoker.errors import StokerError
 
-COMMANDS = ("stoker.cli.inspect", "stoker.cli.bench", "stoker.cli.convert", "stoker.cli.demo", "stoker.cli.doctor")
+COMMANDS = (
+    "stoker.cli.inspect",
+    "stoker.cli.bench",
+    "stoker.cli.convert",
+    "stoker.cli.demo",
+    "stoker.cli.doctor",
+    "stoker.cli.tune",
+)
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # a stoker error: bad input, corrupt store, ...
