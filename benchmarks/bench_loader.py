@@ -13,11 +13,11 @@ Workloads (issue 2):
   split   (issue 16) a random_split part of a 60k-row 28x28 uint8 store: stoker.Loader(part) vs
           torch DataLoader(part) (w=0, w=2) vs stoker.Loader over the whole store.
   gather  (issue 14 part 3) the peers' tensors (float32 3x32x32, b512) and images_uint8 (uint8
-          224x224x3, b256) stores, shuffled: stoker.Loader with a batch's row copy cut into ranges
-          shared by its threads vs the same loader copying each batch on one thread (the path before,
-          SPLIT_BYTES set out of reach), vs memcpy of the same bytes on 1 and on 2 threads; and one
-          batch in flight at a time (Store.gather in a pool of 1 thread vs 2 sharing the ranges).
-          Contenders interleaved over --rounds rounds; medians printed.
+          224x224x3, b256) stores, shuffled, stoker.Loader w=2 with STOKER_SPLIT_COPIES=auto (the
+          default), always (every large copy cut into ranges shared by the threads) and never (each
+          batch copied by one thread: the path before), vs memcpy of the same bytes on 1 and on 2
+          threads; and one batch in flight at a time (Store.gather in a pool of 1 thread vs 2 sharing
+          the ranges, always). Contenders interleaved over --rounds rounds; medians printed.
 Also: time to first batch (a fresh process, imports not counted), and RSS growth over 20 epochs.
 
     python benchmarks/bench_loader.py [--images 8000] [--rows 200000] [--seconds 3] [--json results/loader.json]
@@ -316,7 +316,7 @@ def bench_gather(tmp: str, seconds: float, rounds: int, results: list[Result], c
     """Issue 14 part 3: a batch's row copy shared among the loader's threads (see the docstring)."""
     import statistics
 
-    import stoker.pipeline.parts as parts
+    from stoker.pipeline.parts import SPLIT_ENV
 
     rng = np.random.default_rng(0)
     workloads = (
@@ -329,7 +329,21 @@ def bench_gather(tmp: str, seconds: float, rounds: int, results: list[Result], c
             lambda n: rng.integers(0, 255, (n, 224, 224, 3), np.uint8),
         ),
     )
-    split_bytes = parts.SPLIT_BYTES
+
+    def split(mode: str, fn):
+        def run() -> float:
+            old = os.environ.get(SPLIT_ENV)
+            os.environ[SPLIT_ENV] = mode  # read at every copy
+            try:
+                return fn()
+            finally:
+                if old is None:
+                    del os.environ[SPLIT_ENV]
+                else:
+                    os.environ[SPLIT_ENV] = old
+
+        return run
+
     for key, title, batch, n, make in workloads:
         x = np.concatenate([make(min(2000, n - a)) for a in range(0, n, 2000)])
         path = stoker.write(os.path.join(tmp, key), {"x": x, "label": np.arange(n)})
@@ -340,25 +354,18 @@ def bench_gather(tmp: str, seconds: float, rounds: int, results: list[Result], c
         loader = stoker.Loader(ds, batch_size=batch, shuffle=True, num_workers=2)
         count = lambda b: len(b["label"])  # noqa: E731
 
-        def before(loader=loader, count=count) -> float:
-            parts.SPLIT_BYTES = 1 << 62  # every copy in one piece: the path before issue 14 part 3
-            try:
-                return rate(lambda: loader, count, seconds=seconds)[0]
-            finally:
-                parts.SPLIT_BYTES = split_bytes
-
+        loading = lambda loader=loader, count=count: rate(lambda: loader, count, seconds=seconds)[0]  # noqa: E731
         contenders = {
             "memcpy (same bytes, 1 thread)": lambda src=src, batch=batch: _memcpy(src, batch, seconds, 1),
             "memcpy (same bytes, 2 threads)": lambda src=src, batch=batch: _memcpy(src, batch, seconds, 2),
-            "stoker w=2: batch copies cut into ranges (now)": lambda loader=loader, count=count: rate(
-                lambda: loader, count, seconds=seconds
-            )[0],
-            "stoker w=2: each batch copied by 1 thread (before)": before,
+            "stoker w=2, split auto (default)": split("auto", loading),
+            "stoker w=2, split always": split("always", loading),
+            "stoker w=2, split never (before)": split("never", loading),
             "1 batch in flight: gather on 1 thread": lambda ds=ds, batch=batch: _one_batch_at_a_time(
                 ds, batch, 1, seconds
             ),
-            "1 batch in flight: ranges on 2 threads": lambda ds=ds, batch=batch: _one_batch_at_a_time(
-                ds, batch, 2, seconds
+            "1 batch in flight: ranges on 2 threads": split(
+                "always", lambda ds=ds, batch=batch: _one_batch_at_a_time(ds, batch, 2, seconds)
             ),
         }
         runs: dict[str, list[float]] = {k: [] for k in contenders}
@@ -366,20 +373,19 @@ def bench_gather(tmp: str, seconds: float, rounds: int, results: list[Result], c
             for name, fn in contenders.items():
                 runs[name].append(fn())
         med = {k: statistics.median(v) for k, v in runs.items()}
-        row_bytes = int(np.prod(src.shape[1:])) * src.itemsize + 8
+        row_bytes = src[0].nbytes + 8
         for name, value in med.items():
             spread = f" [{min(runs[name]):,.0f}-{max(runs[name]):,.0f}]"
             results.append(Result(f"{key}: {title}", name + spread, value, value * row_bytes / 1e6))
-        now, old = (
-            med["stoker w=2: batch copies cut into ranges (now)"],
-            med["stoker w=2: each batch copied by 1 thread (before)"],
-        )
-        checks[f"gather_{key}_now_vs_before"] = now / old
-        checks[f"gather_{key}_now_vs_memcpy_1t"] = now / med["memcpy (same bytes, 1 thread)"]
-        checks[f"gather_{key}_now_vs_memcpy_2t"] = now / med["memcpy (same bytes, 2 threads)"]
+        old = med["stoker w=2, split never (before)"]
+        for mode, name in (("auto", "stoker w=2, split auto (default)"), ("always", "stoker w=2, split always")):
+            checks[f"gather_{key}_{mode}_vs_before"] = med[name] / old
+            checks[f"gather_{key}_{mode}_vs_memcpy_1t"] = med[name] / med["memcpy (same bytes, 1 thread)"]
+            checks[f"gather_{key}_{mode}_vs_memcpy_2t"] = med[name] / med["memcpy (same bytes, 2 threads)"]
         checks[f"gather_{key}_one_batch_2t_vs_1t"] = (
             med["1 batch in flight: ranges on 2 threads"] / med["1 batch in flight: gather on 1 thread"]
         )
+        checks[f"gather_{key}_load_average_1min"] = os.getloadavg()[0]
         del loader, ds, src
 
 
