@@ -1,0 +1,75 @@
+"""Coordinate descent over a space (tune/search.py), on a known rate surface.
+
+The measure here is a function of the setting, so the search's choices can be checked exactly;
+the tuner's own trials on real loaders are tested in test_tune.py.
+"""
+
+from __future__ import annotations
+
+from stoker.tune.search import Trials, descend, grid
+from stoker.tune.space import Space
+from stoker.tune.trial import Trial
+
+SPACE = Space({"num_workers": (0, 1, 2, 4, 8), "engine": ("threads", "processes"), "prefetch_factor": (1, 2, 4, 8)})
+
+
+def surface(setting):
+    """Peaks at 4 process workers with prefetch 4."""
+    w, e, p = setting["num_workers"], setting["engine"], setting["prefetch_factor"]
+    rate = 100.0 + 50 * min(w, 4) - 20 * max(0, w - 4) + (30 if e == "processes" and w else 0)
+    return rate + (10 if p == 4 else 0)
+
+
+def measure_with(rates, fail=()):
+    def measure(setting):
+        if setting in fail:
+            return Trial(setting, None, None, 0.0, error="MemoryError: out of memory")
+        return Trial(setting, rates(setting), 0.0, 0.0)
+
+    return measure
+
+
+def test_descent_finds_the_peak_in_fewer_trials_than_the_grid():
+    trials = Trials(measure_with(surface))
+    descend(SPACE, trials, {"num_workers": 2})
+    best = trials.best()
+    assert best.setting == {"num_workers": 4, "engine": "processes", "prefetch_factor": 4}
+    full = Trials(measure_with(surface))
+    grid(SPACE, full)
+    assert full.best().rate == best.rate
+    assert len(trials.done) < len(full.done) / 2
+
+
+def test_each_setting_is_measured_once():
+    trials = Trials(measure_with(surface))
+    descend(SPACE, trials, {"num_workers": 2})
+    settings = [t.setting for t in trials.done]
+    assert len(settings) == len({tuple(sorted(s.items())) for s in settings})
+
+
+def test_an_engine_is_tried_with_workers_when_the_search_stands_at_zero():
+    def rates(s):  # threads lose to no workers; processes win
+        return {"threads": 50.0, "processes": 300.0}[s["engine"]] if s["num_workers"] else 100.0
+
+    trials = Trials(measure_with(rates))
+    descend(SPACE, trials, {"num_workers": 0})
+    assert trials.best().setting["engine"] == "processes"
+
+
+def test_a_failed_trial_is_kept_and_the_search_goes_on():
+    failing = {"num_workers": 4, "engine": "threads", "prefetch_factor": 2}
+    seen = []
+    trials = Trials(measure_with(surface, fail=[failing]), on_trial=seen.append)
+    descend(SPACE, trials, {"num_workers": 2})
+    failed = [t for t in trials.done if not t.ok]
+    assert [t.setting for t in failed] == [failing] and "MemoryError" in failed[0].error
+    assert trials.best().ok and trials.best().rate > 0
+    assert seen == trials.done
+
+
+def test_noise_below_the_minimum_gain_does_not_move_the_search():
+    trials = Trials(measure_with(lambda s: 100.0 + s["num_workers"] * 0.1))
+    descend(SPACE, trials, {"num_workers": 2})
+    assert trials.best().setting["num_workers"] in (2, 4, 8)
+    assert trials.done[0].setting["num_workers"] == 2
+    assert all(t.setting["num_workers"] in (1, 2, 4) for t in trials.done)

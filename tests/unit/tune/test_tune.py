@@ -1,0 +1,104 @@
+"""stoker.tune.tune on real stores: trials, the best setting's call, limits, JSON, failures, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import stoker
+from stoker.errors import ConfigError
+from stoker.tune import TuneResult, tune
+from stoker.tune.trial import run_trial
+
+FAST = {"batch_size": 16, "trial_batches": 2, "trial_seconds": 0.0}
+
+
+def test_tune_a_plain_store(plain_store, tmp_path):
+    seen = []
+    result = tune(plain_store, step_ms=1, on_trial=seen.append, **FAST)
+    assert isinstance(result, TuneResult) and result.kind == "plain" and not result.interrupted
+    assert seen == result.trials and len(result.trials) >= 3
+    assert result.defaults is result.trials[0]
+    assert all(t.ok and t.rate > 0 and 0 <= t.wait_share <= 1 for t in result.trials)
+    assert result.best.rate == max(t.rate for t in result.trials)
+    assert result.limits.one_worker > 0 and result.limits.memcpy > 0
+    assert result.limits.step == pytest.approx(16 * 1000 / 1)
+    assert 0 < result.share_of_limit
+    # the call is exact: evaluated, it builds a loader with the best setting
+    loader = eval(result.call, {"stoker": stoker})
+    assert isinstance(loader, stoker.Loader)
+    for key, value in result.best.setting.items():
+        assert f"{key}={value!r}" in result.call
+    assert len(next(iter(loader))["label"]) == 16
+    loader.close()
+    out = tmp_path / "r.json"
+    result.write_json(out)
+    obj = json.loads(out.read_text())
+    assert obj["best"]["setting"] == result.best.setting and len(obj["trials"]) == len(result.trials)
+    assert obj["limits"]["limit_rows_per_s"] == result.limits.limit and obj["call"] == result.call
+
+
+def test_tune_an_image_store_builds_the_training_loader(image_store):
+    result = tune(image_store, space={"num_workers": [0, 1]}, **{**FAST, "batch_size": 4})
+    assert result.kind == "images" and "ImageSource" in result.call and "train_transforms" in result.call
+    loader = eval(result.call, {"stoker": stoker})
+    assert next(iter(loader))["image"].shape[0] == 4
+    loader.close()
+
+
+def test_a_crashing_trial_is_recorded_and_the_search_goes_on(plain_store):
+    def make(setting):
+        if setting.get("engine") == "processes":
+            raise MemoryError("no room for the worker processes")
+        return stoker.Loader(stoker.open(plain_store), 16, shuffle=True, **setting)
+
+    result = tune(plain_store, space=["engine"], make=make, **FAST)
+    failed = [t for t in result.trials if not t.ok]
+    assert len(failed) == 1 and failed[0].setting["engine"] == "processes"
+    assert failed[0].error.startswith("MemoryError: no room")
+    assert result.best is not None and result.best.setting["engine"] == "threads"
+
+
+def test_every_trial_failing_gives_no_best(plain_store):
+    def make(setting):
+        raise RuntimeError("broken factory")
+
+    result = tune(plain_store, space=["prefetch"], make=make, **FAST)
+    assert result.best is None and result.call is None and all("broken factory" in t.error for t in result.trials)
+
+
+def test_ctrl_c_keeps_the_best_so_far(plain_store):
+    built = []
+
+    def make(setting):
+        built.append(setting)
+        if len(built) == 4:  # the defaults are resolved once, then two trials; the third is interrupted
+            raise KeyboardInterrupt
+        return stoker.Loader(stoker.open(plain_store), 16, shuffle=True, **setting)
+
+    result = tune(plain_store, make=make, **FAST)
+    assert result.interrupted and len(result.trials) == 2 and result.limits is None
+    assert result.best in result.trials
+
+
+def test_bad_arguments_are_config_errors(plain_store):
+    with pytest.raises(ConfigError) as err:
+        tune(plain_store, space=["workers", "foo"], **FAST)
+    assert err.value.option == "foo"
+    with pytest.raises(ConfigError) as err:
+        tune(plain_store, step_ms=-1, **FAST)
+    assert err.value.option == "step_ms"
+    with pytest.raises(ConfigError) as err:
+        tune(plain_store, **{**FAST, "trial_batches": 0})
+    assert err.value.option == "trial_batches"
+
+
+def test_a_trial_counts_rows_bytes_and_the_consumers_wait(plain_store):
+    trial = run_trial(
+        lambda s: stoker.Loader(stoker.open(plain_store), 10, **s), {"num_workers": 0}, batches=3, warmup=1
+    )
+    assert trial.ok and trial.rows == 30 and trial.batch_bytes > 10 * (8 * 4 + 8)
+    # more batches than an epoch holds: the next epoch goes on
+    long = run_trial(lambda s: stoker.Loader(stoker.open(plain_store), 100, **s), {}, batches=5, warmup=0)
+    assert long.ok and long.rows == 500
