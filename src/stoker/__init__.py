@@ -50,7 +50,7 @@ from stoker.store import (
 __version__ = "0.1.0"
 
 
-_LAZY = ("doctor", "lightning", "text", "vision")  # subpackages of optional extras, imported when first used
+_LAZY = ("doctor", "lightning", "text", "tune", "vision")  # subpackages of optional extras, imported when first used
 
 
 def __getattr__(name: str):
