@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     fields(
         [
             ("store", result.store),
-            ("loader", f"{result.loader}  [a {result.kind} store]"),
+            ("loader", f"{result.loader}  [{result.kind} store]"),
             ("trials", f"batch_size={result.batch_size}, step {result.step_ms:g} ms (GIL held), {result.method}"),
             ("searched", ", ".join(f"{k} {v}" for k, v in result.space.items())),
             *(("note", n) for n in result.notes),
