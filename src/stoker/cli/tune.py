@@ -100,12 +100,13 @@ def run(args: argparse.Namespace) -> int:
         _write(args, result)
         return 1
     defaults = result.defaults
+    rate = best.rate or 0.0  # the best trial did not fail: it has a rate
     pairs: list[tuple[str, Any]] = [
         ("best" + (" so far (interrupted)" if result.interrupted else ""), f"{describe(best.setting)}"),
-        ("rate", f"{_rate(best.rate)} rows/s, {human_bytes(best.rate * best.batch_bytes / result.batch_size)}/s"),
+        ("rate", f"{_rate(rate)} rows/s, {human_bytes(rate * best.batch_bytes / result.batch_size)}/s"),
     ]
     if defaults is not None and defaults.rate:
-        pairs.append(("vs defaults", f"{best.rate / defaults.rate:.2f}x ({_rate(defaults.rate)} rows/s)"))
+        pairs.append(("vs defaults", f"{rate / defaults.rate:.2f}x ({_rate(defaults.rate)} rows/s)"))
     lim = result.limits
     if lim is not None:
         pairs.append(("limits", _limits_line(lim)))
