@@ -25,7 +25,6 @@
             order in a fresh process: block vs global shuffle throughput.     target >= 3x
             Where no cgroup can be made, or its limit is never reached, the run says NOT
             APPLIED (stderr, the table's method line, the JSON's limit_applied) and no verdict.
-            tests/e2e/test_larger_than_ram.py asserts the bounded memory itself.
             Plus a shuffle-quality figure (see README): on rows stored sorted by label, the
             mean total-variation distance between each batch's label mix and the whole
             data set's (0 = perfectly mixed; global shuffle sets the sampling-noise floor).
