@@ -91,7 +91,15 @@ def run(args: argparse.Namespace) -> int:
     best = result.best
     rows = []
     for i, t in enumerate(result.trials, 1):
-        mark = "best" if t is best else ("defaults" if t.setting == result.defaults_setting else "")
+        marks = [
+            m
+            for m, on in (
+                ("best", best is not None and t.setting == best.setting),
+                ("defaults", t.setting == result.defaults_setting),
+            )
+            if on
+        ]
+        mark = ", ".join(marks)
         wait = "-" if t.wait_share is None else f"{t.wait_share:.0%}"
         rows.append((i, describe(t.setting), _rate(t.rate), wait, t.error or mark))
     table(["#", "setting", "rows/s", "consumer waits", ""], rows, title="trials")
@@ -103,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
     rate = best.rate or 0.0  # the best trial did not fail: it has a rate
     pairs: list[tuple[str, Any]] = [
         ("best" + (" so far (interrupted)" if result.interrupted else ""), f"{describe(best.setting)}"),
-        ("rate", f"{_rate(rate)} rows/s, {human_bytes(rate * best.batch_bytes / result.batch_size)}/s"),
+        (
+            "rate",
+            f"{_rate(rate)} rows/s, {human_bytes(rate * best.batch_bytes / result.batch_size)}/s"
+            f" (mean of its {sum(t.setting == best.setting for t in result.trials)} trials)",
+        ),
     ]
     if defaults is not None and defaults.rate:
         pairs.append(("vs defaults", f"{rate / defaults.rate:.2f}x ({_rate(defaults.rate)} rows/s)"))

@@ -6,13 +6,15 @@ goes on that way while the rate keeps rising; a categorical one (engine) tries e
 no workers, with the fewest workers: an engine needs workers). A
 move must beat the current best by ``min_gain`` (3 %) to count, so that noise does not walk
 the search away from a setting as good. Passes repeat until one changes nothing (at most
-``passes``). Every setting is measured once; a failed trial counts as no rate and the search
-goes on. :func:`grid` measures every setting instead (the benchmark's reference).
+``passes``). Every setting is measured once; then the two fastest are measured once more and
+the best is the fastest by mean (one short trial on a shared machine can be off by tens of
+percent). A failed trial counts as no rate and the search goes on. :func:`grid` measures every setting instead (the benchmark's reference).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from stoker.tune.space import LOADER_DEFAULTS, Space, normalize
@@ -29,20 +31,42 @@ class Trials:
         self._on_trial = on_trial
         self.done: list[Trial] = []
 
-    def rate(self, setting: dict[str, Any]) -> float:
-        """The rate of ``setting`` (measured now unless already): 0 for a failed trial."""
-        for t in self.done:
-            if t.setting == setting:
-                return t.rate or 0.0
+    def rate(self, setting: dict[str, Any], again: bool = False) -> float:
+        """The rate of ``setting`` (measured now unless already, or ``again``): 0 for a failed trial.
+
+        A setting measured more than once has the mean of its rates."""
+        if not again:
+            known = self.mean(setting)
+            if known is not None:
+                return known
         trial = self._measure(setting)
         self.done.append(trial)
         if self._on_trial is not None:
             self._on_trial(trial)
-        return trial.rate or 0.0
+        return self.mean(setting) or 0.0
+
+    def mean(self, setting: dict[str, Any]) -> float | None:
+        """The mean rate of ``setting``'s trials (a failed one counts 0), None if never measured."""
+        rates = [t.rate or 0.0 for t in self.done if t.setting == setting]
+        return sum(rates) / len(rates) if rates else None
+
+    def ranked(self) -> list[dict[str, Any]]:
+        """The settings that ran without failing, fastest (mean rate) first."""
+        settings: list[dict[str, Any]] = []
+        for t in self.done:
+            if t.ok and t.setting not in settings:
+                settings.append(t.setting)
+        return sorted(settings, key=lambda s: -(self.mean(s) or 0.0))
 
     def best(self) -> Trial | None:
-        ok = [t for t in self.done if t.ok and t.rate is not None]
-        return max(ok, key=lambda t: t.rate or 0.0) if ok else None
+        """The fastest setting's last trial, its rate and wait share the means of its trials."""
+        ranked = self.ranked()
+        if not ranked:
+            return None
+        mine = [t for t in self.done if t.setting == ranked[0]]
+        waits = [t.wait_share for t in mine if t.wait_share is not None]
+        wait = sum(waits) / len(waits) if waits else None
+        return replace(mine[-1], rate=self.mean(ranked[0]), wait_share=wait)
 
 
 def coerce(setting: dict[str, Any], space: Space) -> dict[str, Any] | None:
@@ -76,8 +100,17 @@ def _ordered(values: tuple[Any, ...]) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
-def descend(space: Space, trials: Trials, start: dict[str, Any], *, min_gain: float = 0.03, passes: int = 2) -> None:
-    """Coordinate descent from ``start``; the trials land in ``trials``."""
+def descend(
+    space: Space,
+    trials: Trials,
+    start: dict[str, Any],
+    *,
+    min_gain: float = 0.03,
+    passes: int = 2,
+    confirm: bool = True,
+) -> None:
+    """Coordinate descent from ``start``; the trials land in ``trials``. With ``confirm``, the two
+    fastest settings are measured once more at the end and the best is chosen by mean rate."""
     current = start_setting(space, start)
     best = trials.rate(current)
     for _ in range(passes):
@@ -89,7 +122,10 @@ def descend(space: Space, trials: Trials, start: dict[str, Any], *, min_gain: fl
             if found != current:
                 current, best, moved = found, rate, True
         if not moved:
-            return
+            break
+    if confirm:
+        for setting in trials.ranked()[:2]:
+            trials.rate(setting, again=True)
 
 
 def _vary(

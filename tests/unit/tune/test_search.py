@@ -40,11 +40,30 @@ def test_descent_finds_the_peak_in_fewer_trials_than_the_grid():
     assert len(trials.done) < len(full.done) / 2
 
 
-def test_each_setting_is_measured_once():
+def test_each_setting_is_measured_once_then_the_two_fastest_again():
     trials = Trials(measure_with(surface))
     descend(SPACE, trials, {"num_workers": 2})
-    settings = [t.setting for t in trials.done]
-    assert len(settings) == len({tuple(sorted(s.items())) for s in settings})
+    *search, again1, again2 = [t.setting for t in trials.done]
+    assert len(search) == len({tuple(sorted(s.items())) for s in search})
+    assert [again1, again2] == trials.ranked()[:2] and {again1["num_workers"], again2["num_workers"]} <= {2, 4, 8}
+    once = Trials(measure_with(surface))
+    descend(SPACE, once, {"num_workers": 2}, confirm=False)
+    assert len(once.done) == len(search)
+
+
+def test_the_best_is_chosen_by_the_mean_of_its_trials():
+    noisy = iter([100.0, 150.0, 120.0, 60.0, 130.0])  # A 100; B 150, 60; C 120, 130
+
+    def measure(setting):
+        return Trial(setting, next(noisy), 0.0, 0.0)
+
+    trials = Trials(measure)
+    a, b, c = {"num_workers": 1}, {"num_workers": 2}, {"num_workers": 4}
+    for s in (a, b, c):
+        trials.rate(s)
+    trials.rate(b, again=True)  # 60: B's mean is 105
+    trials.rate(c, again=True)  # 130: C's mean is 125
+    assert trials.best().setting == c and trials.best().rate == 125.0 and trials.mean(b) == 105.0
 
 
 def test_an_engine_is_tried_with_workers_when_the_search_stands_at_zero():
@@ -73,3 +92,4 @@ def test_noise_below_the_minimum_gain_does_not_move_the_search():
     assert trials.best().setting["num_workers"] in (2, 4, 8)
     assert trials.done[0].setting["num_workers"] == 2
     assert all(t.setting["num_workers"] in (1, 2, 4) for t in trials.done)
+    assert trials.best().rate == max(trials.mean(s) for s in trials.ranked())

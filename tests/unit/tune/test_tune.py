@@ -21,7 +21,11 @@ def test_tune_a_plain_store(plain_store, tmp_path):
     assert seen == result.trials and len(result.trials) >= 3
     assert result.defaults is result.trials[0]
     assert all(t.ok and t.rate > 0 and 0 <= t.wait_share <= 1 for t in result.trials)
-    assert result.best.rate == max(t.rate for t in result.trials)
+    means = {}
+    for t in result.trials:
+        means.setdefault(tuple(t.setting.items()), []).append(t.rate)
+    assert result.best.rate == pytest.approx(max(sum(r) / len(r) for r in means.values()))
+    assert max(len(r) for r in means.values()) == 2  # the two fastest are measured again
     assert result.limits.one_worker > 0 and result.limits.memcpy > 0
     assert result.limits.step == pytest.approx(16 * 1000 / 1)
     assert 0 < result.share_of_limit
@@ -79,7 +83,7 @@ def test_ctrl_c_keeps_the_best_so_far(plain_store):
 
     result = tune(plain_store, make=make, **FAST)
     assert result.interrupted and len(result.trials) == 2 and result.limits is None
-    assert result.best in result.trials
+    assert result.best.setting in [t.setting for t in result.trials]
 
 
 def test_bad_arguments_are_config_errors(plain_store):
