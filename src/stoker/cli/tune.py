@@ -104,8 +104,11 @@ def run(args: argparse.Namespace) -> int:
         rows.append((i, describe(t.setting), _rate(t.rate), wait, t.error or mark))
     table(["#", "setting", "rows/s", "consumer waits", ""], rows, title="trials")
     if best is None:
-        print("stoker: error: every trial failed (see the table); no setting to recommend", file=sys.stderr)
         _write(args, result)
+        if result.interrupted:
+            print("stoker: interrupted before a trial ended; no setting to recommend", file=sys.stderr)
+            return 130
+        print("stoker: error: every trial failed (see the table); no setting to recommend", file=sys.stderr)
         return 1
     defaults = result.defaults
     rate = best.rate or 0.0  # the best trial did not fail: it has a rate

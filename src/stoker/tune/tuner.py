@@ -68,9 +68,13 @@ def tune(
 
     trials = Trials(measure, on_trial)
     interrupted = False
-    resolved = {**LOADER_DEFAULTS, **_resolved_defaults(build)}
-    defaults = {k: resolved[k] for k in chosen.values if k in resolved}
+    defaults: dict[str, Any] = {}
+    limits = None
     try:
+        resolved = {**LOADER_DEFAULTS, **_resolved_defaults(build)}
+        if str(device).startswith("cuda"):
+            resolved["pin_memory"] = True  # pin_memory=None pins exactly when the device is CUDA
+        defaults = {k: resolved[k] for k in chosen.values if k in resolved}
         if coerce(defaults, chosen) != defaults:  # the defaults are not a point of this space: measure them too
             defaults = {}
             trials.rate(defaults)
@@ -78,10 +82,10 @@ def tune(
             grid(chosen, trials)
         else:
             descend(chosen, trials, resolved)
+        limits = _limits(build, (trial_batches, trial_seconds), step_ms, batch_size, trials.best(), cores)
     except KeyboardInterrupt:
         interrupted = True
     best = trials.best()
-    limits = None if interrupted else _limits(build, (trial_batches, trial_seconds), step_ms, batch_size, best, cores)
     return TuneResult(
         store=str(plan.store.path),
         kind=plan.kind,

@@ -106,3 +106,17 @@ def test_a_trial_counts_rows_bytes_and_the_consumers_wait(plain_store):
     # more batches than an epoch holds: the next epoch goes on
     long = run_trial(lambda s: stoker.Loader(stoker.open(plain_store), 100, **s), {}, batches=5, warmup=0)
     assert long.ok and long.rows == 500
+
+
+def test_ctrl_c_before_any_trial_ends_gives_no_best(plain_store):
+    def make(setting):
+        raise KeyboardInterrupt
+
+    result = tune(plain_store, make=make, **FAST)
+    assert result.interrupted and result.trials == [] and result.best is None and result.call is None
+
+
+def test_the_defaults_are_measured_when_they_are_not_a_point_of_the_space(plain_store):
+    result = tune(plain_store, space={"prefetch_factor": [1, 4]}, **FAST)
+    assert result.defaults_setting == {} and result.trials[0].setting == {}
+    assert result.defaults is result.trials[0]
