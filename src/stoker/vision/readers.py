@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
-import torch
 
 from stoker.store.reader import Store
 from stoker.vision.decode import probe, read_file
@@ -202,7 +201,6 @@ class CpuDecode(ImageReader):
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
         opts = self.options
         out = self._buffer(out)
-        rows = torch.from_numpy(out)
         blobs = self.encoded.fetch(idx)
         channels_first = opts.layout == "NCHW"
 
@@ -212,7 +210,7 @@ class CpuDecode(ImageReader):
             info = probe(data, opts.max_pixels)
             view = opts.transforms.plan(info.height, info.width, view_rng)
             interpolation = opts.transforms.interpolation
-            render_bytes(data, info, view, interpolation, rows[k], channels_first, opts.reduced_decode)
+            render_bytes(data, info, view, interpolation, out[k], channels_first, opts.reduced_decode)
 
         return _kept(out, idx, self.errors.each_row(idx, work))
 
@@ -229,7 +227,6 @@ class RenderArrays(ImageReader):
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
         opts = self.options
         out = self._buffer(out)
-        rows = torch.from_numpy(out)
         arrays = self.store.gather(idx, [self.column])[self.column]
         channels_first = opts.layout == "NCHW"
 
@@ -237,7 +234,7 @@ class RenderArrays(ImageReader):
             view_rng = self.rng(row)
             chw = arrays[k] if self.chw else arrays[k].transpose(2, 0, 1)
             view = opts.transforms.plan(chw.shape[1], chw.shape[2], view_rng)
-            render_array(chw, view, opts.transforms.interpolation, rows[k], channels_first)
+            render_array(chw, view, opts.transforms.interpolation, out[k], channels_first)
 
         return _kept(out, idx, self.errors.each_row(idx, work))
 
