@@ -120,7 +120,9 @@ def run(args: argparse.Namespace) -> int:
             f" (mean of its {sum(t.setting == best.setting for t in result.trials)} trials)",
         ),
     ]
-    if defaults is not None and defaults.rate:
+    if defaults is not None and defaults.setting == best.setting:
+        pairs.append(("vs defaults", "the defaults are the best setting found"))
+    elif defaults is not None and defaults.rate:
         pairs.append(("vs defaults", f"{rate / defaults.rate:.2f}x ({_rate(defaults.rate)} rows/s)"))
     lim = result.limits
     if lim is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +49,12 @@ class TuneResult:
 
     @property
     def defaults(self) -> Trial | None:
-        """The trial of the loader's defaults (no keyword given), when it ran."""
-        return next((t for t in self.trials if t.setting == self.defaults_setting), None)
+        """The loader's defaults' trial (its rate the mean of its trials), when it ran."""
+        mine = [t for t in self.trials if t.setting == self.defaults_setting]
+        if not mine:
+            return None
+        rates = [t.rate or 0.0 for t in mine]
+        return replace(mine[0], rate=sum(rates) / len(rates)) if len(mine) > 1 else mine[0]
 
     @property
     def share_of_limit(self) -> float | None:

@@ -104,6 +104,7 @@ def _measure(
     rows = seen = size = 0
     waited = 0.0
     t0: float | None = None
+    t_end = t_start
 
     def more() -> bool:
         if seen < warmup + batches:
@@ -126,12 +127,13 @@ def _measure(
             size = size or nbytes(batch) // max(1, rows_of(batch))
             seen += 1
             busy_step(step_ms)
+            t_end = time.perf_counter()  # the measured span ends with the last step, not the loader's close
         close = getattr(it, "close", None)
         if close is not None:
             close()
         if not got:
             raise RuntimeError("the loader gave no batch: the store is empty or smaller than one batch with drop_last")
-    elapsed = time.perf_counter() - (t0 if t0 is not None else t_start)
+    elapsed = t_end - (t0 if t0 is not None else t_start)
     return Trial(
         setting,
         rows / elapsed,

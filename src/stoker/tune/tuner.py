@@ -54,6 +54,8 @@ def tune(
         raise ConfigError(f"trial_batches must be an integer >= 1, got {trial_batches!r}", option="trial_batches")
     if not isinstance(step_ms, (int, float)) or isinstance(step_ms, bool) or step_ms < 0:
         raise ConfigError(f"step_ms must be a number of milliseconds >= 0, got {step_ms!r}", option="step_ms")
+    if not isinstance(trial_seconds, (int, float)) or isinstance(trial_seconds, bool) or trial_seconds < 0:
+        raise ConfigError(f"trial_seconds must be a number >= 0, got {trial_seconds!r}", option="trial_seconds")
     if method not in ("descent", "grid"):
         raise ConfigError(f"method must be 'descent' or 'grid', not {method!r}", option="method")
     plan = plan_for(store, batch_size, device=device)

@@ -19,7 +19,7 @@ def test_tune_a_plain_store(plain_store, tmp_path):
     result = tune(plain_store, step_ms=1, on_trial=seen.append, **FAST)
     assert isinstance(result, TuneResult) and result.kind == "plain" and not result.interrupted
     assert seen == result.trials and len(result.trials) >= 3
-    assert result.defaults is result.trials[0]
+    assert result.defaults.setting == result.trials[0].setting
     assert all(t.ok and t.rate > 0 and 0 <= t.wait_share <= 1 for t in result.trials)
     means = {}
     for t in result.trials:
@@ -96,6 +96,9 @@ def test_bad_arguments_are_config_errors(plain_store):
     with pytest.raises(ConfigError) as err:
         tune(plain_store, **{**FAST, "trial_batches": 0})
     assert err.value.option == "trial_batches"
+    with pytest.raises(ConfigError) as err:
+        tune(plain_store, **{**FAST, "trial_seconds": -1})
+    assert err.value.option == "trial_seconds"
 
 
 def test_a_trial_counts_rows_bytes_and_the_consumers_wait(plain_store):
@@ -119,4 +122,5 @@ def test_ctrl_c_before_any_trial_ends_gives_no_best(plain_store):
 def test_the_defaults_are_measured_when_they_are_not_a_point_of_the_space(plain_store):
     result = tune(plain_store, space={"prefetch_factor": [1, 4]}, **FAST)
     assert result.defaults_setting == {} and result.trials[0].setting == {}
-    assert result.defaults is result.trials[0]
+    rates = [t.rate for t in result.trials if t.setting == {}]
+    assert result.defaults.rate == pytest.approx(sum(rates) / len(rates))
