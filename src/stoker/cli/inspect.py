@@ -11,7 +11,7 @@ from stoker.store.reader import Store, _describe
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="show a store's schema, rows, shards and sizes", description=__doc__)
-    p.add_argument("store", help="path of the store directory")
+    p.add_argument("store", help="path of the store directory, or its object-store URL (s3://, gs://, ...)")
     p.add_argument(
         "--verify",
         action="store_true",
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     ds = Store(args.store, verify=args.verify)  # checksums first: no shard is parsed before its bytes are checked
     if args.json:
         obj = ds.manifest.to_json()
-        obj["path"] = str(ds.path)
+        obj["path"] = ds.url  # a remote store's URL, not its local cache directory
         obj["bytes"] = ds.nbytes
         if args.verify:
             obj["verified"] = True
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     con = console()
     fields(
         [
-            ("store", ds.path),
+            ("store", ds.url),
             ("rows", f"{len(ds):,}"),
             ("shards", f"{ds.num_shards} ({human_bytes(ds.nbytes)} on disk)"),
         ]
