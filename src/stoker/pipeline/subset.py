@@ -3,7 +3,7 @@
 ``stoker.Subset(data, indices)`` is a :class:`~stoker.pipeline.source.BatchSource` whose row ``i``
 is row ``indices[i]`` of ``data``. ``read`` maps each batch's rows and hands the whole chunk to
 the inner source in one call, so a store keeps its one gather per column per chunk; every other
-hook (collate, finalize, buffers, epoch, report, sizes, engine) is the inner source's.
+hook (collate, finalize, buffers, epoch, report and its drain/merge between processes, sizes, engine) is the inner source's.
 
 ``resolve_subset`` is what the loader calls first: a ``torch.utils.data.Subset`` (as
 ``random_split`` returns, nested or not) over a store, a store's path or a batch source becomes a
@@ -98,6 +98,13 @@ class Subset(BatchSource):
 
     def report(self) -> Any:
         return self.source.report()
+
+    # on the process engine a worker's copy counts (skipped rows, ...) and the consumer's copy merges them
+    def drain_report(self) -> Any:
+        return self.source.drain_report()
+
+    def merge_report(self, part: Any) -> None:
+        self.source.merge_report(part)
 
 
 def resolve_subset(data: Any) -> Any:

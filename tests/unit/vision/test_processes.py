@@ -7,7 +7,7 @@ import os
 
 import pytest
 import torch
-from vision_images import bad_store
+from vision_images import bad_store, corrupt_files
 
 import stoker
 from stoker.vision import ImageSource, RandomHorizontalFlip, RandomResizedCrop, train_transforms
@@ -93,3 +93,15 @@ def test_a_transform_that_raises_in_a_worker_keeps_its_type_with_the_row_and_sta
     assert isinstance(err, ValueError) and "too dark" in str(err), err
     notes = "\n".join(err.__notes__)
     assert f"on row 0 ({src.describe(0)})" in notes and "stage 'read'" in notes, notes
+
+
+def test_rows_skipped_in_a_subset_on_worker_processes_are_reported(folder, shm_clean):
+    """Old code: Subset did not forward drain_report/merge_report, so the skip was lost in the worker."""
+    files = corrupt_files(folder.parent)
+    (folder / "ant" / "bad.jpg").write_bytes(files["corrupt"].read_bytes())  # sorted first: row 0
+    src = ImageSource(folder, train_transforms(16), on_error="skip")
+    sub = stoker.Subset(src, [0, 1, 2, 5, 9])
+    batches = list(stoker.Loader(sub, batch_size=2, num_workers=2, timeout=60, engine="processes"))
+    assert sum(len(b["label"]) for b in batches) == 4
+    assert [s.row for s in sub.report()] == [0]
+    assert "bad.jpg" in sub.report()[0].file
