@@ -422,5 +422,11 @@ def _from_version_1(state: dict[str, Any], sampler: BatchSampler) -> dict[str, A
 
 
 def _describe(data: Any) -> str:
+    """The source in words for messages: a store's repr, a source's own repr (an HDF5 names its file and
+    datasets), else its type."""
     store = getattr(data, "store", None)
-    return repr(store) if isinstance(store, Store) else f"the {type(data).__name__}"
+    if isinstance(store, Store):
+        return repr(store)
+    if type(data).__repr__ is not object.__repr__:
+        return repr(data)
+    return f"the {type(data).__name__}"

@@ -147,3 +147,15 @@ def test_keys_mapping_selects_and_renames(tmp_path):
     ds = stoker.open(out)
     assert list(ds.schema) == ["x", "y"]
     np.testing.assert_array_equal(ds[:]["x"], np.arange(20, dtype=np.float32).reshape(10, 2))
+
+
+def test_an_empty_dataset_is_refused_naming_the_file_and_dataset(tmp_path):
+    """Old code: 'the HDF5 has no rows', naming neither the file nor the dataset."""
+    from stoker.errors import EmptyDatasetError
+
+    path = tmp_path / "empty.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("features", shape=(0, 4), dtype="float32")
+    with pytest.raises(EmptyDatasetError) as err:
+        stoker.Loader(stoker.sources.HDF5(path, keys="features"))
+    assert str(path) in str(err.value) and "features" in str(err.value)
