@@ -5,6 +5,7 @@ is timed through ``stoker.vision.ImageSource`` with the training transforms (Ran
 RandomHorizontalFlip, plus Normalize when batches go to a GPU), a store written by ``stoker
 convert text`` through ``stoker.text.Loader`` (padded ``input_ids`` and ``attention_mask``),
 any other store through the plain ``stoker.Loader``. ``--mode plain|images|text`` says it instead.
+The kind, crop and transforms are ``stoker tune``'s own (``tune/loaders.py``), so both time the same loader.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
+from stoker.tune.loaders import TEXT_LOADER, image_crop, image_transforms, normalizes, store_kind
 
 MODES = ("auto", "plain", "images", "text")
-DEFAULT_CROP = 224  # the training crop of an encoded image store when --size is not given
 
 
 @dataclass(frozen=True)
@@ -27,17 +28,6 @@ class BenchLoaders:
     mode: str
     describe: str
     make: Callable[[int], Any]
-
-
-def store_kind(store: Store) -> str:
-    """``images``, ``text`` or ``plain``: what wrote the store, from its manifest's metadata."""
-    from stoker.text.batches import METADATA_KEY
-
-    if store.metadata.get("kind") == "images":
-        return "images"
-    if METADATA_KEY in store.metadata:
-        return "text"
-    return "plain"
 
 
 def bench_loaders(
@@ -75,7 +65,7 @@ def bench_loaders(
 
         return BenchLoaders(
             "text",
-            "stoker.text.Loader (padded input_ids, attention_mask)",
+            TEXT_LOADER,
             lambda workers: stoker.text.Loader(store, batch_size=batch_size, num_workers=workers, **common),
         )
     from stoker.loader import Loader
@@ -91,12 +81,11 @@ def _images(store: Store, batch_size: int, size: int | None, common: dict[str, A
     from stoker import vision
     from stoker.loader import Loader
 
-    stored = store.metadata.get("size") if store.metadata.get("mode") == "resized" else None
-    crop = size if size is not None else (min(stored) if stored else DEFAULT_CROP)
+    crop = image_crop(store, size)  # the crop and transforms stoker tune trains with (tune/loaders.py)
     if isinstance(crop, bool) or not isinstance(crop, int) or crop < 1:
         raise ConfigError(f"--size takes a crop side in pixels >= 1, not {crop!r}", option="size")
-    normalize = common["device"] != "cpu"  # uint8 over the bus; the float cast and Normalize run on the device
-    transforms = vision.train_transforms(crop, normalize=normalize)
+    normalize = normalizes(common["device"])
+    transforms = image_transforms(crop, common["device"])
     steps = f"RandomResizedCrop({crop}) + RandomHorizontalFlip{' + Normalize' if normalize else ', uint8'}"
     return BenchLoaders(
         "images",

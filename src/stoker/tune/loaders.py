@@ -5,6 +5,9 @@ a store written by ``stoker convert images`` is read through ``stoker.vision.Ima
 the training transforms (RandomResizedCrop + RandomHorizontalFlip, uint8 on the CPU, Normalize
 on a GPU), one written by ``stoker convert text`` through ``stoker.text.Loader``, any other
 through ``stoker.Loader``. Batches are shuffled, as in training, with a fixed ``seed``.
+
+``store_kind``, ``image_crop`` and ``image_transforms`` are that choice, shared with ``stoker bench``
+(``cli/bench_loaders.py`` imports them from here: cli may import tune, never the other way).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
 
-DEFAULT_CROP = 224  # the training crop of an encoded image store (as stoker bench)
+DEFAULT_CROP = 224  # the training crop of an encoded image store (stoker tune, and stoker bench without --size)
+TEXT_LOADER = "stoker.text.Loader (padded input_ids, attention_mask)"  # the line saying which loader a text store gets
 
 
 def store_kind(store: Store) -> str:
@@ -27,6 +31,28 @@ def store_kind(store: Store) -> str:
     if METADATA_KEY in store.metadata:
         return "text"
     return "plain"
+
+
+def image_crop(store: Store, size: int | None = None) -> int:
+    """The training crop of an image store: ``size`` when given, else the smaller side of a resized
+    store's images, else :data:`DEFAULT_CROP`."""
+    if size is not None:
+        return size
+    stored = store.metadata.get("size") if store.metadata.get("mode") == "resized" else None
+    return min(stored) if stored else DEFAULT_CROP
+
+
+def normalizes(device: str) -> bool:
+    """Whether the training transforms end with Normalize: uint8 over the bus, and on a GPU the float
+    cast and Normalize run on the device."""
+    return device != "cpu"
+
+
+def image_transforms(crop: int, device: str) -> Any:
+    """The training transforms of an image store: RandomResizedCrop(crop) + RandomHorizontalFlip (+ Normalize)."""
+    from stoker import vision
+
+    return vision.train_transforms(crop, normalize=normalizes(device))
 
 
 @dataclass(frozen=True)
@@ -60,17 +86,14 @@ class LoaderPlan:
     def _image_source(self) -> Any:
         from stoker import vision
 
-        return vision.ImageSource(self.store, vision.train_transforms(self._crop(), normalize=self._normalize))
+        return vision.ImageSource(self.store, image_transforms(self._crop(), self.device))
 
     @property
     def _normalize(self) -> bool:
-        return self.device != "cpu"  # uint8 over the bus; the float cast and Normalize run on the device
+        return normalizes(self.device)
 
     def _crop(self) -> int:
-        if self.crop is not None:
-            return self.crop
-        stored = self.store.metadata.get("size") if self.store.metadata.get("mode") == "resized" else None
-        return min(stored) if stored else DEFAULT_CROP
+        return image_crop(self.store, self.crop)
 
     def call(self, setting: dict[str, Any]) -> str:
         """The exact Python call that builds this loader with ``setting``, to paste into a script."""
@@ -90,7 +113,7 @@ class LoaderPlan:
         if self.kind == "images":
             return f"stoker.vision.ImageSource (RandomResizedCrop({self._crop()}) + RandomHorizontalFlip)"
         if self.kind == "text":
-            return "stoker.text.Loader (padded input_ids, attention_mask)"
+            return TEXT_LOADER
         return "stoker.Loader"
 
 
