@@ -24,6 +24,7 @@ import os
 import weakref
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import replace
+from functools import partial
 from time import perf_counter
 from typing import Any
 
@@ -32,7 +33,7 @@ from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError, StateError
 from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
-from stoker.pipeline.executor import Executor, chunk_size, chunked
+from stoker.pipeline.executor import Executor, pass_tasks
 from stoker.pipeline.inputs import as_source
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers
 from stoker.pipeline.passes import OnePass
@@ -346,9 +347,9 @@ class Loader:
         epoch = self._epoch
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
         workers = self.num_workers
-        per_chunk = chunk_size(self.source.batch_bytes(self.config.batch_size))
-        chunks = chunked(sampler.batches_from(epoch, self._begin), per_chunk)
-        tasks = ((epoch, k * per_chunk, chunk) for k, chunk in enumerate(chunks))
+        # Chunks of 1, 2, 4, ... batches up to the source's size (asked per chunk; pipeline/executor.py).
+        sized = partial(self.source.batch_bytes, self.config.batch_size)
+        per_chunk, tasks = pass_tasks(epoch, sampler.batches_from(epoch, self._begin), sized)
         if self.engine == "auto":
             produced, where = self._auto(tasks, workers, per_chunk)
         else:

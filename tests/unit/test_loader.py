@@ -181,19 +181,27 @@ def test_cpu_batches_are_not_copied_twice(mixed_store):
 
 
 def test_small_batches_are_views_of_one_recycled_chunk_buffer(mixed_store):
-    """Batches read together as a chunk share one pooled buffer (pinned on CUDA), recycled later."""
+    """Batches read together as a chunk share one pooled buffer (pinned on CUDA), recycled later.
+
+    Chunks grow (1, 2, 4, ... batches): the fourth batch is the first of the third chunk, 4 batches."""
     loader = stoker.Loader(mixed_store, batch_size=10, columns=["image", "label"], num_workers=1)
-    assert 10 * 4 < len(loader.source)  # several batches per chunk
-    first = next(iter(loader))
-    pool_buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (4, 5, 3)]
-    assert len(pool_buffers) == 1 and len(pool_buffers[0]) > 10
-    start = pool_buffers[0].ctypes.data
-    assert start <= first["image"].data_ptr() < start + pool_buffers[0].nbytes
-    del first
+    assert 10 * 7 <= len(loader.source)  # the third chunk holds batches 3-6
+
+    def buffers() -> list[np.ndarray]:
+        return [b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (4, 5, 3)]
+
+    it = iter(loader)
+    fourth = [next(it) for _ in range(4)][3]
+    ptr = fourth["image"].data_ptr()
+    holding = [b for b in buffers() if b.ctypes.data <= ptr < b.ctypes.data + b.nbytes]
+    assert len(holding) == 1 and len(holding[0]) == 40  # one buffer for the chunk's 4 batches
+    it.close()
+    del fourth, holding
     for _ in range(3):
         for _ in loader:
             pass
-    assert len([b for bufs in loader.transfer.pool._free.values() for b in bufs if b.shape[1:] == (4, 5, 3)]) <= 4
+    shapes = [b.shape for b in buffers()]
+    assert max(shapes.count(s) for s in shapes) <= 4  # each chunk size's buffers recycled, pass after pass
 
 
 def test_a_duck_typed_source_is_told_to_subclass_batchsource():

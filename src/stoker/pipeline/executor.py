@@ -11,6 +11,7 @@ Python (a Dataset's ``__getitem__``, user transforms) and for hosts with many co
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
@@ -108,4 +109,45 @@ def chunked(batches: Iterable[np.ndarray], size: int) -> Iterator[list[np.ndarra
         yield chunk
 
 
-__all__ = ["Executor", "chunk_size", "chunked"]
+def growing_chunks(batches: Iterable[np.ndarray], limit: Callable[[], int]) -> Iterator[tuple[int, list[np.ndarray]]]:
+    """``(first, chunk)``: consecutive index arrays grouped in chunks of 1, 2, 4, ... batches, each
+    twice the one before, up to ``limit()``, which is asked again before each chunk (a source that
+    learns the size of its batches during the pass gets larger chunks from then on). ``first`` is
+    the number of the chunk's first batch: the batches of the chunks before it.
+
+    Small first chunks bring the first batch fast (one batch read, not a whole chunk); the chunks
+    then reach their full size within a few tasks."""
+    it = iter(batches)
+    first, grow = 0, 1
+    while True:
+        size = max(1, min(grow, limit()))
+        chunk = list(itertools.islice(it, size))
+        if not chunk:
+            return
+        yield first, chunk
+        first += len(chunk)
+        grow = 2 * size
+
+
+def pass_tasks(
+    epoch: int, batches: Iterable[np.ndarray], batch_bytes: Callable[[], float | None]
+) -> tuple[int, Iterator[tuple[int, int, list[np.ndarray]]]]:
+    """A pass's worker tasks ``(epoch, first batch, chunk)`` (see :func:`growing_chunks`), and the
+    most batches a chunk holds: size buffers as ``batch_bytes() * that``.
+
+    ``batch_bytes`` (the source's, for the loader's batch size) is asked before each chunk. When it
+    is known at the start, no chunk exceeds what it said then (buffers sized by it hold every
+    chunk); when it is None at the start (buffers learn their size), chunks grow to what it says
+    once known.
+    """
+    known = batch_bytes()
+    largest = chunk_size(known)
+
+    def limit() -> int:
+        size = chunk_size(batch_bytes())
+        return size if known is None else min(size, largest)
+
+    return largest, ((epoch, first, chunk) for first, chunk in growing_chunks(batches, limit))
+
+
+__all__ = ["Executor", "chunk_size", "chunked", "growing_chunks", "pass_tasks"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stoker.errors import ConfigError
-from stoker.pipeline.executor import Executor, chunk_size, chunked
+from stoker.pipeline.executor import Executor, chunk_size, chunked, growing_chunks, pass_tasks
 
 
 def _square_chunk(chunk):
@@ -61,3 +61,39 @@ def test_chunks_hold_about_a_mebibyte_and_one_batch_when_the_size_is_unknown():
     assert chunk_size(None) == 1
     assert chunk_size(2**10) == 64 and chunk_size(2**18) == 4 and chunk_size(2**30) == 1
     assert [len(c) for c in chunked(iter(range(7)), 3)] == [3, 3, 1]
+
+
+def _arrays(n):
+    return (np.asarray([i]) for i in range(n))
+
+
+def test_chunks_grow_from_one_batch_doubling_to_the_limit_and_count_the_batches_before_them():
+    got = list(growing_chunks(_arrays(200), lambda: 64))
+    assert [len(c) for _, c in got] == [1, 2, 4, 8, 16, 32, 64, 64, 9]
+    assert [first for first, _ in got] == [0, 1, 3, 7, 15, 31, 63, 127, 191]
+    assert [int(a[0]) for _, c in got for a in c] == list(range(200))  # every batch once, in order
+    assert [len(c) for _, c in growing_chunks(_arrays(5), lambda: 1)] == [1] * 5
+    assert list(growing_chunks(_arrays(0), lambda: 64)) == []
+
+
+def test_the_limit_is_asked_again_before_each_chunk():
+    asked = []
+
+    def limit():
+        asked.append(1)
+        return 1 if len(asked) <= 4 else 8
+
+    got = [len(c) for _, c in growing_chunks(_arrays(40), limit)]
+    assert got == [1, 1, 1, 1, 2, 4, 8, 8, 8, 6]
+    assert len(asked) == len(got) + 1  # and once more to find the batches used up
+
+
+def test_pass_tasks_never_exceed_a_size_known_at_the_start_and_grow_once_one_is_learned():
+    sizes = iter([2**18] + [2**10] * 100)  # 4 batches per chunk at the start, 64 later
+    largest, tasks = pass_tasks(3, _arrays(30), lambda: next(sizes))
+    got = list(tasks)
+    assert largest == 4 and max(len(c) for _, _, c in got) == 4  # buffers sized for 4 hold every chunk
+    assert [(e, first, len(c)) for e, first, c in got][:4] == [(3, 0, 1), (3, 1, 2), (3, 3, 4), (3, 7, 4)]
+    learned = iter([None, None, None] + [2**10] * 100)  # unknown at the start, then learned
+    largest, tasks = pass_tasks(0, _arrays(100), lambda: next(learned))
+    assert largest == 1 and [len(c) for _, _, c in tasks] == [1, 1, 2, 4, 8, 16, 32, 36]
