@@ -104,6 +104,7 @@ __all__ = [
     "register_observer",
     "sources",
     "text",
+    "tune",
     "vision",
     "write",
 ]
