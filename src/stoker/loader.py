@@ -349,7 +349,8 @@ class Loader:
         workers = self.num_workers
         # Chunks of 1, 2, 4, ... batches up to the source's size (asked per chunk; pipeline/executor.py).
         sized = partial(self.source.batch_bytes, self.config.batch_size)
-        per_chunk, tasks = pass_tasks(epoch, sampler.batches_from(epoch, self._begin), sized)
+        ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
+        per_chunk, tasks = pass_tasks(epoch, sampler.batches_from(epoch, self._begin), sized, ahead)
         if self.engine == "auto":
             produced, where = self._auto(tasks, workers, per_chunk)
         else:

@@ -12,6 +12,7 @@ Python (a Dataset's ``__getitem__``, user transforms) and for hosts with many co
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
@@ -129,8 +130,29 @@ def growing_chunks(batches: Iterable[np.ndarray], limit: Callable[[], int]) -> I
         grow = 2 * size
 
 
+def announced(
+    batches: Iterable[np.ndarray], upcoming: Callable[[list[np.ndarray]], None], ahead: int
+) -> Iterator[np.ndarray]:
+    """``batches`` unchanged, each handed to ``upcoming`` once, in order, ``ahead`` batches before
+    it is taken from here: when a chunk's batches are taken (its task goes in flight), the next
+    ``ahead`` batches beyond it are already announced."""
+    it = iter(batches)
+    buffered: deque[np.ndarray] = deque()
+    while True:
+        new = list(itertools.islice(it, ahead + 1 - len(buffered)))
+        if new:
+            upcoming(new)
+            buffered.extend(new)
+        if not buffered:
+            return
+        yield buffered.popleft()
+
+
 def pass_tasks(
-    epoch: int, batches: Iterable[np.ndarray], batch_bytes: Callable[[], float | None]
+    epoch: int,
+    batches: Iterable[np.ndarray],
+    batch_bytes: Callable[[], float | None],
+    upcoming: Callable[[list[np.ndarray]], None] | None = None,
 ) -> tuple[int, Iterator[tuple[int, int, list[np.ndarray]]]]:
     """A pass's worker tasks ``(epoch, first batch, chunk)`` (see :func:`growing_chunks`), and the
     most batches a chunk holds: size buffers as ``batch_bytes() * that``.
@@ -138,7 +160,8 @@ def pass_tasks(
     ``batch_bytes`` (the source's, for the loader's batch size) is asked before each chunk. When it
     is known at the start, no chunk exceeds what it said then (buffers sized by it hold every
     chunk); when it is None at the start (buffers learn their size), chunks grow to what it says
-    once known.
+    once known. ``upcoming`` (the source's hook), when given, learns each batch one full chunk
+    ahead: the next that many batches beyond the tasks in flight (:func:`announced`).
     """
     known = batch_bytes()
     largest = chunk_size(known)
@@ -147,7 +170,9 @@ def pass_tasks(
         size = chunk_size(batch_bytes())
         return size if known is None else min(size, largest)
 
+    if upcoming is not None:
+        batches = announced(batches, upcoming, largest)
     return largest, ((epoch, first, chunk) for first, chunk in growing_chunks(batches, limit))
 
 
-__all__ = ["Executor", "chunk_size", "chunked", "growing_chunks", "pass_tasks"]
+__all__ = ["Executor", "chunk_size", "chunked", "announced", "growing_chunks", "pass_tasks"]

@@ -3,6 +3,7 @@
 A source turns chunks of row-index arrays into batches. The loader calls, per epoch::
 
     source.set_epoch(epoch)                      main thread, before the first read
+    source.upcoming(batches)                     main thread, batches ahead of the reads in flight
     source.read(chunk)        -> raw batches     a worker (thread or process), many at once
     collate_fn or source.collate(raw) -> batch   the same worker
     source.finalize(batch)    -> batch           the consumer, after the copy to the device
@@ -55,6 +56,11 @@ class BatchSource:
         Used when the user passes no ``collate_fn``; a user's ``collate_fn`` replaces it.
         """
         return raw
+
+    def upcoming(self, batches: list[np.ndarray]) -> None:
+        """The index arrays of batches the loader will read soon, in order, each announced once and
+        before the read that holds it (see ``pass_tasks``): a source that fetches its data (a remote
+        store) can start fetching them now. Called in the consumer; the default does nothing."""
 
     def batch_bytes(self, batch_size: int) -> float | None:
         """Expected host bytes of one batch, or None when unknown. Sizes the chunks of work."""

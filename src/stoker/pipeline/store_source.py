@@ -89,6 +89,11 @@ class StoreSource(BatchSource):
         """A remote store's fetch counts (shards, bytes, cache hits, retries); None for a local store."""
         return self.store.remote_stats()
 
+    def upcoming(self, batches: list[np.ndarray]) -> None:
+        """A remote store starts fetching the shards of batches not yet read (a local one: nothing)."""
+        if self.store.remote is not None and batches:
+            self.store.prefetch(np.concatenate([np.sort(b) for b in batches]))
+
     def read(self, chunk: list[np.ndarray]) -> list[Batch]:
         # Tensor columns are gathered straight into recycled buffers (pinned ones on CUDA), one
         # per chunk: each batch is a view of it, and the buffer is free again once no batch of

@@ -97,3 +97,13 @@ def test_pass_tasks_never_exceed_a_size_known_at_the_start_and_grow_once_one_is_
     learned = iter([None, None, None] + [2**10] * 100)  # unknown at the start, then learned
     largest, tasks = pass_tasks(0, _arrays(100), lambda: next(learned))
     assert largest == 1 and [len(c) for _, _, c in tasks] == [1, 1, 2, 4, 8, 16, 32, 36]
+
+
+def test_each_batch_is_announced_once_in_order_a_full_chunk_before_the_task_holding_it():
+    heard: list[int] = []
+    largest, tasks = pass_tasks(0, _arrays(40), lambda: 2**18, lambda bs: heard.extend(int(b[0]) for b in bs))
+    assert largest == 4 and heard == []  # nothing is announced before the first task is taken
+    for _, first, chunk in tasks:
+        end = first + len(chunk)  # the task goes in flight now: the 4 batches after it are known
+        assert heard == list(range(min(40, end + largest))), (first, heard)
+    assert heard == list(range(40))
