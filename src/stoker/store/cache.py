@@ -77,6 +77,9 @@ class ShardFiles:
         self.mapped: Callable[[], list[str]] = list
         self.unmap: Callable[[str], None] = lambda name: None
         self.evicted = 0  # shard files this process deleted to make room
+        # Room granted by make_room to downloads of this process not yet renamed into place: a
+        # download's .part file starts empty and grows, so its size on disk undercounts it.
+        self.reserved: dict[str, int] = {}
 
     def path(self, name: str) -> Path:
         return self.directory / name
@@ -137,6 +140,7 @@ class ShardFiles:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 if self._evict_until(size):
+                    self.reserved[name] = size
                     return
             finally:
                 os.close(fd)
@@ -153,10 +157,12 @@ class ShardFiles:
     def _evict_until(self, size: int) -> bool:
         """Delete unused shards, least recently used first, until ``size`` fits; whether it does now."""
         files = []
-        used = 0
+        reserved = dict(self.reserved)  # a copy: release() may run in another thread
+        own_parts = {f"{name}.part-{os.getpid()}" for name in reserved}
+        used = sum(reserved.values())
         for entry in os.scandir(self.directory):
-            if not _SHARD_FILE.fullmatch(entry.name):
-                continue
+            if not _SHARD_FILE.fullmatch(entry.name) or entry.name in own_parts:
+                continue  # this process's downloads count at their reserved size
             try:
                 st = entry.stat()
             except FileNotFoundError:
@@ -176,6 +182,10 @@ class ShardFiles:
                 if used + size <= self.limit:
                     return True
         return False
+
+    def release(self, name: str) -> None:
+        """The download of shard ``name`` ended (renamed into place, or failed): its reservation goes."""
+        self.reserved.pop(name, None)
 
     def _evict(self, name: str) -> bool:
         """Delete shard ``name`` unless another process downloads or maps it right now."""

@@ -110,6 +110,7 @@ class RemoteShards:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._pending = {}
+        self.files.reserved = {}  # the parent's downloads are its own; their .part files are counted on disk
         self._pool = None
         self._counts = dict.fromkeys(self._counts, 0)
         self.remote = remote(self.remote.url, self.remote.storage_options)
@@ -197,7 +198,10 @@ class RemoteShards:
                 self._count("cache_hits")
                 return
             self.files.make_room(info.file, info.bytes)
-            self._download(info)
+            try:
+                self._download(info)
+            finally:
+                self.files.release(info.file)
 
     def _download(self, info: ShardInfo) -> None:
         url = self.remote.url_of(info.file)
