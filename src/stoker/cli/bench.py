@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
 
 from stoker.cli.bench_loaders import MODES, bench_loaders
 from stoker.cli.output import fields, human_bytes, progress, table
 from stoker.errors import ConfigError
+from stoker.tune.trial import nbytes as batch_bytes
+from stoker.tune.trial import rows_of
 
 DESCRIPTION = (
     "Measure loader throughput on a store for a few worker counts. The loader is the one its data "
@@ -60,24 +61,6 @@ def _worker_counts(text: str) -> list[int]:
     return counts
 
 
-def batch_bytes(value: Any) -> int:
-    """Bytes of a batch: tensors' and arrays' data, bytes and strings (UTF-8), through dicts and lists."""
-    if isinstance(value, dict):
-        return sum(batch_bytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(batch_bytes(v) for v in value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    return int(getattr(value, "nbytes", 0))
-
-
-def _rows(batch: Any) -> int:
-    first = next(iter(batch.values()))
-    return len(first)
-
-
 def run(args: argparse.Namespace) -> int:
     from stoker.store.reader import Store
 
@@ -105,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 for batch in loader:
                     if first is None:
                         first = time.perf_counter() - t0
-                    n = _rows(batch)
+                    n = rows_of(batch)
                     samples += n
                     nbytes += batch_bytes(batch)
                     bar.update(n)
