@@ -11,10 +11,17 @@ lengths. :class:`LengthBuckets` makes such batches and still changes them every 
   boundaries computed once from the sorted lengths (so every epoch has the same number of
   batches), shuffle the batches. Rows of equal length trade places between epochs.
 
-With several ranks, the epoch's batches (identical on every rank) are dealt round-robin, and
-every rank gets the same count: ``uneven="pad"`` repeats batches from the start of the
-epoch, ``"drop"`` leaves the remainder out. An epoch is a pure function of
-``(seed, epoch)``: resuming recomputes it and skips the batches already delivered.
+With several ranks, the epoch's batches (identical on every rank, whatever the world size)
+are dealt round-robin as ``pipeline/sampler.py`` deals rows: from position ``p`` (a count of
+the epoch's batches), rank ``r`` of ``W`` takes batches ``p + r``, ``p + r + W``, ... and every
+rank gets the same count: ``uneven="pad"`` repeats batches from the start of the epoch,
+``"drop"`` leaves the last ``R mod W`` of the ``R`` batches left out. An epoch is a pure function
+of ``(seed, epoch)``: resuming recomputes it and skips the batches already delivered.
+
+Elastic: a position is global (after every rank delivered ``k`` batches from ``p`` the epoch
+stands at ``p + k*W``, the first batches of the epoch's order), and the fingerprint names no rank
+and no world size. So a state saved on any rank of ``N`` ranks resumes on ``M``: the batches
+left are dealt again over the ``M`` ranks, every row once (``uneven`` as above at the end).
 
 The lengths may be *streamed* (:class:`StreamedLengths`, e.g. an on-the-fly text source's token
 cache): with a fixed ``batch_size`` the epoch's row order and batch order need no lengths, so
@@ -34,8 +41,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from stoker.errors import ConfigError
-from stoker.pipeline.sampler import BatchSampler, field_fingerprint
+from stoker.errors import ConfigError, StateError
+from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
 
 
 def _positive(name: str, value: Any, minimum: int = 1) -> None:
@@ -154,8 +161,14 @@ class LengthBuckets(BatchSampler):
         return self.batch_size or len(self.lengths)
 
     def __len__(self) -> int:
-        total, world = self.total_batches, self.world_size
-        return -(-total // world) if self.uneven == "pad" else total // world
+        return self._split().rows_per_rank(0)
+
+    def _split(self, rank: int | None = None, world_size: int | None = None) -> Sampler:
+        """The deal of the epoch's batches over the ranks: positions of batches in the epoch's
+        order (``sequential``: a position is the batch's number), as the core deals rows."""
+        rank = self.rank if rank is None else rank
+        world = self.world_size if world_size is None else world_size
+        return Sampler(self.total_batches, "sequential", rank=rank, world_size=world, uneven=self.uneven)
 
     def _budget_cuts(self) -> np.ndarray:
         """Batch boundaries over the rows sorted by length, greedy under the token budget (computed once)."""
@@ -230,20 +243,46 @@ class LengthBuckets(BatchSampler):
         return list(self._fixed_batches(epoch, np.arange(self.total_batches)))
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
-        """This rank's batches of ``epoch`` from batch ``start`` on."""
-        per_rank = len(self)
-        ids = np.resize(np.arange(self.total_batches), per_rank * self.world_size)
-        mine = ids.reshape(per_rank, self.world_size)[:, self.rank][start:]
+        """This rank's batches of ``epoch`` from this rank's batch ``start`` on."""
+        return self._deliver(epoch, self._split().indices(epoch)[start:])
+
+    def _deliver(self, epoch: int, ids: np.ndarray) -> Iterator[np.ndarray]:
+        """The batches numbered ``ids`` of ``epoch``'s order, in that order."""
         if self.max_tokens is None:
-            yield from self._fixed_batches(epoch, mine)
+            yield from self._fixed_batches(epoch, ids)
             return
         every = self._budget_batches(epoch)
-        for b in mine.tolist():
+        for b in ids.tolist():
             yield every[b]
 
+    # -- elastic positions (BatchSampler): counts of the epoch's batches, the same on every rank ---
+    def position(self, start: int, batches: int, world_size: int) -> int:
+        """The position after ``batches`` batches on each of ``world_size`` ranks from position ``start``."""
+        total = self.total_batches
+        if not 0 <= start <= total:
+            raise StateError(f"cannot resume at position {start}: an epoch has {total} batches")
+        if self.uneven == "drop" and world_size > total:
+            raise StateError(f"cannot resume: {total} batches cannot have been split over {world_size} ranks")
+        then = self._split(0, world_size)
+        there = then.rows_per_rank(start)
+        if batches > there:
+            raise StateError(
+                f"cannot resume after {batches} batches from position {start} on {world_size} rank(s): "
+                f"only {there} batches were left there"
+            )
+        return then.position(1, batches, start)
+
+    def batches_left(self, position: int) -> int:
+        return self._split().rows_per_rank(position)
+
+    def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
+        return self._deliver(epoch, self._split().indices(epoch, position))
+
     def fingerprint(self) -> dict[str, Any]:
-        """Every field; the lengths as the CRC-32 of their int64 bytes (streamed ones: waits for all)."""
+        """Every field but the rank and the world size (a position is global); the lengths as
+        the CRC-32 of their int64 bytes (streamed ones: waits for all)."""
         out = field_fingerprint(self, kind="LengthBuckets", rows=len(self.lengths))
+        del out["rank"], out["world_size"]
         if "lengths" in out:  # streamed: the same CRC an array of these lengths gives
             del out["lengths"]
             out["lengths_crc32"] = zlib.crc32(self._all_lengths().tobytes())

@@ -142,7 +142,9 @@ def build(
         rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
         drop_last = options.get("drop_last", LoaderConfig.drop_last)
         size = 1 if batch_size is None else batch_size
-        return packed, PackedBatches(packed.lengths, cfg.block_length, size, shuffled, seed, rank, world, drop_last)
+        uneven = options.get("uneven", "drop")  # packing leaves the last blocks out unless told to pad
+        sampler = PackedBatches(packed.lengths, cfg.block_length, size, shuffled, seed, rank, world, drop_last, uneven)
+        return packed, sampler
     source = TextSource(
         data,
         tokenizer,

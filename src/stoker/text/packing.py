@@ -9,6 +9,13 @@ stay visible (for position embeddings, or to build a block-diagonal attention ma
 :class:`PackedBatches` (the batch sampler) yields, for each batch, an array of
 ``(epoch, block)`` rows; :class:`PackedText` (the BatchSource) turns them into ids. Both are
 pure functions of the epoch, so a resumed loader continues exactly where it stopped.
+
+Over ranks, the epoch's block order (identical on every rank, whatever the world size) is dealt
+as ``pipeline/sampler.py`` deals rows: from position ``p`` (a count of blocks of that order),
+rank ``r`` of ``W`` takes blocks ``p + r``, ``p + r + W``, ... and cuts them into batches. A
+position is global, so a state saved on ``N`` ranks (any rank's: they are the same) resumes on
+``M``, every block once; at the end of the epoch ``uneven="drop"`` (the default here) leaves the
+last ``R mod W`` blocks out, ``"pad"`` repeats blocks from the start of the order.
 """
 
 from __future__ import annotations
@@ -20,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.sampler import BatchSampler, field_fingerprint
+from stoker.errors import ConfigError, EmptyDatasetError, StateError
+from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
 from stoker.pipeline.source import BatchSource
 from stoker.store.columns import Ragged
 from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
@@ -59,8 +66,10 @@ class PackedBatches(BatchSampler):
         shuffle: a new document order and block order every epoch.
         seed: base seed; epoch ``e`` uses ``(seed, e)``.
         rank, world_size: this rank and the number of ranks (``stoker.loader.distributed_rank()``
-            gives torch.distributed's); each rank gets as many blocks, the rest is left out.
+            gives torch.distributed's); every rank gets as many blocks.
         drop_last: drop the last batch of a rank's epoch when it is short.
+        uneven: when the blocks left do not split evenly over the ranks: ``"drop"`` leaves the
+            rest out, ``"pad"`` repeats blocks from the start of the epoch's order.
     """
 
     lengths: np.ndarray
@@ -71,6 +80,7 @@ class PackedBatches(BatchSampler):
     rank: int = 0
     world_size: int = 1
     drop_last: bool = False
+    uneven: str = "drop"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lengths", np.asarray(self.lengths, dtype=np.int64))
@@ -80,7 +90,9 @@ class PackedBatches(BatchSampler):
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", option=name)
         if not 0 <= self.rank < self.world_size:
             raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
-        if self.blocks_per_rank == 0:
+        if self.uneven not in ("pad", "drop"):
+            raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
+        if self.num_blocks < (self.world_size if self.uneven == "drop" else 1):
             raise EmptyDatasetError(
                 f"{int(self.lengths.sum()):,} tokens make {self.num_blocks} blocks of {self.block_length}, fewer than the "
                 f"{self.world_size} rank(s); use shorter blocks or more text"
@@ -90,24 +102,58 @@ class PackedBatches(BatchSampler):
     def num_blocks(self) -> int:
         return int(self.lengths.sum()) // self.block_length
 
+    def _split(self, rank: int | None = None, world_size: int | None = None) -> Sampler:
+        """The deal of the epoch's blocks over the ranks (positions in the epoch's block order)."""
+        rank = self.rank if rank is None else rank
+        world = self.world_size if world_size is None else world_size
+        return Sampler(self.num_blocks, "sequential", rank=rank, world_size=world, uneven=self.uneven)
+
     @property
     def blocks_per_rank(self) -> int:
-        return self.num_blocks // self.world_size
+        return self._split().rows_per_rank(0)
 
     def __len__(self) -> int:
-        n = self.blocks_per_rank
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return self._split().num_batches(self.batch_size, self.drop_last)
 
-    def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
+    def _deliver(self, epoch: int, start: int, position: int) -> Iterator[np.ndarray]:
+        """This rank's batches of ``epoch`` from position ``position``, from its batch ``start`` on."""
         rng = np.random.default_rng([self.seed, epoch, 2])
         blocks = rng.permutation(self.num_blocks) if self.shuffle else np.arange(self.num_blocks)
-        mine = blocks[: self.blocks_per_rank * self.world_size].reshape(-1, self.world_size)[:, self.rank]
-        for b in range(start, len(self)):
-            ids = mine[b * self.batch_size : (b + 1) * self.batch_size]
+        for at in self._split().batches(epoch, self.batch_size, self.drop_last, start, position):
+            ids = blocks[at]
             yield np.stack([np.full(len(ids), epoch, dtype=np.int64), ids], axis=1)
 
+    def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
+        return self._deliver(epoch, start, 0)
+
+    # -- elastic positions (BatchSampler): counts of the epoch's blocks, the same on every rank ---
+    def position(self, start: int, batches: int, world_size: int) -> int:
+        """The position after ``batches`` batches on each of ``world_size`` ranks from position ``start``."""
+        n = self.num_blocks
+        if not 0 <= start <= n:
+            raise StateError(f"cannot resume at position {start}: an epoch has {n} blocks")
+        if self.uneven == "drop" and world_size > n:
+            raise StateError(f"cannot resume: {n} blocks cannot have been split over {world_size} ranks")
+        then = self._split(0, world_size)
+        there = then.num_batches(self.batch_size, self.drop_last, start)
+        if batches > there:
+            raise StateError(
+                f"cannot resume after {batches} batches from position {start} on {world_size} rank(s): "
+                f"only {there} batches were left there"
+            )
+        return then.position(self.batch_size, batches, start)
+
+    def batches_left(self, position: int) -> int:
+        return self._split().num_batches(self.batch_size, self.drop_last, position)
+
+    def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
+        return self._deliver(epoch, 0, position)
+
     def fingerprint(self) -> dict[str, Any]:
-        return field_fingerprint(self, kind="PackedBatches", docs=len(self.lengths))
+        """Every field but the rank and the world size (a position is global)."""
+        out = field_fingerprint(self, kind="PackedBatches", docs=len(self.lengths))
+        del out["rank"], out["world_size"]
+        return out
 
 
 @dataclass(frozen=True, eq=False)
