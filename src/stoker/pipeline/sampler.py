@@ -178,8 +178,9 @@ class BatchSampler:
 
     Positions (what the loader saves): by default a position is this rank's count of batches,
     so a saved state resumes only on the same rank of the same world size (the fingerprint
-    should then name ``rank`` and ``world_size``). An elastic sampler (``FixedBatches``) overrides
-    ``position``, ``batches_left`` and ``batches_from`` with positions in the epoch's global order.
+    should then name ``rank`` and ``world_size``). An elastic sampler (``FixedBatches``; the text
+    samplers ``LengthBuckets`` and ``PackedBatches``) overrides ``position``, ``batches_left`` and
+    ``batches_from`` with positions in the epoch's global order.
     """
 
     def __len__(self) -> int:
