@@ -10,7 +10,8 @@ The rule (also in :class:`stoker.LoaderConfig`'s docstring):
    is time the thread slept: waiting for the GIL (held by the consumer's training step or by a
    sibling worker), or for I/O. Reads count once the consumer has its first batch; measuring
    stops after :data:`MIN_READS` of them and :data:`MIN_SECONDS` of their read time (or
-   :data:`MAX_TASKS` tasks). When their *blocked share* is at least
+   :data:`MAX_TASKS` tasks). Their *blocked share* is that sleep over the reads' time off the
+   run queue (``wall - run queue``: on a CPU or asleep). When it is at least
    :data:`BLOCKED_FOR_PROCESSES` (25 %), the rest of the pass and the later ones run in
    processes, where each worker has its own GIL. Short reads of pure Python hide their GIL waits
    between reads instead, so a second measure counts too: if the consumer waited for data at least
@@ -19,7 +20,10 @@ The rule (also in :class:`stoker.LoaderConfig`'s docstring):
    and processes are chosen. Else threads stay. A pass too short to measure keeps threads and the
    next pass measures again.
 
-Waiting for a core is left out on purpose: processes would wait for it too. The consumer's share of
+Waiting for a core is left out on purpose, of the sleep and of the time it is a share of: processes
+would wait for a core too, and on a busy host (the reads sharing the cores with the training step and
+other programs) a share of the whole wall time hides the GIL waits behind the queue
+(``docs/design-notes.md`` has the image reads that showed it). The consumer's share of
 CPU time over the same span is reported beside it (a training step of pure Python holds the GIL
 about that share of the time). The choice is made once per loader and said in
 ``loader.report()`` and ``loader.engine_choice``.
@@ -64,8 +68,9 @@ class EngineChoice:
         reason: the rule that decided, in words.
         cores: usable cores.
         reads: worker reads measured (0 when the core count or ``num_workers`` decided).
-        blocked: share of those reads' wall time the worker threads slept (GIL or I/O), or None.
-        queued: share they were runnable but waiting for a core, or None.
+        blocked: share of those reads' time off the run queue (wall - queued) the worker threads
+            slept (GIL or I/O), or None.
+        queued: share of their wall time they were runnable but waiting for a core, or None.
         consumer_cpu: share of the measured span the consumer's thread was on a CPU, or None.
         settled: False when too little was measured: the next pass measures again.
         parallel: reads on (or queued for) a core at once, on average over the measured span.
@@ -168,13 +173,16 @@ class Calibration:
         wall = sum(r[1] for r in reads)
         cpu = sum(r[2] for r in reads)
         queued = sum(r[3] or 0.0 for r in reads) if all(r[3] is not None for r in reads) else None
-        blocked = max(0.0, wall - cpu - (queued or 0.0)) / wall if wall > 0 else 0.0
+        active = wall - (queued or 0.0)  # on a CPU or asleep: the time a process would not have waited either
+        blocked = max(0.0, active - cpu) / active if active > 0 else 0.0
         parallel = (cpu + (queued or 0.0)) / span  # reads on (or queued for) a core at once, on average
         waiting = self._waited / span
         serial = waiting >= CONSUMER_WAITING and parallel <= SERIAL * min(self.workers, cores) and self.workers > 1
         figures = (
-            f"worker threads slept {blocked:.0%} of their read time (GIL or I/O) over {len(reads)} reads"
-            + ("" if queued is None else f", waited {queued / wall if wall else 0:.0%} for a core")
+            f"worker threads slept {blocked:.0%} of their read time"
+            + ("" if queued is None else " off the run queue")
+            + f" (GIL or I/O) over {len(reads)} reads"
+            + ("" if queued is None else f", waited {queued / wall if wall else 0:.0%} of it for a core")
             + f"; {parallel:.2f} of {self.workers} reads ran at once while the consumer waited {waiting:.0%} of "
             + "the time"
             + ("" if consumer is None else f" and was on a CPU {consumer:.0%} of it")

@@ -42,6 +42,25 @@ def test_waiting_for_a_core_is_not_counted_as_the_gil():
 
 
 @needs_two_cores
+def test_image_reads_beside_a_python_step_on_a_busy_host_go_to_processes():
+    """Figures measured on 2 shared cores: image reads (decode + resample, the GIL taken back ~7 times
+    per image) beside a 30 ms pure-Python step slept 10 % of their wall time and queued 69 % for a
+    core. Old rule (sleep over the whole wall time): 10 % < 25 %, threads, where processes were faster.
+    Off the run queue they slept 10 / 31 = 32 % of their time."""
+    choice = _measured([(0.1, 0.021, 0.069)] * 15, waited=0.57)  # 1.35 reads at once (measured: 1.32)
+    assert choice.engine == "processes" and choice.blocked == pytest.approx(0.32, abs=0.01)
+    assert choice.queued == pytest.approx(0.69) and "slept >= 25%" in choice.reason
+    assert "off the run queue" in choice.reason
+
+
+@needs_two_cores
+def test_image_reads_beside_an_idle_consumer_keep_threads():
+    """The same reads with no step (measured): 2 % of the wall time asleep, 62 % queued (5 % off the queue)."""
+    choice = _measured([(0.1, 0.036, 0.062)] * 17, waited=1.0)  # 1.67 reads at once (measured: 1.69)
+    assert choice.engine == "threads" and choice.blocked == pytest.approx(0.05, abs=0.01)
+
+
+@needs_two_cores
 def test_short_reads_run_one_at_a_time_while_the_consumer_waits_go_to_processes():
     """Pure-Python reads shorter than the GIL's switch interval wait between reads, not inside them."""
     choice = _measured([(0.01, 0.01, 0.0)] * 90, waited=0.9, span=1.0)  # 0.9 read-seconds per second: serial
