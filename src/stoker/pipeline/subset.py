@@ -2,8 +2,10 @@
 
 ``stoker.Subset(data, indices)`` is a :class:`~stoker.pipeline.source.BatchSource` whose row ``i``
 is row ``indices[i]`` of ``data``. ``read`` maps each batch's rows and hands the whole chunk to
-the inner source in one call, so a store keeps its one gather per column per chunk; every other
-hook (collate, finalize, buffers, epoch, report and its drain/merge between processes, sizes, engine) is the inner source's.
+the inner source in one call, so a store keeps its one gather per column per chunk; ``upcoming``
+maps the batches announced ahead the same way, so a remote store under a subset fetches the
+shards of the parent rows ahead; every other hook (collate, finalize, buffers, epoch, report and
+its drain/merge between processes, sizes, engine) is the inner source's.
 
 ``resolve_subset`` is what the loader calls first: a ``torch.utils.data.Subset`` (as
 ``random_split`` returns, nested or not) over a store, a store's path or a batch source becomes a
@@ -19,7 +21,7 @@ import numpy as np
 
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
-from stoker.pipeline.source import BatchSource
+from stoker.pipeline.source import BatchSource, overrides
 from stoker.pipeline.store_source import StoreSource
 from stoker.store.reader import Store
 from stoker.store.selection import check_indices
@@ -77,6 +79,20 @@ class Subset(BatchSource):
                 raise IndexError(f"row {int(bad[0])} is out of range for a Subset of {n} rows")
             mapped.append(self.indices[idx])
         return self.source.read(mapped)
+
+    def upcoming(self, batches: list[np.ndarray]) -> None:
+        """The batches announced ahead, as rows of the inner source (a remote store fetches their shards).
+
+        A row outside the subset is left out of the hint; ``read`` refuses it, naming it.
+        """
+        if not overrides(self.source, "upcoming"):
+            return
+        n = len(self.indices)
+        mapped = []
+        for rows in batches:
+            idx = np.asarray(rows, dtype=np.int64)
+            mapped.append(self.indices[idx[(idx >= 0) & (idx < n)]])
+        self.source.upcoming(mapped)
 
     def collate(self, raw: Any) -> Any:
         return self.source.collate(raw)
