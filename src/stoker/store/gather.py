@@ -165,14 +165,19 @@ def ramp(lengths: np.ndarray) -> np.ndarray:
 
 
 def gather_blobs(views: Mapping[int, ColumnView], plan: Plan, as_text: bool) -> list[Any]:
-    """Rows of ``plan`` of one binary (bytes) or string (str) column as a list."""
+    """Rows of ``plan`` of one binary (bytes) or string (str) column as a list.
+
+    Each shard run's positions and byte ranges become Python ints in one ``tolist`` call each, not
+    numpy scalars indexed row by row.
+    """
     result: list[Any] = [None] * plan.n
     for shard, pos in plan.runs:
         view = views[shard]
-        off = view.row_offsets()
-        for i in np.arange(plan.n)[pos]:
-            j = plan.local[i]
-            raw = view.data[off[j] : off[j + 1]].tobytes()
+        off, data = view.row_offsets(), view.data
+        local = plan.local[pos]
+        rows = np.arange(plan.n)[pos].tolist()
+        for i, a, b in zip(rows, off[local].tolist(), off[local + 1].tolist()):
+            raw = data[a:b].tobytes()
             result[i] = raw.decode("utf-8") if as_text else raw
     return result
 
