@@ -9,6 +9,9 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.pipeline.sampler import order_name
 from stoker.pipeline.source import ENGINES
+from stoker.store.sizes import parse_size
+
+AUTO = "auto"  # num_workers / prefetch_factor tuned while the loader runs
 
 
 @dataclass(frozen=True)
@@ -23,8 +26,17 @@ class LoaderConfig:
         drop_last: drop the last batch of an epoch when it is short.
         num_workers: workers running the source's ``read`` (threads or processes, see ``engine``);
             ``0`` works in the calling thread; ``None`` lets the source choose (a store whose
-            batches are under 1 MiB is read in the calling thread), else one worker per core.
-        prefetch_factor: batches in flight per worker.
+            batches are under 1 MiB is read in the calling thread), else one worker per core;
+            ``"auto"`` tunes the count while the loader runs (``pipeline/autotune.py``: from one
+            worker thread up to 2 per core, added while the consumer waits on busy workers and the
+            rate rises, retired when they idle; worker processes get one per core, picked once).
+        prefetch_factor: chunks of batches in flight per worker; ``"auto"`` tunes it while the loader
+            runs (from 1 up to 8, deepened while the consumer waits on idle workers and the rate
+            rises; 2 with worker processes, picked once). Every decision of the tuner is in
+            ``loader.report()`` and told to observers (the doctor's trace).
+        memory_budget: with ``"auto"`` settings, the most bytes the batches in flight may take
+            (``workers x prefetch x batches per chunk x batch bytes``): bytes or a size such as
+            ``"2GB"``; ``None`` for no limit. Refused without an ``"auto"`` setting.
         pin_memory: stage batches in pinned memory; ``None`` pins exactly when the device is CUDA.
         device: where batches land: ``"cpu"``, ``"cuda"``, ``"cuda:1"`` or ``"auto"``.
         timeout: seconds to wait for one batch before failing (``0`` waits forever).
@@ -60,8 +72,8 @@ class LoaderConfig:
     batch_size: int = 1
     shuffle: bool | str = False
     drop_last: bool = False
-    num_workers: int | None = None
-    prefetch_factor: int = 2
+    num_workers: int | str | None = None
+    prefetch_factor: int | str = 2
     pin_memory: bool | None = None
     device: Any = "cpu"
     timeout: float = 0.0
@@ -76,19 +88,29 @@ class LoaderConfig:
     pad_to_multiple_of: int = 1
     persistent_workers: bool = False
     engine: str | None = None
+    memory_budget: int | str | None = None
 
     def __post_init__(self) -> None:
-        def positive_int(name: str, value: Any, minimum: int = 1) -> None:
+        def positive_int(name: str, value: Any, minimum: int = 1, auto: bool = False) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}", option=name)
+                also = f" or {AUTO!r}" if auto else ""
+                raise ConfigError(f"{name} must be an integer >= {minimum}{also}, got {value!r}", option=name)
 
         positive_int("batch_size", self.batch_size)
-        positive_int("prefetch_factor", self.prefetch_factor)
+        if self.prefetch_factor != AUTO:
+            positive_int("prefetch_factor", self.prefetch_factor, auto=True)
         positive_int("pad_to_multiple_of", self.pad_to_multiple_of)
         positive_int("block_size", self.block_size)
         positive_int("window", self.window)
-        if self.num_workers is not None:
-            positive_int("num_workers", self.num_workers, 0)
+        if self.num_workers is not None and self.num_workers != AUTO:
+            positive_int("num_workers", self.num_workers, 0, auto=True)
+        if self.num_workers == 0 and self.prefetch_factor == AUTO:
+            raise ConfigError(
+                "prefetch_factor='auto' tunes the chunks in flight per worker, and num_workers=0 has no worker: "
+                "give workers (a number, None or 'auto') or a fixed prefetch_factor",
+                option="prefetch_factor",
+            )
+        self._check_budget()
         if not isinstance(self.timeout, (int, float)) or self.timeout < 0:
             raise ConfigError(f"timeout must be a number of seconds >= 0, got {self.timeout!r}", option="timeout")
         order_name(self.shuffle)
@@ -107,6 +129,30 @@ class LoaderConfig:
             object.__setattr__(self, "columns", dict(self.columns))  # a mapping renames (StoreSource checks it)
         elif self.columns is not None:
             object.__setattr__(self, "columns", tuple(self.columns))
+
+    @property
+    def autotune(self) -> bool:
+        """Whether a setting is ``"auto"``: the online tuner runs (``pipeline/autotune.py``)."""
+        return AUTO in (self.num_workers, self.prefetch_factor)
+
+    def _check_budget(self) -> None:
+        budget = self.memory_budget
+        if budget is None:
+            return
+        if not self.autotune:
+            raise ConfigError(
+                f"memory_budget={budget!r} bounds what online tuning adds; it needs num_workers='auto' or "
+                "prefetch_factor='auto' (with fixed settings the bytes in flight are fixed too)",
+                option="memory_budget",
+            )
+        try:
+            size = parse_size(budget)
+        except ConfigError:
+            raise ConfigError(
+                f"memory_budget must be a positive number of bytes or a size like '2GB', not {budget!r}",
+                option="memory_budget",
+            ) from None
+        object.__setattr__(self, "memory_budget", size)
 
     @classmethod
     def names(cls) -> set[str]:

@@ -13,13 +13,14 @@ runs through one loop::
 The workers are threads or processes (``engine``; see ``pipeline/executor.py``). With
 processes, workers write batches into shared-memory slots (``pipeline/slots.py``) and
 ``Transfer.start`` runs in the consumer on views of the slot, no copy. ``engine="auto"`` runs the
-first tasks on threads, measures, and picks one (``pipeline/engine_choice.py``). Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
+first tasks on threads, measures, and picks one (``pipeline/engine_choice.py``). ``num_workers="auto"`` and
+``prefetch_factor="auto"`` resize the worker threads and the depth while a pass runs (``pipeline/autotune.py``).
+Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
 """
 
 from __future__ import annotations
 
 import itertools
-import numbers
 import os
 import weakref
 from collections.abc import Callable, Generator, Iterator
@@ -30,24 +31,25 @@ from typing import Any
 
 from stoker.config import LoaderConfig
 from stoker.device.transfer import PendingBatch, Transfer
-from stoker.errors import ConfigError, EmptyDatasetError, StateError
+from stoker.errors import ConfigError, EmptyDatasetError
+from stoker.pipeline.autotune import TuneReport, tuner_for
 from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
 from stoker.pipeline.executor import Executor, pass_tasks
 from stoker.pipeline.inputs import as_source
-from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers
+from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, qualified_name
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.ranks import check_agreement, data_fingerprint, shares_process_group
 from stoker.pipeline.ranks import distributed_rank as distributed_rank  # its old home; text/lightning import it here
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
 from stoker.pipeline.slots import SlotBuffers, SlotPlan
 from stoker.pipeline.source import overrides
+from stoker.pipeline.state import STATE_VERSION, resume_point
 from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.threads import default_workers
 from stoker.pipeline.work import Work, begin_copy, finish_copy
 from stoker.store.reader import Store
 
-STATE_VERSION = 2  # 2: positions global (start, world_size); 1: this rank's batches
 _LOADER_IDS = itertools.count(1)  # LoaderInfo.loader_id: unique in a process, unlike id(), which is reused
 
 
@@ -66,7 +68,8 @@ class Loader:
             batch_size/shuffle/drop_last.
         **options: the other fields of :class:`stoker.LoaderConfig` (``seed``, ``rank``,
             ``world_size``, ``uneven``, ``block_size``, ``window``, ``columns``, ``pad_value``,
-            ``pad_to_multiple_of``, ``persistent_workers``, ``engine``).
+            ``pad_to_multiple_of``, ``persistent_workers``, ``engine``, ``memory_budget``).
+        ``num_workers="auto"``, ``prefetch_factor="auto"``: tuned while the loader runs (``pipeline/autotune.py``).
 
     Rows inside a store batch come in storage order; which rows form each batch follows the
     (shuffled) sampler. Each pass (``for batch in loader``) starts from the first batch of a new
@@ -85,9 +88,9 @@ class Loader:
         shuffle: bool | str = False,
         drop_last: bool = False,
         device: Any = "cpu",
-        num_workers: int | None = None,
+        num_workers: int | str | None = None,
         pin_memory: bool | None = None,
-        prefetch_factor: int = 2,
+        prefetch_factor: int | str = 2,
         collate_fn: Callable[[Any], Any] | None = None,
         timeout: float = 0.0,
         batch_sampler: BatchSampler | None = None,
@@ -146,18 +149,16 @@ class Loader:
         self._executor: Executor | None = None  # kept between epochs only with persistent_workers
         self._finalizer: weakref.finalize | None = None
         self._passes = OnePass(f"this {type(self).__name__}")
+        self._tuner = tuner_for(cfg, self._resolved_workers)  # None unless a setting is "auto"
         self.observers = Observers(self._info(), [])
+        if self._tuner is not None:
+            self._tuner.on_decision = self.observers.tuned  # not the loader: no reference cycle
         for observer in REGISTRY.current():
             self.observers.add(observer)
 
     def _info(self) -> LoaderInfo:
         inner = self.source.dataset if isinstance(self.source, DatasetSource) else self.source
-        kind = type(inner)
-        qualified = (
-            kind.__qualname__
-            if kind.__module__ in ("builtins", "__main__")
-            else f"{kind.__module__}.{kind.__qualname__}"
-        )
+        qualified = qualified_name(type(inner))
         return LoaderInfo(
             loader_id=os.getpid() * 1_000_000 + next(_LOADER_IDS),
             name=f"{type(self).__module__.split('.')[0]}.Loader({qualified})",
@@ -166,7 +167,7 @@ class Loader:
             engine="threads" if self.engine == "auto" else self.engine,
             num_workers=self.num_workers,
             batch_size=self.config.batch_size if isinstance(self.batch_sampler, FixedBatches) else None,
-            prefetch_factor=self.config.prefetch_factor,
+            prefetch_factor=self.prefetch_factor,
             pin_memory=self.transfer.pin_memory,
             device=str(self.transfer.device),
             store=isinstance(self.source, StoreSource),
@@ -194,21 +195,40 @@ class Loader:
 
     @property
     def num_workers(self) -> int:
-        """The workers this loader uses: ``num_workers``, or the source's choice when it was None."""
-        if self.config.num_workers is not None:
+        """The workers this loader uses: ``num_workers``, the source's choice when it was None, or the
+        online tuner's count now with ``"auto"``."""
+        if self._tuner is not None and self.config.num_workers == "auto":
+            return self._tuner.workers
+        return self._resolved_workers()
+
+    def _resolved_workers(self) -> int:
+        if isinstance(self.config.num_workers, int):
             return self.config.num_workers
         auto = self.source.auto_workers(self.config.batch_size)
         return default_workers() if auto is None else auto
+
+    @property
+    def prefetch_factor(self) -> int:
+        """Chunks in flight per worker: ``prefetch_factor``, or the online tuner's now with ``"auto"``."""
+        return self._tuner.prefetch if self._tuner is not None else int(self.config.prefetch_factor)
 
     def report(self) -> Any:
         """What the source counted so far (see its ``report``), or None.
 
         With ``engine="auto"``, an :class:`~stoker.pipeline.engine_choice.AutoReport`: the engine
         chosen and the figures it was chosen by (``.engine``) beside the source's report (``.source``).
+        With ``"auto"`` settings, a :class:`~stoker.pipeline.autotune.TuneReport`: the settings now and
+        every decision of the online tuner, beside the report above (``.inner``).
         """
-        if self.config.engine == "auto":
-            return AutoReport(self.engine_choice, self.source.report())
-        return self.source.report()
+        inner = AutoReport(self.engine_choice, self.source.report()) if self.config.engine == "auto" else None
+        inner = self.source.report() if inner is None else inner
+        return inner if self.tuning is None else replace(self.tuning, inner=inner)
+
+    @property
+    def tuning(self) -> TuneReport | None:
+        """The online tuner's settings now and its decisions (with ``"auto"`` settings), else None."""
+        t = self._tuner
+        return None if t is None else TuneReport(t.workers, t.prefetch, tuple(t.decisions), None)
 
     def _use_buffers(self, engine: str) -> None:
         self.source.use_buffers(self.transfer.pool if engine == "threads" else self._slot_buffers)
@@ -256,24 +276,8 @@ class Loader:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (see ``state_dict``): the next ``iter`` starts right after the
         batches it counts, on this rank of this loader's world size."""
-        if isinstance(state, dict) and state.get("version") == 1 and isinstance(state.get("order"), dict):
-            state = _from_version_1(state, self.batch_sampler)
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise StateError(f"not a stoker loader state (version {STATE_VERSION}): {state!r:.200}")
-        for key in ("epoch", "start", "world_size", "batches_done", "order"):
-            value = state.get(key)
-            least = 1 if key == "world_size" else 0
-            count = isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= least
-            if not (isinstance(value, dict) if key == "order" else count):
-                raise StateError(
-                    f"loader state field {key!r} must be a {'dict' if key == 'order' else f'count >= {least}'}, "
-                    f"not {value!r:.100}; pass a dict saved by Loader.state_dict()"
-                )
-        self.batch_sampler.check_fingerprint(state["order"])
-        position = self.batch_sampler.position(
-            int(state["start"]), int(state["batches_done"]), int(state["world_size"])
-        )
-        self._epoch, self._begin, self._done, self._resume = int(state["epoch"]), position, 0, True
+        epoch, position = resume_point(state, self.batch_sampler)
+        self._epoch, self._begin, self._done, self._resume = epoch, position, 0, True
 
     def _check_ranks(self) -> None:
         """Under torch.distributed, check once that every rank loads the same rows in the same order
@@ -297,7 +301,10 @@ class Loader:
     def _executor_for(
         self, workers: int, engine: str, per_chunk: int, calibration: Calibration | None = None
     ) -> Executor:
-        cfg = self.config
+        cfg, tuner = self.config, self._tuner
+        if tuner is not None and engine == "processes" and workers > 0:
+            workers = tuner.for_processes(default_workers())  # processes are not resized: picked once
+        tuner = tuner if tuner is not None and engine == "threads" and workers > 0 and calibration is None else None
         cached = self._executor
         if calibration is None and cached is not None and (cached.workers, cached.method) == (workers, engine):
             return cached
@@ -310,15 +317,17 @@ class Loader:
             None if batch_bytes is None else int(batch_bytes * per_chunk) + 2**16,
             self.transfer.is_cuda and self.transfer.pin_memory,
         )
+        fn = work if calibration is None else calibration.timed(work)
         executor = Executor(
-            work if calibration is None else calibration.timed(work),
+            fn if tuner is None else tuner.timed(fn),
             engine,
             workers,
-            max(1, workers) * cfg.prefetch_factor,
+            max(1, workers) * self.prefetch_factor,
             cfg.timeout or None,
             "read",
             cfg.persistent_workers and calibration is None,
             slots,
+            None if tuner is None else tuner.knobs,
         )
         if calibration is not None:
             return executor
@@ -351,6 +360,10 @@ class Loader:
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
         per_chunk, tasks = pass_tasks(epoch, sampler.batches_from(epoch, self._begin), sized, ahead)
+        tuner = self._tuner if self._tuner is not None and workers > 0 else None
+        if tuner is not None:  # what it measures, and the settings it starts from (learned by earlier passes)
+            tuner.begin_pass()
+            tuner.per_chunk, tuner.batch_bytes = per_chunk, sized()
         if self.engine == "auto":
             produced, where = self._auto(tasks, workers, per_chunk)
         else:
@@ -377,8 +390,11 @@ class Loader:
                         with span("finalize"):
                             batch = finalize(batch)
                     self._done += 1
+                    ready = perf_counter()
                     if observers:
-                        observers.batch(requested, perf_counter(), batch)
+                        observers.batch(requested, ready, batch)
+                    if tuner is not None and tuner.tune_workers | tuner.tune_prefetch:
+                        tuner.handed(ready - requested, batch)
                     yield batch
                     requested = perf_counter()
         finally:
@@ -410,17 +426,6 @@ class Loader:
 
     def _finish(self, started: tuple[Any, PendingBatch]) -> Any:
         return finish_copy(self.transfer, started)
-
-
-def _from_version_1(state: dict[str, Any], sampler: BatchSampler) -> dict[str, Any]:
-    """A version-1 state (this rank's batches of the epoch) as version 2; refused where the rank split changed."""
-    world = state["order"].get("world_size", 1)
-    if isinstance(sampler, FixedBatches) and world != 1:
-        raise StateError(
-            f"this state was saved by an older stoker on {world} ranks, whose split of the epoch over ranks "
-            "differs from this one's: it cannot be resumed exactly; start the epoch again (set_epoch)"
-        )
-    return {**state, "version": STATE_VERSION, "start": 0, "world_size": world if isinstance(world, int) else 1}
 
 
 def _describe(data: Any) -> str:

@@ -6,7 +6,9 @@ releases the GIL in long calls (gathers, the Rust tokenizer, libjpeg-turbo). ``"
 runs it in worker processes (:class:`~stoker.pipeline.processes.ProcessPool`), the results
 written into shared-memory batch slots and handed out from there with no copy: right for user
 Python (a Dataset's ``__getitem__``, user transforms) and for hosts with many cores.
-``workers=0`` runs the work in the calling thread with either method.
+``workers=0`` runs the work in the calling thread with either method. On threads, ``knobs``
+(:class:`~stoker.pipeline.threads.Knobs`) let the online tuner (``pipeline/autotune.py``) resize
+the pool and its depth while it runs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from stoker.errors import ConfigError
 from stoker.pipeline.processes import ProcessPool
 from stoker.pipeline.slots import SlotPlan
 from stoker.pipeline.source import ENGINES
-from stoker.pipeline.threads import ordered_map
+from stoker.pipeline.threads import Knobs, ordered_map
 
 
 class Executor:
@@ -37,6 +39,8 @@ class Executor:
         stage: the name errors and timeouts are tagged with.
         persistent: keep worker processes between :meth:`map` calls until :meth:`close`.
         slots: how the process pool makes its shared-memory batch slots (``pipeline/slots.py``).
+        knobs: threads only: the worker count and depth, read while the map runs (they replace
+            ``workers`` and ``depth`` there).
     """
 
     def __init__(
@@ -49,6 +53,7 @@ class Executor:
         stage: str = "read",
         persistent: bool = False,
         slots: SlotPlan | None = None,
+        knobs: Knobs | None = None,
     ) -> None:
         if method not in ENGINES:
             raise ConfigError(f"engine must be one of {ENGINES}, not {method!r}", option="engine")
@@ -60,6 +65,7 @@ class Executor:
         self.stage = stage
         self.persistent = persistent
         self.slots = slots
+        self.knobs = knobs
         self._pool: ProcessPool | None = None
 
     @property
@@ -70,7 +76,13 @@ class Executor:
     def map(self, items: Iterable[Any]) -> Generator[Any, None, None]:
         if not self.in_processes:
             return ordered_map(
-                self.fn, items, workers=self.workers, depth=self.depth, stage=self.stage, timeout=self.timeout
+                self.fn,
+                items,
+                workers=self.workers,
+                depth=self.depth,
+                stage=self.stage,
+                timeout=self.timeout,
+                knobs=self.knobs if self.workers > 0 else None,
             )
         if self._pool is None:
             self._pool = ProcessPool(self.fn, self.workers, self.stage, self.slots)

@@ -14,6 +14,9 @@ return a handle whose ``remove()`` detaches the observer.
 Stages, in the order a batch meets them: ``read`` and ``collate`` (in a worker), ``transfer``
 (tensors made, host-to-device copy started: in a worker thread, or in the consumer when the
 workers are processes), ``h2d_wait`` and ``finalize`` (in the consumer).
+
+A loader with ``"auto"`` settings also tells its observers each decision of its online tuner
+(:meth:`Observer.tuned`, a :class:`~stoker.pipeline.autotune.Decision`).
 """
 
 from __future__ import annotations
@@ -93,6 +96,11 @@ class Observer:
         ``ready``: when it was ready (``time.perf_counter()``); ``ready - requested`` is the
         consumer's wait for data."""
 
+    def tuned(self, info: LoaderInfo, decision: Any) -> None:
+        """The online tuner (``num_workers="auto"`` / ``prefetch_factor="auto"``) decided: ``decision``
+        is a :class:`~stoker.pipeline.autotune.Decision` (``at``, ``action``, ``workers``,
+        ``prefetch``, ``wait_share``, ``rate``, ``busy``, ``reason``). Runs in the consumer's thread."""
+
 
 class Handle:
     """Returned by ``register_observer``: ``remove()`` detaches the observer. Idempotent."""
@@ -137,6 +145,10 @@ class Observers:
         for o in self.items:
             o.batch(self.info, requested, ready, batch)
 
+    def tuned(self, decision: Any) -> None:
+        for o in self.items:
+            o.tuned(self.info, decision)
+
 
 class _Spans:
     __slots__ = ("spans",)
@@ -172,9 +184,16 @@ class Registry:
 REGISTRY = Registry()
 
 
+def qualified_name(kind: type) -> str:
+    """``module.QualName`` of a class; the bare name for builtins and classes of ``__main__``."""
+    if kind.__module__ in ("builtins", "__main__"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
 def register_observer(observer: Observer) -> Handle:
     """Attach ``observer`` to every :class:`stoker.Loader` built from now on, until ``remove()``."""
     return REGISTRY.register(observer)
 
 
-__all__ = ["NO_SPAN", "STAGES", "Handle", "LoaderInfo", "Observer", "Observers", "register_observer"]
+__all__ = ["NO_SPAN", "STAGES", "Handle", "LoaderInfo", "Observer", "Observers", "qualified_name", "register_observer"]

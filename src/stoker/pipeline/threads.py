@@ -8,6 +8,11 @@ only a thread stuck past ``timeout`` is left behind, as a daemon.
 
 The threads of one pool also share the row copies of large batches (:mod:`stoker.pipeline.parts`):
 a thread with no queued task before it copies the ranges another thread offers.
+
+A running map can be resized (:class:`Knobs`): the online tuner (``pipeline/autotune.py``)
+changes its worker count and its depth between results; threads are added at once, a retired
+thread ends after the task it is running. Results still come in order, so the items and their
+order never depend on the settings.
 """
 
 from __future__ import annotations
@@ -91,13 +96,28 @@ class _Threads:
     def __init__(self, workers: int, name: str) -> None:
         tasks: queue.SimpleQueue[_Task | object | None] = queue.SimpleQueue()
         self._tasks = tasks
-        helpers = Helpers(workers, lambda: tasks.put(_WAKE))
-        self.threads = [
-            threading.Thread(target=_serve, args=(self._tasks, helpers), name=f"{name}_{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for t in self.threads:
+        self._name = name
+        self._helpers = Helpers(workers, lambda: tasks.put(_WAKE))
+        self.threads: list[threading.Thread] = []
+        self.size = 0  # threads serving, not counting those told to retire
+        self.resize(workers)
+
+    def resize(self, workers: int) -> None:
+        """Serve with ``workers`` threads from now on: start new ones, or tell some to end after the
+        task they run (a retired thread takes its stop signal off the queue after the tasks already
+        queued, so no task is dropped)."""
+        workers = max(1, workers)
+        while self.size < workers:
+            t = threading.Thread(
+                target=_serve, args=(self._tasks, self._helpers), name=f"{self._name}_{len(self.threads)}", daemon=True
+            )
+            self.threads.append(t)
             t.start()
+            self.size += 1
+        while self.size > workers:
+            self._tasks.put(None)
+            self.size -= 1
+        self._helpers.threads = workers
 
     def submit(self, fn: Callable[[T], R], item: T) -> cf.Future[R]:
         fut: cf.Future[R] = cf.Future()
@@ -107,8 +127,9 @@ class _Threads:
     def stop(self, wait: float | None) -> list[threading.Thread]:
         """Tell every thread to stop after its current task; join them for at most ``wait`` seconds
         in all (None: until they end). Returns the threads still running."""
-        for _ in self.threads:
+        for _ in range(self.size):  # the retired threads have theirs queued already
             self._tasks.put(None)
+        self.size = 0
         deadline = None if wait is None else time.monotonic() + wait
         for t in self.threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -139,6 +160,26 @@ def _run(task: _Task) -> None:
             fut.set_exception(exc)
 
 
+class Knobs:
+    """The settings of a running :func:`ordered_map` that another party changes between results, and
+    what the map saw. Read by the map after each result it hands out (no lock: plain attribute
+    stores are atomic under the GIL, and a change applies from the next result on).
+
+    Attributes:
+        workers: worker threads wanted (>= 1).
+        depth: items in flight wanted (>= 1).
+        ready: results already done when the consumer last asked for one (the queue's occupancy).
+        in_flight: items in flight when the consumer last asked.
+        threads: threads serving now (the map's count, after the last resize).
+    """
+
+    __slots__ = ("workers", "depth", "ready", "in_flight", "threads")
+
+    def __init__(self, workers: int, depth: int) -> None:
+        self.workers, self.depth = workers, depth
+        self.ready = self.in_flight = self.threads = 0
+
+
 def ordered_map(
     fn: Callable[[T], R],
     items: Iterable[T],
@@ -147,6 +188,7 @@ def ordered_map(
     depth: int,
     stage: str = "worker",
     timeout: float | None = None,
+    knobs: Knobs | None = None,
 ) -> Generator[R, None, None]:
     """Yield ``fn(item)`` for each item, in order, computed by ``workers`` threads.
 
@@ -156,6 +198,10 @@ def ordered_map(
     :class:`~stoker.errors.WorkerError` is raised at once, and the thread stuck in ``fn`` is left
     behind (a daemon thread: Python cannot stop it; it ends with the process). Otherwise the
     threads are joined when the iteration ends (for at most ``timeout`` seconds when one is set).
+
+    With ``knobs`` (and ``workers >= 1``), ``knobs.workers`` and ``knobs.depth`` replace ``workers``
+    and ``depth`` and are read again after each result: the pool grows or shrinks to them while it
+    runs. A smaller depth takes effect as results are handed out (nothing in flight is dropped).
     """
     if workers <= 0:
         for n, item in enumerate(items):
@@ -167,6 +213,8 @@ def ordered_map(
         return
     it = iter(items)
     pending: deque[cf.Future[R]] = deque()
+    if knobs is not None:
+        workers, depth = knobs.workers, knobs.depth
     pool = _Threads(workers, f"stoker-{stage}")
     timed_out = False
     try:
@@ -174,6 +222,8 @@ def ordered_map(
             pending.append(pool.submit(fn, item))
         n = 0
         while pending:
+            if knobs is not None:
+                knobs.ready, knobs.in_flight, knobs.threads = sum(f.done() for f in pending), len(pending), pool.size
             fut = pending.popleft()
             try:
                 result = fut.result(timeout=timeout)
@@ -190,7 +240,11 @@ def ordered_map(
             except Exception as exc:
                 tag_error(exc, stage, n)
                 raise
-            for item in itertools.islice(it, 1):  # the next item, if there is one
+            if knobs is not None:
+                if knobs.workers != pool.size:
+                    pool.resize(knobs.workers)
+                depth = knobs.depth
+            for item in itertools.islice(it, max(0, max(1, depth) - len(pending))):  # refill up to the depth
                 pending.append(pool.submit(fn, item))
             yield result
             n += 1
@@ -206,4 +260,4 @@ def default_workers(limit: int | None = None) -> int:
     return max(1, cores if limit is None else min(cores, limit))
 
 
-__all__ = ["ordered_map", "tag_error", "default_workers", "one_torch_thread_here"]
+__all__ = ["Knobs", "ordered_map", "tag_error", "default_workers", "one_torch_thread_here"]

@@ -1,0 +1,465 @@
+"""Online tuning (``num_workers="auto"``, ``prefetch_factor="auto"``): worker threads and prefetch
+depth sized while the loader runs, from what it measures, in the style of tf.data's AUTOTUNE.
+
+The controller runs on the consumer's side, no thread of its own: each batch handed out is
+counted (:meth:`AutoTuner.handed`, with the consumer's wait for it), each worker task is timed
+(:meth:`AutoTuner.timed`), and once a *window* of at least :data:`WINDOW_S` seconds and
+:data:`MIN_BATCHES` batches has passed it looks at the window's figures and may change the
+running map's :class:`~stoker.pipeline.threads.Knobs` (workers and depth take effect from the
+next batch; nothing in flight is dropped, and the order of the batches never changes).
+
+Figures of a window: the consumer's *wait share* (seconds blocked waiting for batches over the
+window's wall time), the *rate* (batches handed out per second), the workers' *busy share*
+(seconds worker tasks ran over ``workers × wall``), the queue's occupancy (results already done
+when the consumer asked) and the consumer's *step* (its time between batches, outside the wait).
+
+Policy, once per window, in this order:
+
+1. **Step change.** When the consumer's step time moved by :data:`STEP_CHANGE` (1.5x) or more from
+   the one the settings were found for, and by at least :data:`STEP_SHARE` (a quarter) of the time
+   between batches (a step of 0.1 ms that becomes 0.2 ms changes nothing while batches come every
+   60 ms), every ceiling and floor learned so far is forgotten: the
+   search starts again from the current settings (a step 4x faster makes the consumer wait, and
+   workers are added again; a slower one leaves them idle, and they are retired).
+2. **Check the last change.** A worker added or a depth deepened stays only if the rate rose by
+   :data:`GAIN` (5 %) or more over the window before it; else it is undone and that value becomes
+   a ceiling. A worker retired is put back if the consumer then waited more than
+   :data:`WAIT_HIGH` and the rate fell by more than :data:`GAIN`; that count becomes a floor.
+   Ceilings and floors expire after :data:`FORGET_S` seconds (a noisy window does not block a
+   setting for good).
+3. **The consumer waits** (wait share > :data:`WAIT_HIGH`, 5 %): when the workers are the
+   bottleneck (busy share >= :data:`BUSY_HIGH`) a worker is added; otherwise (workers idle
+   between tasks: too few tasks in flight) the prefetch depth is doubled; when one knob cannot
+   move (not tuned, at its bound or ceiling, or past the memory budget), the other is tried.
+4. **The consumer does not wait** (wait share < :data:`WAIT_LOW`, and a result was ready on average
+   when it asked) and the workers idle: a worker is retired when the others could do its work at
+   most :data:`BUSY_RETIRE` busy (``busy × workers <= BUSY_RETIRE × (workers - 1)``).
+
+Bounds: workers from 1 to :data:`MAX_WORKERS_PER_CORE` x the usable cores (threads that wait on
+I/O or a lock can use more than one per core; a worker that does not raise the rate is undone);
+prefetch (chunks in flight per worker) from 1 to :data:`MAX_PREFETCH`; and, with
+``memory_budget``, the bytes in flight (``workers × prefetch × batches per chunk × batch bytes``)
+at most the budget. With ``num_workers="auto"`` the search starts from one worker, with
+``prefetch_factor="auto"`` from a prefetch of 1 (the worst setting: what it reaches is measured
+from there, ``benchmarks/bench_tune_online.py``); what it learned carries over to the next pass
+of the same loader. Chunk sizes are not tuned (the executor's growing chunks, ``executor.py``).
+Only the thread engine is tuned online: with worker processes, ``"auto"`` picks the count once
+(one per usable core) and the prefetch once (2), and the report says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from stoker.pipeline.engine_choice import usable_cores
+from stoker.pipeline.threads import Knobs
+
+WINDOW_S = 1.0  # a decision at most once per this many seconds...
+MIN_BATCHES = 4  # ...and this many batches handed out
+WAIT_HIGH = 0.05  # the consumer waits: more than this share of the window blocked on batches
+WAIT_LOW = 0.02  # the consumer does not wait: less than this share
+BUSY_HIGH = 0.75  # the workers are the bottleneck: busy at least this share of their time
+BUSY_RETIRE = 0.6  # retire a worker when the rest would be at most this busy
+GAIN = 0.05  # a step stays if the rate rose by at least this share
+STEP_CHANGE = 1.5  # the consumer's step changed: its time per batch moved by this factor...
+STEP_SHARE = 0.25  # ...and by this share of the time between batches
+FORGET_S = 10.0  # ceilings and floors expire after this many seconds
+MAX_WORKERS_PER_CORE = 2
+MAX_PREFETCH = 8
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Where the tuner may move: workers and prefetch ranges, the bytes in flight at most."""
+
+    max_workers: int
+    max_prefetch: int = MAX_PREFETCH
+    memory_budget: int | None = None
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One window's figures (see the module docstring)."""
+
+    wall: float
+    waited: float
+    batches: int
+    busy: float  # busy share of the workers, 0..1 (or more with tasks that began before the window)
+    ready: float = 0.0  # mean results done when the consumer asked
+    tasks: int = 0  # worker tasks that ended in the window
+
+    @property
+    def wait_share(self) -> float:
+        return self.waited / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.batches / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def step(self) -> float:
+        """The consumer's seconds per batch outside its wait."""
+        return max(0.0, self.wall - self.waited) / max(1, self.batches)
+
+    @property
+    def period(self) -> float:
+        """Seconds between batches."""
+        return self.wall / max(1, self.batches)
+
+    def figures(self, workers: int) -> str:
+        """The window's figures in words."""
+        read = f", {self.busy * workers * self.wall / self.tasks * 1e3:.1f} ms per task" if self.tasks else ""
+        return (
+            f"wait {self.wait_share:.0%}, {self.rate:.1f} batches/s, workers busy {self.busy:.0%}{read}, "
+            f"{self.ready:.1f} results ready when asked"
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One change (or a held setting) of the online tuner, with the figures it was made on.
+
+    Attributes:
+        at: ``time.perf_counter()`` when it was made.
+        since_start: seconds since the tuner's first pass began.
+        action: ``"add worker"``, ``"retire worker"``, ``"deepen"``, ``"undo"``, ``"hold"``,
+            ``"step changed"`` or ``"fixed"`` (a setting picked once, not tuned).
+        workers, prefetch: the settings from now on.
+        wait_share: the consumer's wait share over the window.
+        rate: batches per second over the window.
+        busy: the workers' busy share over the window.
+        reason: why, in words, with the window's figures (queue occupancy and time per task too).
+    """
+
+    at: float
+    since_start: float
+    action: str
+    workers: int
+    prefetch: int
+    wait_share: float
+    rate: float
+    busy: float
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.since_start:7.2f}s  {self.action:<13} -> {self.workers} worker(s), prefetch {self.prefetch}: {self.reason}"
+
+
+def nbytes(batch: Any) -> int:
+    """Bytes of the arrays and tensors of a batch (any nest of dicts, lists and tuples)."""
+    if isinstance(batch, dict):
+        return sum(nbytes(v) for v in batch.values())
+    if isinstance(batch, (list, tuple)):
+        return sum(nbytes(v) for v in batch)
+    return int(getattr(batch, "nbytes", 0) or 0)
+
+
+class AutoTuner:
+    """The online controller of one loader's worker threads and prefetch depth.
+
+    Args:
+        workers: the start (and, when ``tune_workers`` is False, fixed) worker count.
+        prefetch: the start (and, when ``tune_prefetch`` is False, fixed) chunks in flight per worker.
+        tune_workers, tune_prefetch: which knobs it moves.
+        bounds: the :class:`Bounds` it moves within.
+        clock: seconds, monotonic (tests pass a fake one).
+        on_decision: called with each :class:`Decision` (the loader tells its observers).
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        prefetch: int,
+        tune_workers: bool,
+        tune_prefetch: bool,
+        bounds: Bounds,
+        clock: Callable[[], float] = time.perf_counter,
+        on_decision: Callable[[Decision], None] | None = None,
+    ) -> None:
+        self.workers, self.prefetch = max(1, workers), max(1, prefetch)
+        self.tune_workers, self.tune_prefetch = tune_workers, tune_prefetch
+        self.bounds = bounds
+        self.clock = clock
+        self.on_decision = on_decision
+        self.decisions: list[Decision] = []
+        self.knobs = Knobs(self.workers, self.workers * self.prefetch)
+        self.batch_bytes: float | None = None  # bytes of one batch (the source's, or measured)
+        self.per_chunk = 1  # batches per worker task at most
+        self._lock = threading.Lock()
+        self._busy = 0.0  # task seconds since the window began (worker threads add to it)
+        self._tasks = 0  # tasks ended since the window began
+        self._began: float | None = None  # the first pass's start
+        self._reset_window()
+        self._pending: tuple[str, float, int, int] | None = None  # (action, rate before, workers, prefetch)
+        self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, since when)
+        self._floor: tuple[int, float] | None = None  # workers not to retire below, since when
+        self._step_ref: float | None = None  # the consumer's step the settings were found for
+        self._held = ""
+
+    # -- measuring ------------------------------------------------------------------------------
+    def _reset_window(self) -> None:
+        self._start = self.clock()
+        self._waited = 0.0
+        self._batches = 0
+        self._ready = 0
+        with self._lock:
+            self._busy, self._tasks = 0.0, 0
+
+    def begin_pass(self) -> Knobs:
+        """A pass begins: a fresh window; returns the knobs its map runs with."""
+        if self._began is None:
+            self._began = self.clock()
+        self._reset_window()  # a change still to check is checked in the new pass's first window
+        self._set(self.workers, self.prefetch)
+        return self.knobs
+
+    def timed(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``fn`` with each call's time added to the workers' busy time (runs in worker threads)."""
+        clock, lock = self.clock, self._lock
+
+        def measured(task: Any) -> Any:
+            t0 = clock()
+            try:
+                return fn(task)
+            finally:
+                spent = clock() - t0
+                with lock:
+                    self._busy += spent
+                    self._tasks += 1
+
+        return measured
+
+    def handed(self, waited: float, batch: Any = None) -> Decision | None:
+        """The consumer got a batch after waiting ``waited`` seconds (call from its thread). At the
+        end of a window, decides and returns the decision (None when nothing changed)."""
+        self._waited += waited
+        self._batches += 1
+        self._ready += self.knobs.ready
+        if self.batch_bytes is None and batch is not None:
+            self.batch_bytes = float(nbytes(batch)) or None
+        now = self.clock()
+        wall = now - self._start
+        if wall < WINDOW_S or self._batches < MIN_BATCHES:
+            return None
+        with self._lock:
+            busy, tasks = self._busy, self._tasks
+        threads = max(1, self.knobs.threads or self.workers)
+        busy_share = busy / (threads * wall)
+        measure = Measure(wall, self._waited, self._batches, busy_share, self._ready / self._batches, tasks)
+        self._reset_window()
+        return self.step(measure)
+
+    # -- deciding -------------------------------------------------------------------------------
+    def in_flight_bytes(self, workers: int, prefetch: int) -> float | None:
+        """Bytes the batches in flight take with these settings (None while a batch's size is unknown)."""
+        if self.batch_bytes is None:
+            return None
+        return workers * prefetch * self.per_chunk * self.batch_bytes
+
+    def _fits(self, workers: int, prefetch: int) -> bool:
+        budget = self.bounds.memory_budget
+        if budget is None:
+            return True
+        need = self.in_flight_bytes(workers, prefetch)
+        return need is not None and need <= budget
+
+    def _blocked(self, knob: str, value: int, now: float) -> bool:
+        ceiling = self._ceiling.get(knob)
+        return ceiling is not None and now - ceiling[1] < FORGET_S and value >= ceiling[0]
+
+    def _can_add(self, now: float) -> str | None:
+        """Why a worker cannot be added, or None when it can."""
+        if not self.tune_workers:
+            return "num_workers is fixed"
+        n = self.workers + 1
+        if n > self.bounds.max_workers:
+            return f"at the most workers ({self.bounds.max_workers})"
+        if self._blocked("workers", n, now):
+            return f"{n} workers did not raise the rate"
+        if not self._fits(n, self.prefetch):
+            return f"{n} workers would pass memory_budget={self.bounds.memory_budget}"
+        return None
+
+    def _can_deepen(self, now: float) -> str | None:
+        if not self.tune_prefetch:
+            return "prefetch_factor is fixed"
+        p = min(self.bounds.max_prefetch, 2 * self.prefetch)
+        if p == self.prefetch:
+            return f"at the deepest prefetch ({self.bounds.max_prefetch})"
+        if self._blocked("prefetch", p, now):
+            return f"prefetch {p} did not raise the rate"
+        if not self._fits(self.workers, p):
+            return f"prefetch {p} would pass memory_budget={self.bounds.memory_budget}"
+        return None
+
+    def step(self, m: Measure) -> Decision | None:
+        """Apply the policy (module docstring) to one window's figures ``m``; the decision, if any."""
+        now = self.clock()
+        if self._step_ref is None:
+            self._step_ref = m.step
+        elif self._step_changed(m):
+            before = self._step_ref
+            self._step_ref = m.step
+            self._ceiling.clear()
+            self._floor = None
+            self._pending = None
+            self._record(
+                m, "step changed", f"the consumer's step went from {before * 1e3:.1f} to {m.step * 1e3:.1f} ms"
+            )
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            undone = self._check(pending, m, now)
+            if undone is not None:
+                return undone
+        if m.wait_share > WAIT_HIGH:
+            return self._more(m, now)
+        if m.wait_share < WAIT_LOW and self.tune_workers and self.workers > 1:
+            return self._fewer(m, now)
+        return None
+
+    def _step_changed(self, m: Measure) -> bool:
+        ref = self._step_ref
+        if ref is None or m.step <= 0 or ref <= 0:
+            return False
+        return max(m.step / ref, ref / m.step) >= STEP_CHANGE and abs(m.step - ref) >= STEP_SHARE * m.period
+
+    def _check(self, pending: tuple[str, float, int, int], m: Measure, now: float) -> Decision | None:
+        action, before, workers, prefetch = pending
+        if action in ("add worker", "deepen"):
+            if m.rate >= before * (1 + GAIN):
+                return None
+            knob, value = ("workers", self.workers) if action == "add worker" else ("prefetch", self.prefetch)
+            self._ceiling[knob] = (value, now)
+            self._set(workers, prefetch)
+            return self._record(
+                m, "undo", f"{action} did not raise the rate by {GAIN:.0%} ({before:.1f} -> {m.rate:.1f} batches/s)"
+            )
+        if action == "retire worker" and m.wait_share > WAIT_HIGH and m.rate < before * (1 - GAIN):
+            self._floor = (workers, now)
+            self._set(workers, prefetch)
+            return self._record(m, "undo", f"the consumer waited after a worker retired ({before:.1f} -> {m.rate:.1f})")
+        return None
+
+    def _more(self, m: Measure, now: float) -> Decision | None:
+        bottleneck = m.busy >= BUSY_HIGH
+        add, deepen = self._can_add(now), self._can_deepen(now)
+        order = ("add worker", "deepen") if bottleneck else ("deepen", "add worker")
+        for action in order:
+            if action == "add worker" and add is None:
+                return self._change(m, action, self.workers + 1, self.prefetch, "workers busy" if bottleneck else "")
+            if action == "deepen" and deepen is None:
+                p = min(self.bounds.max_prefetch, 2 * self.prefetch)
+                return self._change(m, action, self.workers, p, "workers idle between tasks" if not bottleneck else "")
+        reason = f"the consumer waits, but: {add}; {deepen}"
+        if reason != self._held:
+            self._held = reason
+            return self._record(m, "hold", reason)
+        return None
+
+    def _fewer(self, m: Measure, now: float) -> Decision | None:
+        n = self.workers - 1
+        floor = self._floor
+        if floor is not None and now - floor[1] < FORGET_S and n < floor[0]:
+            return None
+        if m.busy * self.workers > BUSY_RETIRE * n or m.ready < 1:
+            return None
+        return self._change(m, "retire worker", n, self.prefetch, "workers idle and the consumer does not wait")
+
+    def _change(self, m: Measure, action: str, workers: int, prefetch: int, why: str) -> Decision:
+        self._pending = (action, m.rate, self.workers, self.prefetch)
+        self._held = ""
+        self._set(workers, prefetch)
+        reason = f"the consumer waited {m.wait_share:.0%}" if m.wait_share > WAIT_HIGH else f"{why}"
+        if why and m.wait_share > WAIT_HIGH:
+            reason += f", {why}"
+        return self._record(m, action, reason)
+
+    def _set(self, workers: int, prefetch: int) -> None:
+        self.workers, self.prefetch = workers, prefetch
+        self.knobs.workers, self.knobs.depth = workers, workers * prefetch
+
+    def _record(self, m: Measure, action: str, reason: str) -> Decision:
+        now = time.perf_counter()
+        began = self._began if self._began is not None else self.clock()
+        if m.wall > 0:
+            reason = f"{reason} ({m.figures(self.knobs.threads or self.workers)})"
+        d = Decision(
+            now, self.clock() - began, action, self.workers, self.prefetch, m.wait_share, m.rate, m.busy, reason
+        )
+        self.decisions.append(d)
+        if self.on_decision is not None:
+            self.on_decision(d)
+        return d
+
+    def fixed(self, reason: str) -> Decision:
+        """Record a setting picked once (not tuned online), e.g. for worker processes."""
+        return self._record(Measure(0.0, 0.0, 0, 0.0), "fixed", reason)
+
+    def for_processes(self, cores: int) -> int:
+        """Worker processes are not resized while they run: the ``"auto"`` settings are picked once
+        (one process per usable core, prefetch 2) and tuning stops. Returns the worker count."""
+        if self.tune_workers or self.tune_prefetch:
+            if self.tune_workers:
+                self.workers = max(1, cores)
+            if self.tune_prefetch:
+                self.prefetch = 2
+            self.tune_workers = self.tune_prefetch = False
+            self._set(self.workers, self.prefetch)
+            self.fixed("worker processes are not tuned online: one per usable core, prefetch 2, picked once")
+        return self.workers
+
+
+def tuner_for(config: Any, resolved: Callable[[], int]) -> AutoTuner | None:
+    """The tuner of a :class:`stoker.LoaderConfig`'s ``"auto"`` settings, None when it has none.
+
+    ``num_workers="auto"`` starts from one worker, ``prefetch_factor="auto"`` from 1; a fixed setting
+    stays (``resolved()``: the worker count a fixed or ``None`` ``num_workers`` gives)."""
+    auto_workers, auto_prefetch = config.num_workers == "auto", config.prefetch_factor == "auto"
+    if not (auto_workers or auto_prefetch):
+        return None
+    workers = 1 if auto_workers else resolved()
+    tuner = AutoTuner(
+        workers,
+        1 if auto_prefetch else int(config.prefetch_factor),
+        auto_workers,
+        auto_prefetch,
+        Bounds(MAX_WORKERS_PER_CORE * usable_cores(), memory_budget=config.memory_budget),
+    )
+    if workers == 0:
+        tuner.tune_prefetch = False
+        tuner.fixed("prefetch_factor='auto' has nothing to tune: the batches are read in the consumer's thread")
+    return tuner
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    """``loader.report()`` with online tuning: the settings now, every decision, and the report underneath."""
+
+    workers: int
+    prefetch: int
+    decisions: tuple[Decision, ...]
+    inner: Any
+
+    def __str__(self) -> str:
+        lines = [
+            f"online tuning: {self.workers} worker(s), prefetch {self.prefetch}; {len(self.decisions)} decision(s)"
+        ]
+        lines += [f"  {d}" for d in self.decisions]
+        if self.inner is not None:
+            lines.append(str(self.inner))
+        return "\n".join(lines)
+
+
+__all__ = [
+    "AutoTuner",
+    "Bounds",
+    "Decision",
+    "Measure",
+    "TuneReport",
+    "nbytes",
+    "tuner_for",
+]

@@ -1,0 +1,157 @@
+"""The online tuner's policy, driven by injected window figures and a fake clock (no timing)."""
+
+import pytest
+
+from stoker.pipeline.autotune import (
+    FORGET_S,
+    MIN_BATCHES,
+    WINDOW_S,
+    AutoTuner,
+    Bounds,
+    Measure,
+)
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def tuner(workers=1, prefetch=1, max_workers=4, budget=None, tune_workers=True, tune_prefetch=True):
+    clock = Clock()
+    t = AutoTuner(workers, prefetch, tune_workers, tune_prefetch, Bounds(max_workers, 8, budget), clock=clock)
+    t.begin_pass()
+    return t, clock
+
+
+def window(rate, wait, busy, step_ms=None, ready=0.0):
+    """One second's figures: ``rate`` batches, ``wait`` share blocked, workers ``busy``."""
+    batches = max(1, round(rate))
+    waited = wait * 1.0
+    return Measure(1.0, waited, batches, busy, ready)
+
+
+def test_adds_a_worker_while_the_consumer_waits_on_busy_workers_and_keeps_it_when_the_rate_rises():
+    t, clock = tuner()
+    d = t.step(window(100, 0.5, 0.95))
+    assert d.action == "add worker" and (t.workers, t.prefetch) == (2, 1)
+    assert (t.knobs.workers, t.knobs.depth) == (2, 2)
+    clock.t += 1
+    d = t.step(window(180, 0.3, 0.95))  # rate rose 80 %: kept, and the consumer still waits: another
+    assert d.action == "add worker" and t.workers == 3
+
+
+def test_undoes_a_worker_that_did_not_raise_the_rate_and_stops_adding():
+    t, clock = tuner(workers=2)
+    assert t.step(window(100, 0.5, 0.95)).action == "add worker"
+    clock.t += 1
+    d = t.step(window(101, 0.5, 0.95))
+    assert d.action == "undo" and t.workers == 2 and t.knobs.workers == 2
+    clock.t += 1
+    d = t.step(window(100, 0.5, 0.95))  # 3 workers are now a ceiling: deepen instead
+    assert d.action == "deepen" and (t.workers, t.prefetch) == (2, 2)
+    clock.t += 1
+    assert t.step(window(100, 0.5, 0.95)).action == "undo"
+    clock.t += 1
+    d = t.step(window(100, 0.5, 0.95))
+    assert d.action == "hold" and "did not raise the rate" in d.reason
+    clock.t += 1
+    assert t.step(window(100, 0.5, 0.95)) is None  # the same hold is said once
+
+
+def test_ceilings_expire():
+    t, clock = tuner(workers=2, tune_prefetch=False)
+    t.step(window(100, 0.5, 0.95))
+    clock.t += 1
+    assert t.step(window(100, 0.5, 0.95)).action == "undo"
+    clock.t += 1
+    assert t.step(window(100, 0.5, 0.95)).action == "hold"
+    clock.t += FORGET_S
+    assert t.step(window(100, 0.5, 0.95)).action == "add worker"
+
+
+def test_deepens_when_workers_idle_between_tasks():
+    t, _ = tuner(workers=2)
+    d = t.step(window(100, 0.4, 0.5))  # waits, but the workers are half idle: too few tasks in flight
+    assert d.action == "deepen" and (t.workers, t.prefetch) == (2, 2) and t.knobs.depth == 4
+
+
+def test_retires_idle_workers_when_the_consumer_does_not_wait_and_puts_one_back_if_it_then_waits():
+    t, clock = tuner(workers=4)
+    d = t.step(window(50, 0.0, 0.2, ready=3))
+    assert d.action == "retire worker" and t.workers == 3
+    clock.t += 1
+    d = t.step(window(50, 0.0, 0.25, ready=3))  # 0.25 x 3 <= 0.6 x 2: still idle, retire again
+    assert d.action == "retire worker" and t.workers == 2
+    clock.t += 1
+    d = t.step(window(30, 0.3, 0.95))  # the consumer waits now and the rate fell: back to 3
+    assert d.action == "undo" and t.workers == 3
+    clock.t += 1
+    assert t.step(window(50, 0.0, 0.3, ready=3)) is None  # 3 is a floor for a while
+
+
+def test_does_not_retire_busy_workers_or_below_one():
+    t, _ = tuner(workers=2)
+    assert t.step(window(50, 0.0, 0.9, ready=2)) is None  # one worker could not do it at <= 60 % busy
+    t1, _ = tuner(workers=1)
+    assert t1.step(window(50, 0.0, 0.0, ready=2)) is None
+
+
+def test_a_4x_faster_step_makes_it_add_again():
+    t, clock = tuner(workers=2)
+    # settled: 2 workers feed a 20 ms step; a third did not help
+    assert t.step(Measure(1.0, 0.0, 50, 0.6, 2.0)) is None
+    # the step gets 4x faster: 5 ms; the consumer now waits 60 % of each 12.5 ms
+    clock.t += 1
+    d = t.step(Measure(1.0, 0.6, 80, 0.95, 0.0))
+    kinds = [x.action for x in t.decisions]
+    assert kinds[-2:] == ["step changed", "add worker"] and d.action == "add worker" and t.workers == 3
+
+
+def test_a_tiny_step_that_doubles_is_not_a_change():
+    t, clock = tuner(workers=2)
+    t.step(Measure(1.0, 0.99, 20, 0.95, 0.0))  # step 0.5 ms, batches every 50 ms
+    clock.t += 1
+    t.step(Measure(1.0, 0.98, 20, 0.95, 0.0))  # step 1 ms: 2x, but 1 % of the time between batches
+    assert "step changed" not in [d.action for d in t.decisions]
+
+
+def test_memory_budget_bounds_what_is_added():
+    t, _ = tuner(workers=2, prefetch=2, budget=4 * 2**20)
+    t.batch_bytes, t.per_chunk = 2**20, 1  # 2 x 2 x 1 MiB in flight now: exactly the budget
+    d = t.step(window(100, 0.5, 0.95))
+    assert d.action == "hold" and "memory_budget" in d.reason and (t.workers, t.prefetch) == (2, 2)
+
+
+def test_unknown_batch_size_with_a_budget_adds_nothing():
+    t, _ = tuner(budget=2**30)
+    assert t.step(window(100, 0.5, 0.95)).action == "hold"
+
+
+def test_fixed_knobs_are_not_moved():
+    t, _ = tuner(workers=3, tune_workers=False)
+    d = t.step(window(100, 0.5, 0.95))
+    assert d.action == "deepen" and t.workers == 3
+    t2, _ = tuner(prefetch=2, tune_prefetch=False)
+    d = t2.step(window(100, 0.5, 0.3))
+    assert d.action == "add worker" and t2.prefetch == 2
+
+
+def test_handed_decides_once_per_window_from_measured_figures():
+    t, clock = tuner()
+    timed = t.timed(lambda task: clock.__setattr__("t", clock.t + 0.125) or task)  # a task "takes" 1/8 s
+    decisions = []
+    for i in range(40):
+        timed(i)  # the worker reads (here inline, the fake clock moves)
+        decisions.append(t.handed(0.1))  # the consumer waited 100 ms of those 125
+    made = [n for n, d in enumerate(decisions) if d is not None]
+    # a window ends after WINDOW_S seconds and MIN_BATCHES batches: every 8 batches here
+    per_window = max(MIN_BATCHES, round(WINDOW_S / 0.125))
+    assert made[:2] == [per_window - 1, 2 * per_window - 1]
+    first = decisions[made[0]]
+    assert first.action == "add worker" and first.wait_share == pytest.approx(0.8) and first.busy == pytest.approx(1.0)
+    assert first.rate == pytest.approx(8.0)
+    assert decisions[made[1]].action == "undo"  # same rate with two workers
