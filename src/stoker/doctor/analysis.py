@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
 
-from stoker.doctor.events import BatchDesc, BatchSeen, Event, LoaderDesc, LoaderSeen, Meta, Probe, StageSpan, Step
+from stoker.doctor.events import (
+    BatchDesc,
+    BatchSeen,
+    Event,
+    LoaderDesc,
+    LoaderSeen,
+    Meta,
+    Probe,
+    StageSpan,
+    Step,
+    Tuned,
+)
 
 MAX_SPANS = 100_000  # per loader, kept for the trace
 
@@ -54,6 +65,7 @@ class LoaderStats:
     items: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # stage -> samples handled
     batches: list[BatchDesc] = field(default_factory=list)
     spans: list[tuple[int, StageSpan]] = field(default_factory=list)  # (pid, span) for the trace
+    tunings: list[Tuned] = field(default_factory=list)  # the online tuner's decisions, for the trace
     random: bool | None = None
     label: str = ""
 
@@ -184,6 +196,10 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             pending.append((pid, ev))
         elif isinstance(ev, Probe):
             probes.append(ev)
+        elif isinstance(ev, Tuned):
+            loaders.setdefault(
+                f"{pid}:{ev.loader}", LoaderStats(f"{pid}:{ev.loader}", LoaderDesc.unknown())
+            ).tunings.append(ev)
     for pid, ev in pending:
         owner = next((f"{p}:{ev.loader}" for p in _lineage(pid, procs) if f"{p}:{ev.loader}" in loaders), None)
         found = loaders.get(owner or by_source.get(ev.loader, ""))

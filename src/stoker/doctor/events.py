@@ -12,6 +12,7 @@ object keyed by field name::
     ["stage", loader, stage, thread, start, end, items]    one pipeline stage of one batch or chunk
     ["batch", loader, {BatchDesc}]                  dtypes, shapes, padding of an inspected batch
     ["probe", dataset, random, index]               __getitem__(index) called twice: outputs differ?
+    ["tune", loader, at, action, workers, prefetch, wait_share, rate, busy, reason]   an online-tuning decision
     ["meta", pid, ppid, start, end, cpus, argv, forked]    the process (fields unknown yet are null)
 
 A line is a JSON list of such events. Times are ``time.perf_counter()`` seconds.
@@ -188,6 +189,27 @@ class Probe(_OfLoader):
 
 
 @dataclass(frozen=True)
+class Tuned(_OfLoader):
+    """A decision of a stoker loader's online tuner (``num_workers="auto"``), at ``at``: the fields of
+    its :class:`stoker.pipeline.autotune.Decision` (``since_start`` left out)."""
+
+    TAG: ClassVar[str] = "tune"
+    at: float
+    action: str
+    workers: int
+    prefetch: int
+    wait_share: float
+    rate: float
+    busy: float
+    reason: str
+
+    @classmethod
+    def of(cls, loader: int, decision: Any) -> Tuned:
+        names = [f.name for f in fields(cls)][1:]
+        return cls(loader, *(getattr(decision, n) for n in names))
+
+
+@dataclass(frozen=True)
 class Meta:
     """Facts about the recording process; a process writes several, each with what it knows then.
 
@@ -214,8 +236,8 @@ class Meta:
         return Meta(**{**asdict(self), **known})
 
 
-Event = LoaderSeen | Step | StageSpan | BatchSeen | Probe | Meta
-RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Probe, Meta)}
+Event = LoaderSeen | Step | StageSpan | BatchSeen | Probe | Tuned | Meta
+RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Probe, Tuned, Meta)}
 # the nested records, by the name a field declares them with (annotations are strings here)
 _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
     "LoaderDesc": LoaderDesc.from_dict,
@@ -285,6 +307,7 @@ __all__ = [
     "StageSpan",
     "Step",
     "TensorDesc",
+    "Tuned",
     "as_json",
     "decode_line",
     "encode_line",

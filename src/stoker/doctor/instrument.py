@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from stoker.doctor import dataset_facts
-from stoker.doctor.events import BatchSeen, LoaderDesc, LoaderSeen, Probe, StageSpan, Step
+from stoker.doctor.events import BatchSeen, LoaderDesc, LoaderSeen, Probe, StageSpan, Step, Tuned
 from stoker.doctor.inspect_batch import describe
 from stoker.pipeline.observe import Handle, LoaderInfo, Observer, register_observer
 
@@ -102,6 +102,9 @@ class LoaderObserver(Observer):
         instr.emit((Step, key, requested, ready))
         if instr._inspected.get(key, 0) < instr.inspect_batches:
             instr._inspect(key, batch)
+
+    def tuned(self, info: LoaderInfo, decision: Any) -> None:
+        self._instr.emit(Tuned.of(info.loader_id, decision))
 
 
 class Instrumentation:

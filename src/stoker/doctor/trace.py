@@ -1,8 +1,9 @@
 """The Chrome-trace / Perfetto JSON of a report: steps (data wait, compute) and pipeline stages.
 
 Open it in https://ui.perfetto.dev or chrome://tracing. One track per loader holds its data
-waits and the compute between them; each stage runs on the track of the thread (or worker
-process) that ran it; CPU, RSS and GPU samples are counters.
+waits and the compute between them, and the decisions of its online tuner (``num_workers="auto"``)
+as instant events; each stage runs on the track of the thread (or worker process) that ran it;
+CPU, RSS and GPU samples are counters.
 """
 
 from __future__ import annotations
@@ -39,6 +40,20 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
                 events.append(_span("compute", "step", pid, tid, prev - origin, t0 - prev))
             events.append(_span("data wait", "step", pid, tid, t0 - origin, t1 - t0, {"step": i}))
             prev = t1
+        for d in st.tunings:
+            args = {"workers": d.workers, "prefetch": d.prefetch, "wait_share": d.wait_share, "rate": d.rate}
+            events.append(
+                {
+                    "name": f"tune: {d.action}",
+                    "cat": "tune",
+                    "ph": "i",
+                    "s": "t",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": (d.at - origin) * _US,
+                    "args": {**args, "busy": d.busy, "reason": d.reason},
+                }
+            )
         for spid, span in st.spans:
             stid = track(spid, span.thread, f"stages: {st.name}" if spid == pid else f"worker {spid}: {st.name}")
             name = f"stoker.{span.stage}" if st.info.kind == "stoker" else span.stage
