@@ -46,6 +46,7 @@ from stoker.store import (
     open,
     write,
 )
+from stoker.store.merge import merge
 
 __version__ = "0.1.0"
 
@@ -100,6 +101,7 @@ __all__ = [
     "doctor",
     "errors",
     "lightning",
+    "merge",
     "open",
     "register_observer",
     "sources",
