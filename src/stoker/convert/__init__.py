@@ -20,8 +20,9 @@ the shared options of :class:`ConvertOptions` as keywords, with one meaning for 
 
 Every function returns a :class:`ConvertResult` (``path``, ``rows``, ``skipped``, ``report``,
 ``seconds``), which can be passed where a path goes (``stoker.open(result)``). The
-``stoker convert KIND`` commands call these functions. The work lives in this package's
-``from_*.py`` modules, imported when a function is first called so that ``import stoker``
+``stoker convert KIND`` commands call these functions; ``stoker.convert.on_ray.text`` and
+``.images`` run the same conversions as Ray Data tasks over partitions of the input. The work
+lives in this package's ``from_*.py`` modules, imported when a function is first called so that ``import stoker``
 stays light (see README.md in this directory for the file map).
 """
 
@@ -37,7 +38,7 @@ from stoker.convert.options import ConvertOptions, ConvertResult, Progress
 from stoker.store.format import Column
 from stoker.store.writer import DEFAULT_SHARD_SIZE
 
-__all__ = ["ConvertOptions", "ConvertResult", "arrays", "dataset", "hdf5", "images", "table", "text"]
+__all__ = ["ConvertOptions", "ConvertResult", "arrays", "dataset", "hdf5", "images", "on_ray", "table", "text"]
 
 PathLike = str | os.PathLike[str]
 
@@ -240,6 +241,14 @@ def dataset(
     return _timed(
         from_dataset.convert, src, store, shared, names=names, schema=schema, on_error=on_error, chunk_size=chunk_size
     )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "on_ray":  # the Ray conversions (on_ray.text, on_ray.images), imported when first used
+        import importlib
+
+        return importlib.import_module("stoker.convert.on_ray")
+    raise AttributeError(f"module 'stoker.convert' has no attribute {name!r}")
 
 
 def _timed(fn: Callable[..., ConvertResult], *args: Any, **kwargs: Any) -> ConvertResult:

@@ -45,6 +45,8 @@ def convert(
     max_length: int | None,
     columns: TextColumns,
     options: ConvertOptions,
+    *,
+    line_offset: int = 0,
 ) -> ConvertResult:
     """Tokenize ``source`` into a new store at ``store``.
 
@@ -52,7 +54,8 @@ def convert(
     and invalid UTF-8 (see :class:`~stoker.text.inputs.TextColumns`). ``options.workers``:
     tokenizing threads (default: the usable cores; 0: this thread); ``options.progress`` counts
     examples written. The result's ``skipped`` counts empty lines left out; its ``report`` is
-    what the manifest's metadata holds under ``"stoker.text"``.
+    what the manifest's metadata holds under ``"stoker.text"``. ``line_offset`` is added to every
+    ``line`` value (a partition of a larger file numbers its lines as the whole file does).
     """
     tok = resolve(tokenizer, max_length=max_length)
     workers = default_workers() if options.workers is None else options.workers
@@ -95,7 +98,7 @@ def convert(
                     "truncated": np.zeros(len(lengths), np.uint8)
                     if enc.truncated is None
                     else enc.truncated.astype(np.uint8),
-                    "line": np.asarray(block.lines, dtype=np.int64),
+                    "line": np.asarray(block.lines, dtype=np.int64) + line_offset,
                 }
                 full = dict(schema)
                 if enc.type_ids is not None:

@@ -27,6 +27,9 @@ wrote: the Ray conversion (``stoker.convert.on_ray``) writes each partition's li
 into the whole input; parts converted on their own keep their own numbering.
 
 ``verify=True`` (the default) checks every shard's checksum before its link or copy is kept.
+
+Test hook: ``STOKER_TEST_PAUSE_AT=merge-shards-placed`` stops a merge for good once every shard is
+in its working directory and before the manifest is written (``replace.pause_point``).
 """
 
 from __future__ import annotations
