@@ -48,13 +48,39 @@ def test_unknown_setting_is_an_error_naming_it(store):
     assert "trial 1" not in out
 
 
-def test_help_says_what_is_searched_and_that_scripts_are_not_run_yet():
+def test_help_says_what_is_searched_and_how_a_script_is_run():
     code, out, _ = run("tune", "--help")
-    assert code == 0 and "--step-ms" in out and "python train.py" in out and "not supported" in out
+    assert code == 0 and "--step-ms" in out and "-- python train.py" in out and "torch DataLoader" in out
+
+
+def test_a_script_is_tuned_through_its_own_loop(store, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\nimport stoker\nloader = stoker.Loader(sys.argv[1], 16, num_workers=0)\n"
+        "while True:\n    for batch in loader:\n        pass\n"
+    )
+    out_json = tmp_path / "tune.json"
+    cmd = ["--only", "workers", "--trial-batches", "3", "--trial-seconds", "0", "--json", str(out_json)]
+    code, out, err = run("tune", *cmd, "--", sys.executable, str(script), str(store))
+    assert code == 0, err
+    assert "trial 1: num_workers=0:" in out and "the script's stoker.Loader" in out and "(it gives num_workers=0" in out
+    obj = json.loads(out_json.read_text())
+    assert obj["kind"] == "script" and obj["command"] == [sys.executable, str(script), str(store)]
+    assert obj["best"]["rows_per_s"] > 0 and obj["call"].startswith("stoker.Loader(..., num_workers=")
+
+
+def test_a_store_and_a_script_together_or_script_only_flags_are_refused(store):
+    code, _, err = run("tune", str(store), "--", sys.executable, "train.py")
+    assert code == 1 and "not both" in err
+    code, _, err = run("tune", "--step-ms", "3", "--", sys.executable, "train.py")
+    assert code == 1 and "--step-ms do not apply with a script" in err
+    code, _, err = run("tune")
+    assert code == 1 and "give a store" in err
 
 
 def test_ctrl_c_prints_the_best_setting_so_far(store):
-    cmd = [sys.executable, "-m", "stoker.cli.main", "tune", str(store), "--batch-size", "16", "--trial-seconds", "5"]
+    cmd = [sys.executable, "-m", "stoker.cli.main", "tune", str(store), "--batch-size", "16", "--stable", "0"]
+    cmd += ["--trial-seconds", "5"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()  # blocks until the first trial's line is printed (flushed)

@@ -88,9 +88,17 @@ def install_from_env() -> Any:
         import torch.utils.data.dataloader
 
         instrumentation().install_torch(torch.utils.data.dataloader)
+        if os.environ.get("STOKER_TUNE_TRIAL"):  # a stoker tune trial: see stoker/tune/inject.py
+            from stoker.tune.inject import watch_torch
+
+            watch_torch(torch.utils.data.dataloader)
 
     def stoker_ready(module: Any) -> None:
         instrumentation().install_stoker()
+        if os.environ.get("STOKER_TUNE_TRIAL"):  # a stoker tune trial: the setting into the script's loaders
+            from stoker.tune.inject import install_from_env as tune_trial
+
+            tune_trial()
 
     hooks: dict[str, Callable[[Any], None]] = {"torch": torch_ready, "stoker": stoker_ready}
     for name in list(hooks):

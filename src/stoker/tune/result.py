@@ -29,6 +29,7 @@ class TuneResult:
         space: the keywords searched and their candidates.
         notes: settings left out and why.
         interrupted: True when Ctrl-C ended the search (``best`` is the best so far).
+        command: the script run by each trial (``stoker tune -- python train.py``), else None.
     """
 
     store: str
@@ -46,6 +47,7 @@ class TuneResult:
     space: dict[str, list[Any]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     interrupted: bool = False
+    command: list[str] | None = None
 
     @property
     def defaults(self) -> Trial | None:
@@ -77,6 +79,7 @@ class TuneResult:
             "space": self.space,
             "notes": list(self.notes),
             "interrupted": self.interrupted,
+            "command": self.command,
             "trials": [t.to_json() for t in self.trials],
             "best": None if self.best is None else self.best.to_json(),
             "call": self.call,

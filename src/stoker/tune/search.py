@@ -6,9 +6,14 @@ goes on that way while the rate keeps rising; a categorical one (engine) tries e
 no workers, with the fewest workers: an engine needs workers). A
 move must beat the current best by ``min_gain`` (3 %) to count, so that noise does not walk
 the search away from a setting as good. Passes repeat until one changes nothing (at most
-``passes``). Every setting is measured once; then the two fastest are measured once more and
-the best is the fastest by mean (one short trial on a shared machine can be off by tens of
-percent). A failed trial counts as no rate and the search goes on. :func:`grid` measures every setting instead (the benchmark's reference).
+``passes``). The search also stops as soon as a rate reaches ``ceiling`` less ``min_gain`` (the
+step's own bound: the consumer cannot take batches faster than its step). Every setting is
+measured once (the tuner's trials end as soon as their rate is stable); then the fastest and
+the runner-up when within ``close`` (10 %) of it are measured once more with a full trial (and
+a setting that then leads with one trial gets its second), and the best is the fastest by mean (one short trial on a shared machine can be off by
+tens of percent; a setting clearly slower is not worth a second trial). A failed trial counts as
+no rate and the search goes on. :func:`grid` measures every setting instead (the benchmark's
+reference).
 """
 
 from __future__ import annotations
@@ -26,24 +31,34 @@ Measure = Callable[[dict[str, Any]], Trial]
 class Trials:
     """The trials measured so far, one per setting, in order; the best one."""
 
-    def __init__(self, measure: Measure, on_trial: Callable[[Trial], None] | None = None) -> None:
+    def __init__(
+        self, measure: Measure, on_trial: Callable[[Trial], None] | None = None, full: Measure | None = None
+    ) -> None:
         self._measure = measure
+        self._full = full or measure
         self._on_trial = on_trial
         self.done: list[Trial] = []
 
     def rate(self, setting: dict[str, Any], again: bool = False) -> float:
-        """The rate of ``setting`` (measured now unless already, or ``again``): 0 for a failed trial.
-
-        A setting measured more than once has the mean of its rates."""
+        """The rate of ``setting`` (measured now unless already, or ``again``: then with ``full``,
+        the full-length trial): 0 for a failed trial. A setting measured more than once has the
+        mean of its rates."""
         if not again:
             known = self.mean(setting)
             if known is not None:
                 return known
-        trial = self._measure(setting)
+        self.add((self._full if again else self._measure)(setting))
+        return self.mean(setting) or 0.0
+
+    def add(self, trial: Trial) -> None:
+        """Record a trial measured elsewhere (as if measured here)."""
         self.done.append(trial)
         if self._on_trial is not None:
             self._on_trial(trial)
-        return self.mean(setting) or 0.0
+
+    def count(self, setting: dict[str, Any]) -> int:
+        """How many trials ``setting`` had."""
+        return sum(t.setting == setting for t in self.done)
 
     def mean(self, setting: dict[str, Any]) -> float | None:
         """The mean rate of ``setting``'s trials (a failed one counts 0), None if never measured."""
@@ -108,15 +123,21 @@ def descend(
     min_gain: float = 0.03,
     passes: int = 2,
     confirm: bool = True,
+    ceiling: float | None = None,
+    close: float = 0.10,
 ) -> None:
-    """Coordinate descent from ``start``; the trials land in ``trials``. With ``confirm``, the two
-    fastest settings are measured once more at the end and the best is chosen by mean rate."""
+    """Coordinate descent from ``start``; the trials land in ``trials``. It stops early once a rate
+    reaches ``ceiling * (1 - min_gain)``. With ``confirm``, the fastest setting and the runner-up
+    when within ``close`` of it are measured once more at the end, and the best is chosen by mean."""
     current = start_setting(space, start)
     best = trials.rate(current)
+    enough = None if ceiling is None else ceiling * (1 - min_gain)
     for _ in range(passes):
+        if enough is not None and best >= enough:
+            break
         moved = False
         for name, values in space.values.items():
-            if len(values) < 2:
+            if len(values) < 2 or (enough is not None and best >= enough):
                 continue
             found, rate = _vary(space, trials, current, name, best, min_gain)
             if found != current:
@@ -124,8 +145,16 @@ def descend(
         if not moved:
             break
     if confirm:
-        for setting in trials.ranked()[:2]:
-            trials.rate(setting, again=True)
+        ranked = trials.ranked()[:2]
+        top = trials.mean(ranked[0]) if ranked else None
+        for setting in ranked:
+            if setting is ranked[0] or (top and (trials.mean(setting) or 0.0) >= top * (1 - close)):
+                trials.rate(setting, again=True)
+        for _ in range(2):  # a setting that leads only by others' second trials gets its own
+            lead = trials.ranked()[:1]
+            if not lead or trials.count(lead[0]) >= 2:
+                break
+            trials.rate(lead[0], again=True)
 
 
 def _vary(

@@ -10,6 +10,7 @@ ends it: the result holds the trials so far, the best of them, and ``interrupted
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from stoker.errors import ConfigError
@@ -23,32 +24,41 @@ from stoker.tune.trial import Trial, run_trial
 
 
 def tune(
-    store: Store | str,
+    store: Store | str | None,
     *,
     batch_size: int = 256,
     step_ms: float = 0.0,
     trial_batches: int = 30,
     trial_seconds: float = 0.5,
+    stable: float | None = 0.05,
     space: Mapping[str, Sequence[Any]] | Sequence[str] | None = None,
     device: str = "cpu",
     method: str = "descent",
     on_trial: Callable[[Trial], None] | None = None,
     make: Callable[[dict[str, Any]], Any] | None = None,
+    kind: str | None = None,
 ) -> TuneResult:
     """Find the fastest loader setting for ``store`` under a simulated step of ``step_ms`` per batch.
 
     Args:
-        store: a store (or its path); its loader is the one ``stoker bench`` picks (images, text, plain).
+        store: a store (or its path); its loader is the one ``stoker bench`` picks (images, text,
+            plain). None with ``make``: the loader ``make`` builds (on-the-fly text, a Dataset).
         batch_size: rows per batch of every trial.
         step_ms: a pure-Python busy loop holding the GIL this long after each batch (0: none).
         trial_batches: batches timed per trial (after 2 warm-up batches).
-        trial_seconds: each trial goes on past ``trial_batches`` until this long has passed.
+        trial_seconds: a full trial goes on past ``trial_batches`` until this long has passed (the
+            grid's trials, and the second trial of the fastest settings).
+        stable: the search's first trial of each setting ends once its rate is stable within this
+            (relative std of its three thirds' rates), after ``trial_batches`` and a quarter of
+            ``trial_seconds``, and at ``trial_seconds`` at the latest; None: every trial is full.
         space: the keywords to search: names (their default candidates), or names mapped to
             candidate values; None searches workers, engine and prefetch depth (and pin_memory on CUDA).
         device: where batches land.
         method: ``"descent"`` (coordinate descent, few trials) or ``"grid"`` (every setting).
         on_trial: called with each trial as it ends (the CLI prints it).
         make: builds the loader of a setting instead of the store's own (tests, custom loaders).
+        kind: ``plain``, ``images`` or ``text``: the settings that apply; default the store's kind
+            (``plain`` without a store).
     """
     if isinstance(trial_batches, bool) or not isinstance(trial_batches, int) or trial_batches < 1:
         raise ConfigError(f"trial_batches must be an integer >= 1, got {trial_batches!r}", option="trial_batches")
@@ -56,19 +66,37 @@ def tune(
         raise ConfigError(f"step_ms must be a number of milliseconds >= 0, got {step_ms!r}", option="step_ms")
     if not isinstance(trial_seconds, (int, float)) or isinstance(trial_seconds, bool) or trial_seconds < 0:
         raise ConfigError(f"trial_seconds must be a number >= 0, got {trial_seconds!r}", option="trial_seconds")
+    if stable is not None and (not isinstance(stable, (int, float)) or isinstance(stable, bool) or stable <= 0):
+        raise ConfigError(f"stable must be a fraction > 0 or None, got {stable!r}", option="stable")
     if method not in ("descent", "grid"):
         raise ConfigError(f"method must be 'descent' or 'grid', not {method!r}", option="method")
-    plan = plan_for(store, batch_size, device=device)
+    if store is None and make is None:
+        raise ConfigError(
+            "give a store to tune, or make= (a function building the loader of a setting)", option="store"
+        )
+    plan = None if store is None else plan_for(store, batch_size, device=device, kind=kind)
+    what = kind or (plan.kind if plan is not None else "plain")
     cores = usable_cores()
-    chosen: Space = (
-        default_space(plan.kind, device, cores) if space is None else custom_space(plan.kind, space, device, cores)
-    )
-    build = make or plan.make
+    chosen: Space = default_space(what, device, cores) if space is None else custom_space(what, space, device, cores)
+    build = make or plan.make  # type: ignore[union-attr]  # one of them is given (checked above)
 
-    def measure(setting: dict[str, Any]) -> Trial:
+    def full(setting: dict[str, Any]) -> Trial:
         return run_trial(build, setting, batches=trial_batches, step_ms=step_ms, min_seconds=trial_seconds)
 
-    trials = Trials(measure, on_trial)
+    def screen(setting: dict[str, Any]) -> Trial:
+        if stable is None or method == "grid":
+            return full(setting)
+        return run_trial(
+            build,
+            setting,
+            batches=trial_batches,
+            step_ms=step_ms,
+            min_seconds=trial_seconds / 4,
+            stable=stable,
+            max_seconds=trial_seconds,
+        )
+
+    trials = Trials(screen, on_trial, full=full)
     interrupted = False
     defaults: dict[str, Any] = {}
     limits = None
@@ -83,15 +111,15 @@ def tune(
         if method == "grid":
             grid(chosen, trials)
         else:
-            descend(chosen, trials, resolved)
+            descend(chosen, trials, resolved, ceiling=step_rate(step_ms, batch_size))
         limits = _limits(build, (trial_batches, trial_seconds), step_ms, batch_size, trials.best(), cores)
     except KeyboardInterrupt:
         interrupted = True
     best = trials.best()
     return TuneResult(
-        store=str(plan.store.path),
-        kind=plan.kind,
-        loader=plan.describe(),
+        store="-" if plan is None else str(plan.store.path),
+        kind=what,
+        loader="the loader make= builds" if plan is None else plan.describe(),
         batch_size=batch_size,
         step_ms=float(step_ms),
         trial_batches=trial_batches,
@@ -107,8 +135,8 @@ def tune(
     )
 
 
-def _call(plan: LoaderPlan, make: Any, setting: dict[str, Any]) -> str:
-    if make is None:
+def _call(plan: LoaderPlan | None, make: Any, setting: dict[str, Any]) -> str:
+    if make is None and plan is not None:
         return plan.call(setting)
     return ", ".join(f"{k}={v!r}" for k, v in setting.items()) or "(the defaults)"
 
@@ -145,4 +173,107 @@ def _limits(
         one_worker=one.rate,
         memcpy=memcpy_rate(size, batch_size),
         step=step_rate(step_ms, batch_size),
+    )
+
+
+def tune_script(
+    command: Sequence[str],
+    *,
+    trial_batches: int = 30,
+    trial_seconds: float = 5.0,
+    stable: float | None = 0.05,
+    timeout: float = 300.0,
+    space: Mapping[str, Sequence[Any]] | Sequence[str] | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> TuneResult:
+    """Find the fastest setting of the stoker loaders a training script builds, by running it.
+
+    Each trial runs ``command`` (``["python", "train.py", ...]``) with the setting's keywords put
+    into every ``stoker.Loader`` (and ``stoker.text.Loader``) it builds, times ``trial_batches``
+    of its own steps on its first busy loader, and ends it (``script.py``, ``inject.py``). The
+    first trial runs the script as written: its loader's settings are the search's start. When
+    the script hardly waits for data (its wait share says how much any setting could gain), the
+    search stops there.
+
+    Args:
+        command: the command that runs the script.
+        trial_batches: the script's steps timed per trial (after 5 warm-up steps).
+        trial_seconds: a full trial's length in seconds; first trials end once stable (``stable``).
+        stable: see :func:`tune`.
+        timeout: seconds a trial's script may run in all (start-up included) before it is ended.
+        space: the keywords to search (see :func:`tune`); default workers, engine, prefetch depth.
+        on_trial: called with each trial as it ends.
+    """
+    from stoker.tune.script import ScriptRun, ScriptTrials, run_script
+
+    if isinstance(trial_batches, bool) or not isinstance(trial_batches, int) or trial_batches < 3:
+        raise ConfigError(f"trial_batches must be an integer >= 3, got {trial_batches!r}", option="trial_batches")
+    if not isinstance(trial_seconds, (int, float)) or isinstance(trial_seconds, bool) or trial_seconds < 0:
+        raise ConfigError(f"trial_seconds must be a number >= 0, got {trial_seconds!r}", option="trial_seconds")
+    screening = ScriptTrials(
+        tuple(command), trial_batches, 5, trial_seconds / 4, stable, trial_seconds if stable else None, timeout
+    )
+    cores = usable_cores()
+    chosen = default_space("plain", "cpu", cores) if space is None else custom_space("plain", space, "cpu", cores)
+    runs: list[ScriptRun] = []
+
+    def measure(setting: dict[str, Any], how: ScriptTrials) -> Trial:
+        run = run_script(how, setting)
+        runs.append(run)
+        return run.trial
+
+    trials = Trials(lambda s: measure(s, screening), on_trial, full=lambda s: measure(s, screening.full()))
+    interrupted = False
+    defaults: dict[str, Any] = {}
+    notes: list[str] = []
+    try:
+        first = run_script(screening, {})  # the script as written
+        runs.append(first)
+        own = {k: first.loader[k] for k in chosen.values if first.loader and k in first.loader}
+        if own and coerce(own, chosen) == own:  # its settings are a point of the space: the search's start
+            defaults = own
+        trials.add(replace(first.trial, setting=defaults))
+        if first.loader:
+            notes.append(_script_note(first))
+        if first.trial.ok:
+            wait = first.trial.wait_share or 0.0
+            ceiling = (first.trial.rate or 0.0) / max(1.0 - wait, 1e-6)  # no wait at all: the step's own rate
+            descend(chosen, trials, {**LOADER_DEFAULTS, **own}, ceiling=ceiling)
+    except KeyboardInterrupt:
+        interrupted = True
+    best = trials.best()
+    name = str((runs[0].loader or {}).get("name", "stoker.Loader") if runs else "stoker.Loader").split("(")[0]
+    call = None
+    if best is not None:
+        keywords = ", ".join(f"{k}={v!r}" for k, v in best.setting.items()) or "(its own settings)"
+        call = f"{name}(..., {keywords})" if best.setting else f"{name}: keep the script's own settings"
+    return TuneResult(
+        store="-",
+        kind="script",
+        loader=f"the script's {name}",
+        batch_size=int((runs[0].loader or {}).get("batch_size") or 0) if runs else 0,
+        step_ms=0.0,
+        trial_batches=trial_batches,
+        method="coordinate descent",
+        trials=trials.done,
+        defaults_setting=defaults,
+        best=best,
+        call=call,
+        limits=None,
+        space={k: list(v) for k, v in chosen.values.items()},
+        notes=(*chosen.notes, *notes),
+        interrupted=interrupted,
+        command=list(command),
+    )
+
+
+def _script_note(first: Any) -> str:
+    """What the trials put into the script's loaders, and what the script gives them itself."""
+    given = first.given[0] if first.given else {}
+    own = ", ".join(f"{k}={v!r}" for k, v in given.items()) or "none of them"
+    built = ", ".join(f"{k}={first.loader[k]!r}" for k in ("num_workers", "engine", "prefetch_factor"))
+    return (
+        "each trial puts its setting into every stoker loader the script builds, replacing the script's own "
+        f"keywords (it gives {own}; as built: {built}); the rate is the script's own loop, its step and its "
+        "wait for data together"
     )
