@@ -6,8 +6,9 @@ goes on that way while the rate keeps rising; a categorical one (engine) tries e
 no workers, with the fewest workers: an engine needs workers). A
 move must beat the current best by ``min_gain`` (3 %) to count, so that noise does not walk
 the search away from a setting as good. Passes repeat until one changes nothing (at most
-``passes``). The search also stops as soon as a rate reaches ``ceiling`` less ``min_gain`` (the
-step's own bound: the consumer cannot take batches faster than its step). Every setting is
+``passes``). The search also stops as soon as a rate is within ``near`` (5 %) of ``ceiling``
+(the step's own bound: the consumer cannot take batches faster than its step, so no setting can
+gain more than that). Every setting is
 measured once (the tuner's trials end as soon as their rate is stable); then the fastest and
 the runner-up when within ``close`` (10 %) of it are measured once more with a full trial (and
 a setting that then leads with one trial gets its second), and the best is the fastest by mean (one short trial on a shared machine can be off by
@@ -125,13 +126,14 @@ def descend(
     confirm: bool = True,
     ceiling: float | None = None,
     close: float = 0.10,
+    near: float = 0.05,
 ) -> None:
     """Coordinate descent from ``start``; the trials land in ``trials``. It stops early once a rate
-    reaches ``ceiling * (1 - min_gain)``. With ``confirm``, the fastest setting and the runner-up
+    reaches ``ceiling * (1 - near)``. With ``confirm``, the fastest setting and the runner-up
     when within ``close`` of it are measured once more at the end, and the best is chosen by mean."""
     current = start_setting(space, start)
     best = trials.rate(current)
-    enough = None if ceiling is None else ceiling * (1 - min_gain)
+    enough = None if ceiling is None else ceiling * (1 - near)
     for _ in range(passes):
         if enough is not None and best >= enough:
             break

@@ -142,15 +142,24 @@ def _call(plan: LoaderPlan | None, make: Any, setting: dict[str, Any]) -> str:
 
 
 def _resolved_defaults(build: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
-    """The defaults as concrete keywords: the worker count the default loader chose."""
+    """The defaults as concrete keywords: the worker count and the engine the default loader chose
+    (a torch Dataset's is processes), its prefetch depth."""
     try:
         loader = build({})
     except Exception:  # the defaults trial already recorded why; start from the first candidates
         return {}
     try:
-        return {"num_workers": int(loader.num_workers)}
+        found: dict[str, Any] = {"num_workers": int(loader.num_workers)}
     except (AttributeError, TypeError, ValueError):
         return {}
+    engine = getattr(loader, "engine", None)
+    if isinstance(engine, str):
+        found["engine"] = engine  # "auto" is no point of the space: then the defaults are measured as {}
+    prefetch = getattr(getattr(loader, "config", None), "prefetch_factor", None)
+    if isinstance(prefetch, int) and not isinstance(prefetch, bool):
+        found["prefetch_factor"] = prefetch
+    try:
+        return found
     finally:
         close = getattr(loader, "close", None)
         if close is not None:

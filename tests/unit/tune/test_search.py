@@ -93,3 +93,45 @@ def test_noise_below_the_minimum_gain_does_not_move_the_search():
     assert trials.done[0].setting["num_workers"] == 2
     assert all(t.setting["num_workers"] in (1, 2, 4) for t in trials.done)
     assert trials.best().rate == max(trials.mean(s) for s in trials.ranked())
+
+
+def test_the_search_stops_once_a_rate_is_near_the_steps_bound():
+    trials = Trials(measure_with(surface))
+    descend(SPACE, trials, {"num_workers": 2}, ceiling=205.0)  # the start measures 200: within 5 %
+    assert [t.setting for t in trials.done] == [{"num_workers": 2, "engine": "threads", "prefetch_factor": 2}] * 2
+    far = Trials(measure_with(surface))
+    descend(SPACE, far, {"num_workers": 2}, ceiling=400.0)
+    assert far.best().setting == {"num_workers": 4, "engine": "processes", "prefetch_factor": 4}
+
+
+def test_first_trials_are_screens_and_the_fastest_gets_a_full_trial():
+    def confirmed(rates):
+        full = []
+
+        def confirm(setting):
+            full.append(setting)
+            return Trial(setting, rates(setting), 0.0, 0.0)
+
+        trials = Trials(measure_with(rates), full=confirm)
+        descend(SPACE, trials, {"num_workers": 2})
+        return trials, full
+
+    trials, full = confirmed(surface)
+    assert full[0] == trials.best().setting == {"num_workers": 4, "engine": "processes", "prefetch_factor": 4}
+    assert len(full) == 2  # the runner-up (4 processes, prefetch 2: 320 of 330) is within 10 %
+    _, full = confirmed(
+        lambda s: 1000.0 if s == {"num_workers": 4, "engine": "threads", "prefetch_factor": 2} else 100.0
+    )
+    assert len(full) == 1  # every other setting is 10x slower: one confirming trial
+
+
+def test_a_setting_leading_on_one_trial_gets_its_second():
+    rates = {1: iter([100.0, 50.0]), 2: iter([95.0, 95.0])}  # 1 falls back on its second trial; 2 then leads
+
+    def measure(setting):
+        return Trial(setting, next(rates[setting["num_workers"]]), 0.0, 0.0)
+
+    trials = Trials(measure)
+    descend(Space({"num_workers": (1, 2)}), trials, {"num_workers": 1})
+    assert [t.setting["num_workers"] for t in trials.done] == [1, 2, 1, 2]
+    assert trials.best().setting == {"num_workers": 2} and trials.count({"num_workers": 2}) == 2

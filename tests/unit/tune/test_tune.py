@@ -124,3 +124,24 @@ def test_the_defaults_are_measured_when_they_are_not_a_point_of_the_space(plain_
     assert result.defaults_setting == {} and result.trials[0].setting == {}
     rates = [t.rate for t in result.trials if t.setting == {}]
     assert result.defaults.rate == pytest.approx(sum(rates) / len(rates))
+
+
+def test_the_defaults_of_a_dataset_loader_are_its_engine_processes():
+    import torch
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            return {"x": torch.full((4,), float(i))}
+
+    def make(setting):
+        return stoker.Loader(Rows(), 16, shuffle=True, **setting)
+
+    result = tune(None, make=make, space={"engine": ["threads", "processes"]}, **FAST)
+    assert result.defaults_setting == {"engine": "processes"} and result.trials[0].setting == {"engine": "processes"}
+    assert result.store == "-" and result.kind == "plain"
+    with pytest.raises(ConfigError) as err:
+        tune(None, **FAST)
+    assert err.value.option == "store"
