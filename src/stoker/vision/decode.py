@@ -15,9 +15,8 @@ bytes; the caller adds which file or row they came from.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -45,9 +44,12 @@ def _pil():
     return Image, ImageOps
 
 
-@dataclass(frozen=True)
-class Probe:
-    """What the header says: upright size, and which decoder handles the bytes."""
+class Probe(NamedTuple):
+    """What the header says: upright size, and which decoder handles the bytes.
+
+    A named tuple rather than a frozen dataclass: one is made per image with the GIL held, and a
+    tuple is built several times faster.
+    """
 
     height: int  # upright (after EXIF orientation)
     width: int
@@ -82,13 +84,16 @@ def probe(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Probe:
 
 
 def _probe_jpeg(data: bytes) -> Probe | None:
-    try:
-        h, w, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
-    except ValueError as exc:
-        raise ImageError(f"not a decodable JPEG ({exc})") from exc
-    if colorspace not in ("Gray", "YCbCr", "RGB"):  # CMYK/YCCK: Pillow converts those
-        return None
-    orientation = jpeg_orientation(data)
+    size, orientation = _jpeg_markers(data)
+    if size is None:  # a header this walk does not vouch for: libjpeg-turbo reads it
+        try:
+            h, w, colorspace, _ = _simplejpeg().decode_jpeg_header(data)
+        except ValueError as exc:
+            raise ImageError(f"not a decodable JPEG ({exc})") from exc
+        if colorspace not in ("Gray", "YCbCr", "RGB"):  # CMYK/YCCK: Pillow converts those
+            return None
+    else:
+        h, w = size
     if orientation >= 5:
         h, w = w, h
     return Probe(int(h), int(w), True, orientation)
@@ -184,21 +189,43 @@ def orient(arr: np.ndarray, orientation: int) -> np.ndarray:
 
 def jpeg_orientation(data: bytes) -> int:
     """The EXIF orientation tag of a JPEG (1 when absent), read from its APP1 segment."""
+    return _jpeg_markers(data)[1]
+
+
+# Start-of-frame markers of 8-bit Huffman JPEG libjpeg-turbo decodes to RGB: baseline, extended, progressive
+_HUFFMAN_FRAMES = (0xC0, 0xC1, 0xC2)
+
+
+def _jpeg_markers(data: bytes) -> tuple[tuple[int, int] | None, int]:
+    """One walk over a JPEG's header segments: the stored (height, width) and the EXIF orientation.
+
+    The size is given only for an 8-bit Huffman frame of 1 or 3 components with both sides set
+    (what ``simplejpeg.decode_jpeg_header`` would report as Gray, YCbCr or RGB); anything else is
+    None and left to libjpeg-turbo. Reading the header here takes no GIL round trip.
+    """
     i, n = 2, len(data)
+    orientation, size, exif = 1, None, False
     while i + 4 <= n:
         if data[i] != 0xFF:
-            return 1
+            return None, orientation
         marker = data[i + 1]
         if marker == 0xFF:
             i += 1
             continue
         if marker == 0xDA or marker == 0xD9:  # start of scan / end of image: no more headers
-            return 1
+            return size, orientation
         length = int.from_bytes(data[i + 2 : i + 4], "big")
-        if marker == 0xE1 and data[i + 4 : i + 10] == b"Exif\x00\x00":
-            return _tiff_orientation(data[i + 10 : i + 2 + length])
+        if marker == 0xE1 and not exif and data[i + 4 : i + 10] == b"Exif\x00\x00":  # the first EXIF block
+            orientation, exif = _tiff_orientation(data[i + 10 : i + 2 + length]), True
+        elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
+            if marker not in _HUFFMAN_FRAMES or i + 10 > n or size is not None:
+                return None, orientation
+            height, width = int.from_bytes(data[i + 5 : i + 7], "big"), int.from_bytes(data[i + 7 : i + 9], "big")
+            if data[i + 4] != 8 or data[i + 9] not in (1, 3) or not height or not width:
+                return None, orientation
+            size = (height, width)
         i += 2 + length
-    return 1
+    return None, orientation  # no start of scan: a truncated header
 
 
 def _tiff_orientation(tiff: bytes) -> int:

@@ -52,6 +52,7 @@ class GpuDecode(ImageReader):
         blobs = self.encoded.fetch(idx)
         jpegs: list[Any] = [None] * len(idx)
         plans: list[Any] = [None] * len(idx)
+        draws = self.rng.rows(idx)
 
         def work(k: int, row: int) -> None:
             data = blobs[k]
@@ -60,7 +61,7 @@ class GpuDecode(ImageReader):
                 raise ImageError(
                     "the GPU path decodes upright RGB JPEG only; convert the images first (stoker convert images)"
                 )
-            view = opts.transforms.plan(info.height, info.width, self.rng(row))
+            view = opts.transforms.plan(info.height, info.width, None if draws is None else draws[k])
             jpegs[k] = data
             plans[k] = (*box_in(info.height, info.width, info.height, info.width, view), view.flip)
 

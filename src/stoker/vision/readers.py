@@ -19,7 +19,6 @@ Where the rows come from is a separate small object: :class:`StoreBytes` (a stor
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ import numpy as np
 
 from stoker.store.reader import Store
 from stoker.vision.decode import probe, read_file
+from stoker.vision.draws import RowRandom
 from stoker.vision.errors import ImageError
 from stoker.vision.finder import ImageList
 from stoker.vision.render import render_array, render_bytes
@@ -93,25 +93,6 @@ class RowErrors:
         """Record rows another copy (a worker process's) left out."""
         with self._lock:
             self._skipped.update((s.row, s) for s in rows)
-
-
-class RowRandom:
-    """The per-row generator of augmentation: row ``i`` of epoch ``e`` draws from ``(seed, e, i)``.
-
-    Python's seeding of an int is the same on every platform and version, so the three numbers are
-    packed into one. ``epoch`` is set by the source before each epoch's reads.
-    """
-
-    def __init__(self, seed: int, random_transforms: bool) -> None:
-        self.seed = seed
-        self.active = random_transforms
-        self.epoch = 0
-
-    def __call__(self, row: int) -> random.Random | None:
-        """The generator of ``row`` in the current epoch; None when no transform is random."""
-        if not self.active:
-            return None
-        return random.Random((self.seed << 96) | (self.epoch << 48) | row)
 
 
 class Blobs(Protocol):
@@ -203,14 +184,15 @@ class CpuDecode(ImageReader):
         out = self._buffer(out)
         blobs = self.encoded.fetch(idx)
         channels_first = opts.layout == "NCHW"
+        draws = self.rng.rows(idx)
+        plan, interpolation = opts.transforms.plan, opts.transforms.interpolation
+        max_pixels, reduce = opts.max_pixels, opts.reduced_decode
 
         def work(k: int, row: int) -> None:
-            view_rng = self.rng(row)
             data = blobs[k]
-            info = probe(data, opts.max_pixels)
-            view = opts.transforms.plan(info.height, info.width, view_rng)
-            interpolation = opts.transforms.interpolation
-            render_bytes(data, info, view, interpolation, out[k], channels_first, opts.reduced_decode)
+            info = probe(data, max_pixels)
+            view = plan(info.height, info.width, None if draws is None else draws[k])
+            render_bytes(data, info, view, interpolation, out[k], channels_first, reduce)
 
         return _kept(out, idx, self.errors.each_row(idx, work))
 
@@ -229,9 +211,10 @@ class RenderArrays(ImageReader):
         out = self._buffer(out)
         arrays = self.store.gather(idx, [self.column])[self.column]
         channels_first = opts.layout == "NCHW"
+        draws = self.rng.rows(idx)
 
         def work(k: int, row: int) -> None:
-            view_rng = self.rng(row)
+            view_rng = None if draws is None else draws[k]
             chw = arrays[k] if self.chw else arrays[k].transpose(2, 0, 1)
             view = opts.transforms.plan(chw.shape[1], chw.shape[2], view_rng)
             render_array(chw, view, opts.transforms.interpolation, out[k], channels_first)

@@ -12,7 +12,7 @@ RandomErasing, MixUp, CutMix, or any callable) are placed and run by ``augment.p
 Randomness comes from a generator the caller derives from ``(seed, epoch, row)``, so the
 same row in the same epoch gets the same crop whatever the worker count or a resume. Ops
 only call its ``random()`` (``random.Random`` or a numpy Generator both work); the image source
-passes a ``random.Random``, the cheaper of the two to seed per image.
+passes a row's :class:`~stoker.vision.draws.Draws`, computed for a whole batch at once.
 torchvision itself is never imported; its ``InterpolationMode`` values are accepted.
 """
 

@@ -138,3 +138,49 @@ def test_16_bit_grayscale_png_is_scaled_like_16_bit_rgb(tmp_path):
     # the same rule as Pillow's own 16-bit RGB path: one pixel row of both agrees exactly
     rgb = _png16_rgb(values[:1])
     np.testing.assert_array_equal(decode(rgb, probe(rgb))[0], got[0])
+
+
+@pytest.mark.parametrize(
+    "mode,options,walked",
+    [
+        ("RGB", {}, True),
+        ("L", {}, True),
+        ("RGB", {"progressive": True}, True),
+        ("RGB", {"subsampling": 0}, True),
+        ("CMYK", {}, False),  # four components: libjpeg-turbo's header says CMYK, Pillow decodes it
+    ],
+)
+def test_a_jpeg_header_is_read_without_libjpeg_where_the_walk_vouches_for_it(
+    tmp_path, monkeypatch, mode, options, walked
+):
+    """The size comes from the start-of-frame segment, read in Python (simplejpeg's header call releases
+    and retakes the GIL); it agrees with simplejpeg. Old code called simplejpeg for every JPEG."""
+    import simplejpeg
+
+    path = tmp_path / "x.jpg"
+    Image.fromarray(photo(37, 61)).convert(mode).save(path, "JPEG", **options)
+    data = path.read_bytes()
+    expected = probe(data)
+    assert (expected.height, expected.width) == (37, 61)
+    if mode != "CMYK":
+        assert simplejpeg.decode_jpeg_header(data)[:2] == (37, 61)
+    calls = []
+    real = simplejpeg.decode_jpeg_header
+    monkeypatch.setattr(simplejpeg, "decode_jpeg_header", lambda d: calls.append(1) or real(d))
+    assert probe(data) == expected and expected.jpeg == walked
+    assert calls == ([] if walked else [1])
+
+
+def test_a_truncated_or_garbled_jpeg_header_is_still_refused_in_the_probe():
+    data = save_bytes(photo(20, 30))
+    sof = data.index(b"\xff\xc0")
+    with pytest.raises(ImageError, match="not a decodable JPEG"):
+        probe(data[: sof + 6])  # cut inside the frame header
+    with pytest.raises(ImageError, match="not a decodable JPEG"):
+        probe(data[:sof] + b"\x00\x00" + data[sof + 2 :])  # the marker garbled
+
+
+def save_bytes(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "JPEG")
+    return buf.getvalue()
