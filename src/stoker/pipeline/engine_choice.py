@@ -182,7 +182,7 @@ class Calibration:
             f"worker threads slept {blocked:.0%} of their read time"
             + ("" if queued is None else " off the run queue")
             + f" (GIL or I/O) over {len(reads)} reads"
-            + ("" if queued is None else f", waited {queued / wall if wall else 0:.0%} of it for a core")
+            + ("" if queued is None else f", waited {queued / wall if wall else 0:.0%} of their wall time for a core")
             + f"; {parallel:.2f} of {self.workers} reads ran at once while the consumer waited {waiting:.0%} of "
             + "the time"
             + ("" if consumer is None else f" and was on a CPU {consumer:.0%} of it")
