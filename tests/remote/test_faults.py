@@ -6,6 +6,7 @@ stats count; never a hang, never a short epoch.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import numpy as np
@@ -15,6 +16,15 @@ import stoker
 from stoker.errors import ManifestError, ShardError, StokerError, StoreError, StoreNotFoundError
 
 N = 2000
+
+
+@pytest.fixture(autouse=True, params=["obstore", "fsspec"])
+def client(request, monkeypatch):
+    """Every fault test runs with each object client (STOKER_REMOTE_CLIENT)."""
+    if request.param == "obstore":
+        pytest.importorskip("obstore", reason="the obstore runs need obstore: pip install 'stoker[remote]'")
+    monkeypatch.setenv("STOKER_REMOTE_CLIENT", request.param)
+    return request.param
 
 
 @pytest.fixture
@@ -129,7 +139,8 @@ def test_a_server_that_stays_away_is_an_error_after_bounded_retries(s3, stored, 
         stoker.open(url, cache_dir=tmp_path / "d")
 
 
-def test_a_secret_key_never_appears_in_an_error_or_the_stats(s3, stored, tmp_path):
+def test_a_secret_key_never_appears_in_an_error_the_stats_or_the_log(s3, stored, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)  # every logger, the clients' own included
     _, url = stored
     secret = "SECRETabcdefSECRET0123456789"
     options = s3.options(secret=secret)
@@ -140,6 +151,7 @@ def test_a_secret_key_never_appears_in_an_error_or_the_stats(s3, stored, tmp_pat
     text = f"{info.value!s} {info.value!r} {info.value.__cause__!r} {info.value.__context__!r}"
     assert "reachable" in text and secret not in text
     assert secret not in repr(ds.remote_stats()) and secret not in repr(ds)
+    assert caplog.records and secret not in caplog.text
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ def test_file_urls_are_local_paths():
 
 def test_without_fsspec_a_url_says_which_extra_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec raises ImportError
+    monkeypatch.setitem(sys.modules, "obstore.store", None)  # and obstore too
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError, match=r"pip install 'stoker\[remote\]'"):
         stoker.open("s3://bucket/store")
@@ -54,6 +55,7 @@ def test_a_scheme_whose_package_is_missing_names_it(monkeypatch):
         raise ImportError("Install gcsfs to access Google Storage")
 
     monkeypatch.setattr(fsspec, "get_filesystem_class", missing)
+    monkeypatch.setenv("STOKER_REMOTE_CLIENT", "fsspec")  # gs:// would otherwise go through obstore
     with pytest.raises(ConfigError, match="gcsfs"):
         remote("gs://bucket/store")
 

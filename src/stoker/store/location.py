@@ -1,17 +1,18 @@
-"""What a store path names: a local directory, or a URL of an object store (through fsspec).
+"""What a store path names: a local directory, or a URL of an object store (obstore or fsspec).
 
 A string with a scheme (``scheme://...``) is a URL, always: it is never taken for a local
 directory (``s3://bucket/store`` once wrote a directory named ``s3:``). ``file://`` URLs are
-local paths. Every other scheme needs fsspec (``pip install stoker[remote]``) and the package
-fsspec names for it (s3fs for ``s3://``, gcsfs for ``gs://``, adlfs for ``az://``, aiohttp for
-``https://``); a scheme fsspec does not know, or whose package is missing, is a ConfigError
-saying what to install.
+local paths. ``s3://``, ``gs://`` and ``az://`` go through obstore where it can take the
+store's credentials and options, every other scheme (and those, where it cannot) through fsspec
+and the package fsspec names for it (s3fs for ``s3://``, gcsfs for ``gs://``, adlfs for ``az://``,
+aiohttp for ``https://``); ``objects.py`` holds both clients and says which is chosen when. A
+scheme neither knows, or whose package is missing, is a ConfigError saying what to install.
 
-:class:`Remote` holds one store's URL, its filesystem and its options. Credentials come from
-where the filesystem's own library looks (the environment, profiles) and from
-``storage_options=``, passed to fsspec unchanged; they are never put in a message
-(:meth:`Remote.scrub`). :meth:`Remote.call` runs one network call with bounded retries and
-backoff, counting each retry; each call has a timeout (for S3, botocore's connect and read
+:class:`Remote` holds one store's URL, its client and its options. Credentials come from
+where the client's own library looks (the environment, profiles) and from
+``storage_options=`` (fsspec's keys; the common s3fs ones are mapped for obstore); they are
+never put in a message (:meth:`Remote.scrub`). :meth:`Remote.call` runs one network call with
+bounded retries and backoff, counting each retry; each call has a timeout (connect and read
 timeouts, set here unless ``storage_options`` sets them).
 """
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from stoker.errors import ConfigError, StokerError, StoreError, StoreNotFoundError
+from stoker.store.objects import CLIENT_ENV, FsspecClient, ObstoreClient, choice, obstore_client
 
 T = TypeVar("T")
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -116,21 +118,16 @@ def _timeouts(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Remote:
-    """One store URL: its filesystem, its root path in it, and counters of retries.
+    """One store URL: its object client (``objects.py``), its options, and a count of retries.
 
-    Use :func:`remote` to make one. ``storage_options`` go to fsspec as given.
+    Use :func:`remote` to make one.
     """
 
     url: str
-    fs: Any
-    root: str
+    client: FsspecClient | ObstoreClient
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     retries: int = 0  # network calls retried after a transient failure, since this Remote was made
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def join(self, name: str) -> str:
-        """The filesystem path of object ``name`` of this store."""
-        return f"{self.root}/{name}" if self.root else name
 
     def url_of(self, name: str) -> str:
         """The URL of object ``name`` of this store (for messages)."""
@@ -143,8 +140,12 @@ class Remote:
         return text
 
     def describe(self, exc: BaseException) -> str:
-        """An exception as ``Type: message``, scrubbed of credentials, at most 300 characters."""
-        return self.scrub(f"{type(exc).__name__}: {exc}")[:300]
+        """An exception as ``Type: message`` on one line, scrubbed of credentials, at most 300 characters.
+
+        obstore's messages end in a multi-line ``Debug source:`` dump; only what comes before it is kept.
+        """
+        text = str(exc).split("Debug source:", 1)[0]
+        return self.scrub(f"{type(exc).__name__}: {' '.join(text.split())}")[:300]
 
     def call(self, what: str, fn: Callable[[], T], attempts: int = ATTEMPTS) -> T:
         """``fn()``, retried with backoff after a transient failure (each retry counted in ``retries``).
@@ -192,12 +193,31 @@ def _secrets(options: Mapping[str, Any]) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
-def remote(url: str, storage_options: Mapping[str, Any] | None = None) -> Remote:
-    """The :class:`Remote` of store URL ``url``; ConfigError when fsspec or the scheme's package is missing."""
+def remote(url: str, storage_options: Mapping[str, Any] | None = None, client: str | None = None) -> Remote:
+    """The :class:`Remote` of store URL ``url``; ConfigError when no installed client serves its scheme.
+
+    ``client`` (``"fsspec"``) overrides ``STOKER_REMOTE_CLIENT``: a process forked from one that ran
+    obstore asks for fsspec, because obstore's runtime threads do not survive a fork (its calls hang there).
+    """
     protocol = scheme(url)
     if protocol is None:
         raise ConfigError(f"{url!r} is not a URL (scheme://...)", option="path")
-    url = as_url(url)
+    url = as_url(url).rstrip("/")
+    if not url.split("://", 1)[1].strip("/") and protocol != "memory":
+        raise StoreNotFoundError(f"{url} names no store: give the bucket and prefix (s3://bucket/prefix)")
+    options = dict(storage_options or {})
+    which = client or choice()
+    if which != "fsspec":
+        got = obstore_client(url, protocol, options, (CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
+        if isinstance(got, ObstoreClient):
+            return Remote(url, got, options)
+        if which == "obstore":
+            raise ConfigError(f"{url}: {CLIENT_ENV}=obstore, but {got}; unset it to use fsspec", option=CLIENT_ENV)
+    return Remote(url, _fsspec_client(url, protocol, options), options)
+
+
+def _fsspec_client(url: str, protocol: str, options: dict[str, Any]) -> FsspecClient:
+    """The fsspec filesystem of ``url`` with stoker's timeouts; ConfigError when fsspec or its package is missing."""
     try:
         import fsspec
     except ImportError:
@@ -205,7 +225,6 @@ def remote(url: str, storage_options: Mapping[str, Any] | None = None) -> Remote
             f"{url} is an object-store URL; reading and writing those needs fsspec: pip install 'stoker[remote]'",
             option="path",
         ) from None
-    options = dict(storage_options or {})
     try:
         cls = fsspec.get_filesystem_class(protocol)
     except ValueError:
@@ -231,7 +250,7 @@ def remote(url: str, storage_options: Mapping[str, Any] | None = None) -> Remote
     root = str(cls._strip_protocol(url)).rstrip("/")
     if not root or root == "/" and protocol != "memory":
         raise StoreNotFoundError(f"{url} names no store: give the bucket and prefix (s3://bucket/prefix)")
-    return Remote(url.rstrip("/"), fs, root, options)
+    return FsspecClient(fs, root)
 
 
 __all__ = ["ATTEMPTS", "Remote", "as_url", "is_remote", "local_path", "remote", "scheme"]

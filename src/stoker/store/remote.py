@@ -53,7 +53,7 @@ def open_remote(
     limit = parse_limit(cache_limit)
     manifest_url = rem.url_of(MANIFEST_NAME)
     try:
-        raw = rem.call(f"reading {manifest_url}", lambda: rem.fs.cat_file(rem.join(MANIFEST_NAME)))
+        raw = rem.call(f"reading {manifest_url}", lambda: rem.client.read(MANIFEST_NAME))
     except FileNotFoundError:
         raise StoreNotFoundError(
             f"no store at {rem.url}: {manifest_url} does not exist; check the bucket and the prefix (a store's "
@@ -104,6 +104,7 @@ class RemoteShards:
         """In a process forked from the one that opened the store: a filesystem, lock and threads of its own.
 
         fsspec's async filesystems (s3fs) refuse to run in a forked child; the parent's threads do not exist here.
+        The child downloads through fsspec: obstore's runtime threads do not survive a fork (its calls hang there).
         """
         if self._pid == os.getpid():
             return
@@ -113,7 +114,7 @@ class RemoteShards:
         self.files.reserved = {}  # the parent's downloads are its own; their .part files are counted on disk
         self._pool = None
         self._counts = dict.fromkeys(self._counts, 0)
-        self.remote = remote(self.remote.url, self.remote.storage_options)
+        self.remote = remote(self.remote.url, self.remote.storage_options, client="fsspec")
 
     @property
     def directory(self) -> Path:
@@ -133,6 +134,7 @@ class RemoteShards:
             cache_dir=str(self.directory),
             cache_limit=self.files.limit,
             retries=self.remote.retries,
+            client=self.remote.client.name,
             evicted=self.files.evicted,
             store_bytes=sum(s.bytes for s in self.manifest.shards),
         )
@@ -209,9 +211,7 @@ class RemoteShards:
         problem = ""
         for attempt in range(2):  # a bad arrival is fetched once more
             try:
-                self.remote.call(
-                    f"downloading {url}", lambda: self.remote.fs.get_file(self.remote.join(info.file), str(part))
-                )
+                self.remote.call(f"downloading {url}", lambda: self.remote.client.download(info.file, part, info.bytes))
             except FileNotFoundError:
                 part.unlink(missing_ok=True)
                 raise ShardError(

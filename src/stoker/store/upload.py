@@ -92,29 +92,27 @@ class RemoteStoreWriter(StoreWriter):
 
     def _existing(self, overwrite: bool) -> Manifest | None:
         """The manifest of the store now at the URL, or None; StoreExistsError without ``overwrite``."""
-        manifest_path = self.remote.join(MANIFEST_NAME)
         where = f"checking {self.remote.url_of(MANIFEST_NAME)}"
-        if not self.remote.call(where, lambda: self.remote.fs.exists(manifest_path)):
+        if not self.remote.call(where, lambda: self.remote.client.exists(MANIFEST_NAME)):
             return None
         if not overwrite:
             raise StoreExistsError(f"{self.url} holds a store; pass overwrite=True (--overwrite) to replace it")
-        raw = self.remote.call(where, lambda: self.remote.fs.cat_file(manifest_path))
+        raw = self.remote.call(where, lambda: self.remote.client.read(MANIFEST_NAME))
         return _parse_manifest(bytes(raw), self.remote.url_of(MANIFEST_NAME))[0]
 
     def _upload(self, info: ShardInfo, resumed: bool = False) -> None:
         name = remote_name(info)
-        target = self.remote.join(name)
         url = self.remote.url_of(name)
         if resumed:
             try:
-                size = self.remote.call(f"checking {url}", lambda: self.remote.fs.info(target)["size"])
+                size = self.remote.call(f"checking {url}", lambda: self.remote.client.size(name))
             except FileNotFoundError:
                 size = None
             if size == info.bytes:
                 self._uploaded.add(name)
                 return
         local = self._tmpdir() / info.file
-        self.remote.call(f"uploading {local} to {url}", lambda: self.remote.fs.put_file(str(local), target))
+        self.remote.call(f"uploading {local} to {url}", lambda: self.remote.client.upload(local, name))
         self._uploaded.add(name)
 
     def commit_shard(self, task: Any) -> None:
@@ -140,10 +138,9 @@ class RemoteStoreWriter(StoreWriter):
                 part.write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
             except OSError as exc:
                 raise StoreWriteError.from_os_error(exc, part) from exc
-            target = self.remote.join(MANIFEST_NAME)
             self.remote.call(
                 f"uploading the manifest {self.remote.url_of(MANIFEST_NAME)}",
-                lambda: self.remote.fs.put_file(str(part), target),
+                lambda: self.remote.client.upload(part, MANIFEST_NAME),
             )
         except BaseException:
             self.abort()
@@ -163,7 +160,7 @@ class RemoteStoreWriter(StoreWriter):
         for info in self._old.shards:
             if info.file not in keep:
                 try:
-                    self.remote.fs.rm_file(self.remote.join(info.file))
+                    self.remote.client.delete(info.file)
                 except Exception:  # noqa: BLE001 - an old shard left behind harms no reader
                     pass
 
@@ -175,7 +172,7 @@ class RemoteStoreWriter(StoreWriter):
             old = set() if self._old is None else {info.file for info in self._old.shards}
             for name in self._uploaded - old:
                 try:
-                    self.remote.fs.rm_file(self.remote.join(name))
+                    self.remote.client.delete(name)
                 except Exception:  # noqa: BLE001 - the write failed already; an orphan object harms no reader
                     pass
         shutil.rmtree(self._local, ignore_errors=True)

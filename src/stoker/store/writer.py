@@ -382,6 +382,21 @@ class StoreWriter:
         self._unlock()
 
 
+def remote_kwargs(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{"storage_options": ...}`` for a writer of URL ``path``; ``{}`` without options; ConfigError for a local path."""
+    if storage_options is None:
+        return {}
+    if not isinstance(storage_options, Mapping):
+        raise ConfigError(f"storage_options must be a mapping, not {storage_options!r}", option="storage_options")
+    if not is_remote(path):
+        raise ConfigError(
+            f"storage_options were given, but {os.fspath(path)} is a local path: they are for an object-store URL "
+            "(s3://bucket/prefix); drop them or give a URL",
+            option="storage_options",
+        )
+    return {"storage_options": dict(storage_options)}
+
+
 def write(
     path: str | os.PathLike[str],
     data: Mapping[str, Any] | Iterable[Mapping[str, Any]],
@@ -390,14 +405,19 @@ def write(
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     overwrite: bool = False,
     metadata: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``data`` as a store at ``path`` and return the path.
 
     ``data`` is either a dict of columns (arrays, tensors or lists with rows along the first
     axis; :class:`Ragged` or lists of 1-D arrays for sequences) or any iterable of sample
-    dicts, consumed as a stream.
+    dicts, consumed as a stream. ``storage_options`` (credentials, endpoint; fsspec's keys) are
+    for a URL ``path`` only.
     """
-    with StoreWriter(path, schema, shard_size=shard_size, overwrite=overwrite, metadata=metadata) as writer:
+    remote_options = remote_kwargs(path, storage_options)
+    with StoreWriter(
+        path, schema, shard_size=shard_size, overwrite=overwrite, metadata=metadata, **remote_options
+    ) as writer:
         if isinstance(data, Mapping):
             if not data:
                 raise EmptyDatasetError("data has no columns")
@@ -408,4 +428,4 @@ def write(
     return Path(path)
 
 
-__all__ = ["StoreWriter", "write", "parse_size", "Ragged", "DEFAULT_SHARD_SIZE"]
+__all__ = ["StoreWriter", "write", "remote_kwargs", "parse_size", "Ragged", "DEFAULT_SHARD_SIZE"]

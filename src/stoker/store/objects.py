@@ -1,0 +1,228 @@
+"""The object-store clients of a remote store: obstore for ``s3://``, ``gs://`` and ``az://``, fsspec for the rest.
+
+Both clients do the same six things to the objects of one store, named relative to its root
+(``manifest.json``, ``shard-00000-....arrow``): :meth:`read`, :meth:`download` (into a local
+file), :meth:`upload`, :meth:`size`, :meth:`exists`, :meth:`delete`. A missing object is
+``FileNotFoundError`` and a refused access ``PermissionError`` from either client, so that
+``Remote.call`` (``location.py``) treats them alike; neither retries on its own (stoker's
+loop retries and counts).
+
+Which client, by :func:`choose` (``STOKER_REMOTE_CLIENT``: ``auto``, the default, ``obstore``
+or ``fsspec``, read when a store is opened): obstore (Rust, its own connection pool; measured
+by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one thread and
+2.49x on four) wherever it can take the store's credentials and options, fsspec elsewhere.
+``auto`` keeps fsspec when obstore cannot take them:
+
+- an AWS profile (``AWS_PROFILE``, ``storage_options={"profile": ...}``, or ``~/.aws`` files
+  with no key in the environment or the options): obstore reads no profiles;
+- ``storage_options`` keys with no obstore equivalent (only s3fs's ``key``, ``secret``,
+  ``token``, ``endpoint_url``, ``anon``, ``client_kwargs.region_name``/``endpoint_url`` and
+  ``config_kwargs.connect_timeout``/``read_timeout`` map across; for ``gs://``/``az://`` no
+  options map, so any option keeps fsspec).
+
+``STOKER_REMOTE_CLIENT=obstore`` refuses those cases with a ConfigError naming the key instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from stoker.errors import ConfigError
+
+T = TypeVar("T")
+CLIENT_ENV = "STOKER_REMOTE_CLIENT"
+CLIENTS = ("auto", "obstore", "fsspec")
+OBSTORE_SCHEMES = ("s3", "s3a", "gs", "az")
+RANGED_MIN = 32 * 2**20  # objects this large download as concurrent ranged GETs (obstore)
+RANGE_BYTES = 8 * 2**20  # the size of one such range
+_S3_KEYS = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token", "endpoint_url": "endpoint"}
+
+
+class FsspecClient:
+    """The objects of one store through an fsspec filesystem ``fs`` under path ``root``."""
+
+    name = "fsspec"
+
+    def __init__(self, fs: Any, root: str) -> None:
+        self.fs, self.root = fs, root
+
+    def _path(self, name: str) -> str:
+        return f"{self.root}/{name}" if self.root else name
+
+    def read(self, name: str) -> bytes:
+        return bytes(self.fs.cat_file(self._path(name)))
+
+    def download(self, name: str, local: Path, size: int | None = None) -> None:
+        self.fs.get_file(self._path(name), str(local))
+
+    def upload(self, local: Path, name: str) -> None:
+        self.fs.put_file(str(local), self._path(name))
+
+    def size(self, name: str) -> int:
+        return int(self.fs.info(self._path(name))["size"])
+
+    def exists(self, name: str) -> bool:
+        return bool(self.fs.exists(self._path(name)))
+
+    def delete(self, name: str) -> None:
+        self.fs.rm_file(self._path(name))
+
+
+class ObstoreClient:
+    """The objects of one store through an obstore store (its prefix is the store's root)."""
+
+    name = "obstore"
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def read(self, name: str) -> bytes:
+        import obstore
+
+        return _translated(lambda: bytes(obstore.get(self.store, name).bytes()))
+
+    def download(self, name: str, local: Path, size: int | None = None) -> None:
+        """The object into ``local``: one streamed GET, or concurrent ranged GETs when ``size`` is large."""
+        import obstore
+
+        def run() -> None:
+            with open(local, "wb") as f:
+                if size is not None and size >= RANGED_MIN:
+                    starts = list(range(0, size, RANGE_BYTES))
+                    ends = [min(s + RANGE_BYTES, size) for s in starts]
+                    for part in obstore.get_ranges(self.store, name, starts=starts, ends=ends, coalesce=0):
+                        f.write(memoryview(part))
+                    return
+                for chunk in obstore.get(self.store, name).stream(min_chunk_size=RANGE_BYTES):
+                    f.write(memoryview(chunk))
+
+        _translated(run)
+
+    def upload(self, local: Path, name: str) -> None:
+        import obstore
+
+        _translated(lambda: obstore.put(self.store, name, Path(local)))
+
+    def size(self, name: str) -> int:
+        import obstore
+
+        return _translated(lambda: int(obstore.head(self.store, name)["size"]))
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.size(name)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def delete(self, name: str) -> None:
+        import obstore
+
+        _translated(lambda: obstore.delete(self.store, name))
+
+
+def _translated(fn: Callable[[], T]) -> T:
+    """``fn()``, obstore's missing-object and refused-access errors raised as FileNotFoundError / PermissionError."""
+    from obstore.exceptions import NotFoundError, PermissionDeniedError, UnauthenticatedError
+
+    try:
+        return fn()
+    except NotFoundError as exc:
+        raise FileNotFoundError(str(exc)) from None
+    except (PermissionDeniedError, UnauthenticatedError) as exc:
+        raise PermissionError(str(exc)) from None
+
+
+def choice() -> str:
+    """``STOKER_REMOTE_CLIENT`` (read now): ``auto`` when unset; a ConfigError when it is not a client stoker has."""
+    value = os.environ.get(CLIENT_ENV, "auto").strip().lower() or "auto"
+    if value not in CLIENTS:
+        raise ConfigError(f"{CLIENT_ENV}={value!r}: use one of {', '.join(CLIENTS)}", option=CLIENT_ENV)
+    return value
+
+
+def obstore_client(
+    url: str, protocol: str, options: Mapping[str, Any], timeouts: tuple[float, float]
+) -> ObstoreClient | str:
+    """An :class:`ObstoreClient` for ``url``, or the reason obstore cannot take this store (then fsspec does).
+
+    ``timeouts`` are stoker's (connect, read) seconds, used where ``options`` set none.
+    """
+    if protocol not in OBSTORE_SCHEMES:
+        return f"obstore does not serve {protocol}://"
+    try:
+        from obstore.store import from_url
+    except ImportError:
+        return "obstore is not installed"
+    connect, read = timeouts
+    client: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    if protocol in ("s3", "s3a"):
+        mapped = _s3_config(options)
+        if isinstance(mapped, str):
+            return mapped
+        config, client = mapped
+        endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+        if endpoint.startswith("http://"):
+            client["allow_http"] = True
+        if "access_key_id" not in config and not config.get("skip_signature") and _aws_profile():
+            return "an AWS profile gives the credentials (obstore reads no profiles)"
+    elif options:
+        return f"storage_options for {protocol}:// are fsspec's ({', '.join(sorted(options))})"
+    client.setdefault("connect_timeout", timedelta(seconds=connect))
+    client.setdefault("read_timeout", timedelta(seconds=read))
+    try:
+        make: Any = from_url  # one overload per scheme; the config built above is the scheme's
+        store = make(url.rstrip("/"), config=config or None, client_options=client, retry_config={"max_retries": 0})
+    except Exception as exc:  # noqa: BLE001 - obstore's configuration errors: fsspec is asked instead
+        return f"obstore refused the configuration ({type(exc).__name__})"
+    return ObstoreClient(store)
+
+
+def _s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | str:
+    """s3fs ``storage_options`` as obstore's (S3 config, client options), or the key that has no equivalent."""
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in _S3_KEYS:
+            if value is not None:
+                config[_S3_KEYS[key]] = str(value)
+        elif key == "anon":
+            config["skip_signature"] = bool(value)
+        elif key == "client_kwargs" and isinstance(value, Mapping):
+            for sub, v in value.items():
+                if sub == "region_name":
+                    config["region"] = str(v)
+                elif sub == "endpoint_url":
+                    config["endpoint"] = str(v)
+                else:
+                    return f"storage_options['client_kwargs'][{sub!r}] has no obstore equivalent"
+        elif key == "config_kwargs" and isinstance(value, Mapping):
+            for sub, v in value.items():
+                if sub in ("connect_timeout", "read_timeout"):
+                    client[sub] = timedelta(seconds=float(v))
+                else:
+                    return f"storage_options['config_kwargs'][{sub!r}] has no obstore equivalent"
+        else:
+            return f"storage_options[{key!r}] has no obstore equivalent"
+    return config, client
+
+
+def _aws_profile() -> bool:
+    """Whether AWS credentials would come from a profile: ``AWS_PROFILE``, or ``~/.aws`` files with no key in the env."""
+    if os.environ.get("AWS_PROFILE"):
+        return True
+    if os.environ.get("AWS_ACCESS_KEY_ID"):
+        return False
+    files = (
+        os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"),
+        os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
+    )
+    return any(Path(f).expanduser().is_file() for f in files)
+
+
+__all__ = ["CLIENT_ENV", "FsspecClient", "ObstoreClient", "choice", "obstore_client"]
