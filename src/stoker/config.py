@@ -53,8 +53,9 @@ class LoaderConfig:
             up to a multiple of this (the same option of ``stoker.text`` defaults to 8).
         persistent_workers: keep worker processes between epochs (the process engine only).
         engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, ``"auto"``, or
-            ``None`` for the source's own choice (threads for stores and domain sources, processes
-            for a torch Dataset's ``__getitem__``). Processes write each batch into a shared-memory
+            ``None`` for the source's own choice (threads for stores and most domain sources;
+            processes for a torch Dataset's ``__getitem__`` and, on more than one usable core, for
+            an ``ImageSource`` that decodes or crops per image). Processes write each batch into a shared-memory
             slot that is handed out with no copy (page-locked once on CUDA). ``"auto"`` decides once
             per loader, and says what it chose and why in ``loader.report()``
             (``pipeline/engine_choice.py``): threads with ``num_workers=0`` or one usable core
@@ -62,7 +63,8 @@ class LoaderConfig:
             threads, each read timed for its wall time, its thread's CPU time and its time waiting
             for a core (``/proc/thread-self/schedstat``), and the rest is time the thread slept,
             waiting for the GIL (held by the training step or a sibling worker) or for I/O. If that
-            blocked share of the reads made while the consumer looped is 25 % or more, processes;
+            sleep is 25 % or more of the reads' time off the run queue (wall minus the wait for a
+            core), over the reads made while the consumer looped, processes;
             also if the consumer waited for data half the time or more while the reads' CPU and
             run-queue time add up to at most 0.6 x min(workers, cores) reads at once (short
             pure-Python reads that ran one at a time); else threads. ``num_workers`` counts

@@ -26,6 +26,7 @@ import numpy as np
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.pipeline.columns import check_rows
+from stoker.pipeline.engine_choice import usable_cores
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
 from stoker.store.reader import Store
@@ -71,7 +72,7 @@ def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | N
     )
 
 
-MAX_AUTO_WORKERS = 8  # see ImageSource.auto_workers
+MAX_AUTO_WORKERS = 8  # worker threads at most, see ImageSource.auto_workers
 PATH_COLUMN = "path"  # each row's source file in stores written by stoker.convert.images
 
 
@@ -186,6 +187,18 @@ class ImageSource(BatchSource):
         return self._data if isinstance(self._data, ImageList) else None
 
     # -- the BatchSource protocol ---------------------------------------------------------
+    @property
+    def engine(self) -> str:  # type: ignore[override]
+        """Where ``read`` runs unless the loader's ``engine=`` says: the reader's engine where more than one
+        core is usable, else threads.
+
+        Per-row decode and rendering (``CpuDecode``, ``RenderArrays``) go to processes: each image
+        takes the GIL back several times, and beside a training step that runs Python, worker threads
+        wait for it (``docs/design-notes.md``, vision, has the measurements). A plain gather and the
+        GPU decode stay on threads.
+        """
+        return self.reader.engine if usable_cores() > 1 else "threads"
+
     def __len__(self) -> int:
         return len(self._data)
 
@@ -197,12 +210,14 @@ class ImageSource(BatchSource):
         return list(classes) if classes is not None else None
 
     def auto_workers(self, batch_size: int) -> int:
-        """Threads when the user does not say: one per core, at most ``MAX_AUTO_WORKERS``.
+        """Workers when the user does not say: one per usable core; at most ``MAX_AUTO_WORKERS``
+        when this source's default engine is threads.
 
-        The per-image work (decode, crop, resample) stops scaling with threads well before 16
-        cores; ``docs/design-notes.md`` (vision) has the measurement behind the cap.
+        Per-image work (decode, crop, resample) on threads stops scaling well before 16 cores
+        (``docs/design-notes.md``, vision, has the measurement behind the cap); worker processes each
+        have their own GIL and are not capped.
         """
-        return default_workers(MAX_AUTO_WORKERS)
+        return default_workers(MAX_AUTO_WORKERS if self.engine == "threads" else None)
 
     def batch_bytes(self, batch_size: int) -> float:
         return float(batch_size * 3 * self.size[0] * self.size[1])

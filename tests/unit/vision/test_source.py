@@ -185,7 +185,7 @@ def test_rotated_jpeg_with_reduced_scale_decode_matches_pil(tmp_path, orientatio
 
 def test_image_batches_fill_the_loader_buffers(encoded):
     src = ImageSource(encoded, [RandomResizedCrop(16), RandomHorizontalFlip()])  # uint8: no finalize on the CPU
-    loader = stoker.Loader(src, batch_size=4, num_workers=2)
+    loader = stoker.Loader(src, batch_size=4, num_workers=2, engine="threads")  # processes fill shared slots
     assert src._pool is loader.transfer.pool
     batch = next(iter(loader))
     pool_buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs]
@@ -203,12 +203,17 @@ def test_cuda_image_batches_are_gathered_into_pinned_buffers(encoded):
     assert buffers and all(torch.from_numpy(b).is_pinned() for b in buffers)
 
 
-def test_default_threads_are_capped_for_per_image_work(encoded, monkeypatch):
+def test_default_threads_are_capped_for_per_image_work_and_processes_are_not(encoded, monkeypatch):
     from stoker.vision import source as source_module
+    from stoker.vision.readers import CpuDecode
 
     monkeypatch.setattr("stoker.pipeline.threads.os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(source_module, "usable_cores", lambda: 16)
     loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4)
-    assert loader.num_workers == source_module.MAX_AUTO_WORKERS == 8
+    assert loader.engine == "processes" and loader.num_workers == 16
+    monkeypatch.setattr(CpuDecode, "engine", "threads")
+    loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4)
+    assert loader.engine == "threads" and loader.num_workers == source_module.MAX_AUTO_WORKERS == 8
     assert stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4, num_workers=12).num_workers == 12
 
 
@@ -226,10 +231,13 @@ def test_a_store_row_traces_back_to_its_file(folder, encoded):
     assert [names.index(p) // 4 for p in batch["path"]] == batch["label"].tolist()  # each path beside its label
 
 
-def test_a_bad_row_of_a_store_is_reported_with_its_file(encoded):
+@pytest.mark.parametrize("engine", ["threads", "processes"])
+def test_a_bad_row_of_a_store_is_reported_with_its_file(encoded, engine):
     src = ImageSource(encoded, [CenterCrop(65)])  # ant/img0.jpg is 80x60: smaller than the crop
-    with pytest.raises(ImageError, match=r"ant/img0\.jpg \(.* row 0\)"):
-        list(stoker.Loader(src, batch_size=4))
+    # worker processes raise the first failure to arrive, which may be a later batch's (every image is too small)
+    bad = r"ant/img0\.jpg \(.* row 0\)" if engine == "threads" else r"\w+/img\d\.jpg \(.* row \d+\), row \d+"
+    with pytest.raises(ImageError, match=bad):
+        list(stoker.Loader(src, batch_size=4, engine=engine))
 
 
 def test_stores_without_a_path_column_still_load(tmp_path):
