@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import stoker
+import stoker.text
 from stoker.pipeline.sampler import Sampler
 
 pytestmark = pytest.mark.dist
@@ -89,6 +90,25 @@ def batch_counts(results: list[dict], step: str) -> set[int]:
     return {len(r[step]) for r in results}
 
 
+def text_order(epoch: int) -> list[list[int]]:
+    """The bucketed text loader's batches of ``epoch`` in the epoch's order (one rank reads them all)."""
+    sys.path.insert(0, str(WORKER.parent))
+    from worker import TEXT_OPTIONS, text_rows
+
+    loader = stoker.text.Loader(text_rows(), rank=0, world_size=1, **TEXT_OPTIONS)
+    loader.set_epoch(epoch)
+    return [b["labels"].tolist() for b in loader]
+
+
+def text_elastic(head: list[dict], tail: list[dict], consumed: int) -> None:
+    """Head and resumed tail of the text loader: every example once, the new ranks' padding aside."""
+    order = text_order(2)
+    left, ranks = len(order) - consumed, len(tail)
+    assert batch_counts(tail, "text_tail") == {-(-left // ranks)}
+    padded = Counter(x for b in order[: -left % ranks] for x in b)  # uneven="pad": the epoch's first batches again
+    assert Counter(rows(head, "text_head") + rows(tail, "text_tail")) == Counter(range(301)) + padded
+
+
 def order(epoch: int) -> np.ndarray:
     kw = {k: OPTIONS[k] for k in ("seed", "block_size", "window")}
     return Sampler(N, "block", **kw).global_order(epoch)
@@ -115,6 +135,8 @@ def test_four_ranks_then_resumed_on_two_and_three(tmp_path, stores):
             {"kind": "epoch", "name": "e1", "epoch": 1},
             {"kind": "head", "epoch": 2, "batches": 7},
             {"kind": "resume", "name": "tail", "state": str(tmp_path / "four.state0.json")},  # rank 0's state
+            {"kind": "text_head", "epoch": 2, "batches": 5},
+            {"kind": "text_resume", "name": "text_tail", "state": str(tmp_path / "four.textstate0.json")},
         ],
         store,
     )
@@ -126,18 +148,24 @@ def test_four_ranks_then_resumed_on_two_and_three(tmp_path, stores):
     assert Counter(rows(four, "head") + rows(four, "tail")) == everything
     assert batch_counts(four, "tail") == {23}
 
+    text_elastic(four, four, 5 * 4)  # the bucketed text loader: every rank resumes rank 0's state
     state = str(tmp_path / "four.state0.json")
-    two = torchrun(tmp_path, "two", 2, [{"kind": "init"}, {"kind": "resume", "name": "tail", "state": state}], store)
+    text = {"kind": "text_resume", "name": "text_tail", "state": str(tmp_path / "four.textstate0.json")}
+    two = torchrun(
+        tmp_path, "two", 2, [{"kind": "init"}, {"kind": "resume", "name": "tail", "state": state}, text], store
+    )
     # 4 -> 2: 280 rows were read by 4 ranks, the other 920 by 2
     assert Counter(rows(four, "head") + rows(two, "tail")) == everything
     assert batch_counts(two, "tail") == {46}
+    text_elastic(four, two, 5 * 4)  # 4 -> 2
 
     three = torchrun(
-        tmp_path, "three", 3, [{"kind": "init"}, {"kind": "resume", "name": "tail", "state": state}], store
+        tmp_path, "three", 3, [{"kind": "init"}, {"kind": "resume", "name": "tail", "state": state}, text], store
     )
     # 4 -> 3: 920 rows left do not split over 3 ranks: uneven="pad" repeats the epoch's first row once
     assert Counter(rows(four, "head") + rows(three, "tail")) == everything + Counter([int(order(2)[0])])
     assert batch_counts(three, "tail") == {31}
+    text_elastic(four, three, 5 * 4)  # 4 -> 3
 
 
 def test_ranks_that_do_not_agree_fail_loudly(tmp_path, stores):
@@ -154,13 +182,16 @@ def test_ranks_that_do_not_agree_fail_loudly(tmp_path, stores):
 def test_two_ranks_resumed_on_four_and_rerun(tmp_path, stores):
     store, _ = stores
     steps = [{"kind": "init"}, {"kind": "epoch", "name": "e0", "epoch": 0}, {"kind": "head", "epoch": 1, "batches": 13}]
-    two = torchrun(tmp_path, "two", 2, steps, store)
+    text = [{"kind": "text_head", "epoch": 2, "batches": 7}]
+    two = torchrun(tmp_path, "two", 2, steps + text, store)
     assert Counter(rows(two, "e0")) == Counter(range(N)) and batch_counts(two, "e0") == {60}
     # 2 -> 4 from rank 1's state (any rank's state is the same position)
     resume = [{"kind": "init"}, {"kind": "resume", "name": "tail", "state": str(tmp_path / "two.state1.json")}]
+    resume.append({"kind": "text_resume", "name": "text_tail", "state": str(tmp_path / "two.textstate1.json")})
     four = torchrun(tmp_path, "four", 4, resume, store)
     assert Counter(rows(two, "head") + rows(four, "tail")) == Counter(range(N))
     assert batch_counts(four, "tail") == {24}
+    text_elastic(two, four, 7 * 2)  # the text loader, 2 -> 4
     again = torchrun(tmp_path, "again", 2, steps[:2], store)  # a rerun gives every rank the same batches
     assert [r["e0"] for r in again] == [r["e0"] for r in two]
 

@@ -8,6 +8,9 @@ Steps: ``unsplit`` (build a loader before init_process_group: the error or "no e
 (gloo), ``epoch`` (a whole epoch's batches), ``head`` (the first batches of an epoch, then the
 state saved to ``<out>/<tag>.state<R>.json``), ``resume`` (a new loader from a saved state, the
 rest of its epoch), ``stale`` (one rank opens another store; the first pass's error on each rank).
+``text_head`` and ``text_resume`` do as ``head`` and ``resume`` with a bucketed ``stoker.text.Loader``
+over ``TEXT_ROWS`` short texts whose numeric label is the row number (its state in
+``<out>/<tag>.textstate<R>.json``).
 """
 
 from __future__ import annotations
@@ -21,10 +24,21 @@ from pathlib import Path
 import torch.distributed as dist
 
 import stoker
+import stoker.text
+
+TEXT_ROWS = 301  # a prime: the text loader's batches never split evenly over the ranks
+TEXT_OPTIONS = dict(batch_size=5, shuffle=True, seed=3, bucket_window=4, max_length=32, num_workers=0)
+
+
+def text_rows() -> dict[str, list]:
+    return {
+        "text": [" ".join(["word"] * (1 + (i * 7) % 23)) for i in range(TEXT_ROWS)],
+        "label": list(range(TEXT_ROWS)),
+    }
 
 
 def labels(batch) -> list[int]:
-    return [int(x) for x in batch["label"].tolist()]
+    return [int(x) for x in batch["labels" if "labels" in batch else "label"].tolist()]
 
 
 def main() -> None:
@@ -61,6 +75,18 @@ def main() -> None:
         elif kind == "resume":
             dist.barrier()  # every rank's state is on disk
             ld = loader()
+            ld.load_state_dict(json.loads(Path(step["state"]).read_text()))
+            seen[name] = [labels(b) for b in ld]
+        elif kind == "text_head":
+            ld = stoker.text.Loader(text_rows(), **TEXT_OPTIONS)
+            ld.set_epoch(step["epoch"])
+            it = iter(ld)
+            seen[name] = [labels(next(it)) for _ in range(step["batches"])]
+            (out / f"{plan['tag']}.textstate{rank}.json").write_text(json.dumps(ld.state_dict()))
+            it.close()
+        elif kind == "text_resume":
+            dist.barrier()  # every rank's state is on disk
+            ld = stoker.text.Loader(text_rows(), **TEXT_OPTIONS)
             ld.load_state_dict(json.loads(Path(step["state"]).read_text()))
             seen[name] = [labels(b) for b in ld]
         elif kind == "stale":
