@@ -23,7 +23,7 @@ SHARED = ("overwrite", "shard_size", "progress", "workers", "metadata")
 
 
 def test_the_public_surface():
-    assert set(stoker.convert.__all__) == {"ConvertOptions", "ConvertResult", *KINDS}
+    assert set(stoker.convert.__all__) == {"ConvertOptions", "ConvertResult", "on_ray", *KINDS}
     for name in stoker.convert.__all__:
         assert getattr(stoker.convert, name) is not None
 
