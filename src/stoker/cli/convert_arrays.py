@@ -33,5 +33,5 @@ def main(args: argparse.Namespace) -> int:
                 raise ConfigError(f"{src!r}: give one .npz file, or NAME=FILE.npy pairs", option="sources")
             pairs[name] = path
         data = pairs
-    summary(stoker.convert.arrays(data, args.store, **shared(args)))
+    summary(stoker.convert.arrays(data, args.store, **shared(args)), storage_options=args.storage_options)
     return 0

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stoker.cli.output import human_bytes
@@ -37,6 +39,66 @@ def shared_options(p: argparse.ArgumentParser, workers: str | None) -> None:
     )
     if workers is not None:
         p.add_argument("--workers", type=int, default=None, metavar="N", help=workers)
+    p.add_argument(
+        "--storage-option",
+        dest="storage_options",
+        action=StorageOption,
+        default=None,
+        metavar="KEY=VALUE",
+        help="for a STORE URL (s3://bucket/prefix): one of fsspec's storage_options, repeatable "
+        "(endpoint_url=http://host:9000, client_kwargs.region_name=eu-west-1, anon=true; a VALUE that is "
+        "JSON is read as JSON), or a JSON object of them; credentials are best left in the environment "
+        "(AWS_ACCESS_KEY_ID, ...), where other users' `ps` cannot see them",
+    )
+
+
+class StorageOption(argparse.Action):
+    """``--storage-option KEY=VALUE`` (dotted keys nest, JSON values parsed) or ``--storage-option '{...}'``, merged."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        merged = dict(getattr(namespace, self.dest, None) or {})
+        text = str(values)
+        try:
+            if text.lstrip().startswith("{"):
+                parsed = json.loads(text)
+                if not isinstance(parsed, dict):
+                    raise ValueError("not an object")
+                _merge(merged, parsed)
+            else:
+                key, sep, raw = text.partition("=")
+                if not sep or not key.strip():
+                    raise ValueError("no KEY=")
+                _merge(merged, _nested(key.strip().split("."), _value(raw)))
+        except ValueError:
+            parser.error(f"{option} {text!r}: give KEY=VALUE (a dotted KEY nests) or a JSON object")
+        setattr(namespace, self.dest, merged)
+
+
+def _value(raw: str) -> Any:
+    """``raw`` as JSON (``true``, ``5``, ``{"a": 1}``) when it is JSON, else the string itself."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _nested(keys: Sequence[str], value: Any) -> dict[str, Any]:
+    out: Any = value
+    for key in reversed(keys):
+        if not key:
+            raise ValueError("empty key")
+        out = {key: out}
+    return dict(out)
+
+
+def _merge(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    for key, value in more.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, Mapping) else value
 
 
 def shared(args: argparse.Namespace) -> dict[str, Any]:
@@ -44,6 +106,8 @@ def shared(args: argparse.Namespace) -> dict[str, Any]:
     out = {"overwrite": args.overwrite, "shard_size": args.shard_size, "progress": args.progress}
     if hasattr(args, "workers"):
         out["workers"] = args.workers
+    if getattr(args, "storage_options", None):
+        out["storage_options"] = args.storage_options
     return out
 
 
@@ -53,19 +117,28 @@ def split_list(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def summary(result: Any, noun: str = "rows", skipped: str = "", source_bytes: int | None = None) -> None:
+def summary(
+    result: Any,
+    noun: str = "rows",
+    skipped: str = "",
+    source_bytes: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
     """Two lines on stdout: what a :class:`stoker.convert.ConvertResult` wrote, then the store's schema.
 
-    ``skipped`` says what the skipped inputs were (printed after their count when there are any).
+    ``skipped`` says what the skipped inputs were (printed after their count when there are any);
+    ``storage_options`` reach a store written to a URL (its manifest is read back).
     """
+    from stoker.store.location import as_url, is_remote
     from stoker.store.reader import Store
 
-    ds = Store(result.path)
+    ds = Store(result.path, storage_options=storage_options)
+    where = as_url(result.path) if is_remote(result.path) else result.path  # s3://, not pathlib's s3:/
     seconds = result.seconds
     rate = f", {source_bytes / seconds / 1e6:,.0f} MB/s of input" if source_bytes and seconds > 0 else ""
     skip = f"; {result.skipped:,} skipped{f' ({skipped})' if skipped else ''}" if result.skipped else ""
     print(
-        f"wrote {result.path}: {result.rows:,} {noun}, {ds.num_shards} shards, {human_bytes(ds.nbytes)} "
+        f"wrote {where}: {result.rows:,} {noun}, {ds.num_shards} shards, {human_bytes(ds.nbytes)} "
         f"in {seconds:.1f} s{rate}{skip}"
     )
     print(f"  {ds}")

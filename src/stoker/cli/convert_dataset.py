@@ -116,5 +116,9 @@ def main(args: argparse.Namespace) -> int:
         )
         return 130
     indices = result.report.get("skipped_indices", [])
-    summary(result, skipped=f"failing samples, indices {indices[:10]}{' ...' if len(indices) > 10 else ''}")
+    summary(
+        result,
+        skipped=f"failing samples, indices {indices[:10]}{' ...' if len(indices) > 10 else ''}",
+        storage_options=args.storage_options,
+    )
     return 0

@@ -35,7 +35,7 @@ def main(args: argparse.Namespace) -> int:
 
     cast = _casts(args.cast)
     result = stoker.convert.hdf5(args.file, args.store, split_list(args.keys), cast=cast or None, **shared(args))
-    summary(result, source_bytes=os.path.getsize(args.file))
+    summary(result, source_bytes=os.path.getsize(args.file), storage_options=args.storage_options)
     return 0
 
 

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         on_error=args.on_error,
         **shared(args),
     )
-    summary(result, noun="images", skipped="bad image files")
+    summary(result, noun="images", skipped="bad image files", storage_options=args.storage_options)
     classes = result.report["classes"]
     if classes:
         print(f"classes  {len(classes)}: {', '.join(classes[:10])}{' ...' if len(classes) > 10 else ''}")

@@ -20,5 +20,8 @@ def register(kinds: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     import stoker.convert
 
-    summary(stoker.convert.table(args.file, args.store, split_list(args.columns), format=args.format, **shared(args)))
+    summary(
+        stoker.convert.table(args.file, args.store, split_list(args.columns), format=args.format, **shared(args)),
+        storage_options=args.storage_options,
+    )
     return 0

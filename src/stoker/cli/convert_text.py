@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         label_names=split_list(args.label_names),
         **shared(args),
     )
-    summary(result, noun="examples", skipped="empty lines")
+    summary(result, noun="examples", skipped="empty lines", storage_options=args.storage_options)
     ds = Store(result.path)
     truncated = int(ds.gather(np.arange(len(ds)), ["truncated"])["truncated"].sum())
     info = result.report

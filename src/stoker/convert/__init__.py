@@ -16,7 +16,9 @@ the shared options of :class:`ConvertOptions` as keywords, with one meaning for 
   never, a callable is called with the number of items done since its last call;
 - ``workers``: how many run in parallel (``None``: the kind's default; each function says what
   a worker is there);
-- ``metadata``: JSON-serializable entries added to the store manifest's metadata.
+- ``metadata``: JSON-serializable entries added to the store manifest's metadata;
+- ``storage_options``: for a store written to an object-store URL (``s3://bucket/prefix``):
+  credentials and endpoint, fsspec's keys (without them, the environment and profiles).
 
 Every function returns a :class:`ConvertResult` (``path``, ``rows``, ``skipped``, ``report``,
 ``seconds``), which can be passed where a path goes (``stoker.open(result)``). The
@@ -59,6 +61,7 @@ def images(
     progress: Progress = None,
     workers: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Image files to a store, decoded and checked (or resized) in ``workers`` threads.
 
@@ -83,7 +86,7 @@ def images(
     from stoker.convert import from_images
 
     store_opts = from_images.ImageStoreOptions(mode, size, max_side, quality, on_error, max_pixels)
-    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata)
+    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata, storage_options)
     return _timed(from_images.convert, src, store, labels, store_opts, shared)
 
 
@@ -105,6 +108,7 @@ def text(
     progress: Progress = None,
     workers: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Tokenize text into a store: a list of strings, a dict of lists, or a .txt, .jsonl, .csv or .tsv file.
 
@@ -129,7 +133,7 @@ def text(
     columns = TextColumns.of(
         text_column, pair_column, label_column, keep_empty, encoding_errors, label_names, class_to_idx
     )
-    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata)
+    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata, storage_options)
     return _timed(from_text.convert, src, store, tokenizer, max_length, columns, shared)
 
 
@@ -144,6 +148,7 @@ def hdf5(
     workers: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     cast: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Datasets ``keys`` of an HDF5 file (``"data,labels"`` or a list; default: all) into a store, slab by slab.
 
@@ -156,7 +161,7 @@ def hdf5(
     """
     from stoker.convert import from_hdf5
 
-    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata)
+    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata, storage_options)
     return _timed(from_hdf5.convert, src, store, keys, shared, cast)
 
 
@@ -170,6 +175,7 @@ def arrays(
     progress: Progress = None,
     workers: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """numpy arrays, tensors, ``.npy``/``.npz`` files or a TensorDataset into a store, slab by slab.
 
@@ -180,7 +186,7 @@ def arrays(
     """
     from stoker.convert import from_arrays
 
-    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata)
+    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata, storage_options)
     return _timed(from_arrays.convert, src, store, names, shared)
 
 
@@ -194,6 +200,7 @@ def table(
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     progress: Progress = None,
     metadata: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Columns (``"a,b"`` or a list; default: all) of a Parquet, CSV/TSV or JSON Lines file into a store.
 
@@ -203,7 +210,7 @@ def table(
     """
     from stoker.convert import from_table
 
-    shared = ConvertOptions(overwrite, shard_size, progress, None, metadata)
+    shared = ConvertOptions(overwrite, shard_size, progress, None, metadata, storage_options)
     return _timed(from_table.convert, src, store, columns, format, shared)
 
 
@@ -220,6 +227,7 @@ def dataset(
     progress: Progress = None,
     workers: int | None = None,
     metadata: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Any map-style torch Dataset into a store: ``__getitem__`` in ``workers`` processes, resumable.
 
@@ -237,7 +245,7 @@ def dataset(
     """
     from stoker.convert import from_dataset
 
-    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata)
+    shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata, storage_options)
     return _timed(
         from_dataset.convert, src, store, shared, names=names, schema=schema, on_error=on_error, chunk_size=chunk_size
     )

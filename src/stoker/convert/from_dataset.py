@@ -20,10 +20,17 @@ not yet in a finished shard, with a ResumeWarning saying so; other input is refu
 ``overwrite=True``, started over). One conversion at a time works in the directory (the
 writer locks it; a second is refused, naming the first's pid). The directory becomes the
 store when the last shard is written.
+
+A store URL (``s3://bucket/prefix``) stages in a local directory named after the URL, under
+the stoker cache root (``STOKER_CACHE_DIR``, else ``~/.cache/stoker``: ``staging/``); each
+shard is uploaded as it is finished and the manifest last (``store/upload.py``). A resumed run
+keeps the staged shards and uploads those the object store lacks; the staging directory is
+removed once the manifest is up.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,7 +45,9 @@ from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaErr
 from stoker.pipeline.collate import fetch
 from stoker.pipeline.processes import ProcessPool
 from stoker.pipeline.threads import default_workers
+from stoker.store.cache import default_root
 from stoker.store.format import Column
+from stoker.store.location import as_url, is_remote
 from stoker.store.writer import StoreWriter
 
 ON_ERROR = ("raise", "skip")
@@ -74,8 +83,17 @@ def _fingerprint_in(pool: ProcessPool | None, dataset: Any, names: Sequence[str]
     return dict(out["fingerprint"])
 
 
-def staging_dir(store: Path) -> Path:
-    """Where a conversion into ``store`` keeps its finished shards until it completes."""
+def staging_dir(store: str | os.PathLike[str]) -> Path:
+    """Where a conversion into ``store`` keeps its finished shards until it completes.
+
+    Beside a local store; for a URL, ``<cache root>/staging/<name>-<hash of the URL>``.
+    """
+    if is_remote(store):
+        url = as_url(store).rstrip("/")
+        digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+        name = url.rsplit("/", 1)[-1] or "store"
+        return default_root() / "staging" / f"{name}-{digest}.partial"
+    store = Path(store)
     return store.parent / f".{store.name}.partial"
 
 
@@ -128,7 +146,8 @@ def convert(
 
     Args:
         dataset: any object with ``__len__`` and ``__getitem__`` (a torch map-style Dataset).
-        store: the store directory to create.
+        store: the store directory to create, or an object-store URL (staged locally, uploaded
+            shard by shard, the manifest last; ``options.storage_options`` reach it).
         options: the shared options; ``workers``: processes running ``__getitem__`` (``None``:
             the usable cores; ``0``: this process); ``progress`` counts samples.
         names: column names for the positions of tuple samples (default ``"0"``, ``"1"``, ...).
@@ -147,9 +166,10 @@ def convert(
     n = len(dataset)
     if n == 0:
         raise EmptyDatasetError(f"the {type(dataset).__name__} has no samples; there is nothing to convert")
-    store = Path(store)
-    if store.exists() and not options.overwrite:
-        raise StoreExistsError(f"{store} exists; pass overwrite=True (--overwrite) to replace it", path=store)
+    url = is_remote(store)
+    store = as_url(store) if url else Path(store)  # a URL keeps its scheme (pathlib folds s3:// to s3:/)
+    if not url and Path(store).exists() and not options.overwrite:
+        raise StoreExistsError(f"{store} exists; pass overwrite=True (--overwrite) to replace it", path=Path(store))
     staging = staging_dir(store)
     kind = type(dataset)
     source = {
@@ -172,6 +192,7 @@ def convert(
             metadata=meta,
             staging=staging,
             fingerprint=_fingerprint_in(pool, dataset, names),
+            **options.remote(store),
         )
     except BaseException:
         if pool is not None:
@@ -231,7 +252,7 @@ def convert(
             close()
         if pool is not None:
             pool.close()
-    return ConvertResult(store, rows, len(skipped), report={"skipped_indices": kept, "resumed_at": start})
+    return ConvertResult(Path(store), rows, len(skipped), report={"skipped_indices": kept, "resumed_at": start})
 
 
 def _add(writer: StoreWriter, out: dict[str, Any]) -> None:

@@ -176,7 +176,14 @@ def convert(
         metadata.update(layout="CHW", size=list(convert_chunk.shape[1:]))
     chunks: Iterator[np.ndarray] = iter(np.array_split(np.arange(len(images)), max(1, -(-len(images) // 32))))
     meta = options.with_metadata(metadata)
-    writer = StoreWriter(store, schema, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta)
+    writer = StoreWriter(
+        store,
+        schema,
+        shard_size=options.shard_size,
+        overwrite=options.overwrite,
+        metadata=meta,
+        **options.remote(store),
+    )
     with writer, options.bar(len(images), "images", unit="img") as bar:
         results = cast(
             Generator[Chunk, None, None],

@@ -176,7 +176,14 @@ def convert(
         schema_arrow, batches, rows = _open(path, fmt, selected)
         schema = {f.name: column_for(f.name, f.type, path) for f in schema_arrow}
         meta = options.with_metadata({"source": source})
-        writer = StoreWriter(store, schema, shard_size=options.shard_size, overwrite=options.overwrite, metadata=meta)
+        writer = StoreWriter(
+            store,
+            schema,
+            shard_size=options.shard_size,
+            overwrite=options.overwrite,
+            metadata=meta,
+            **options.remote(store),
+        )
         with writer, options.bar(rows or 0, f"{fmt} {path.name}") as bar:
             for batch in batches:
                 first = writer.rows_written

@@ -75,7 +75,12 @@ def convert(
         "line": Scalar(np.int64),
     }
     writer = StoreWriter(
-        store, None, shard_size=options.shard_size, overwrite=options.overwrite, metadata=options.with_metadata({})
+        store,
+        None,
+        shard_size=options.shard_size,
+        overwrite=options.overwrite,
+        metadata=options.with_metadata({}),
+        **options.remote(store),
     )
     with writer, options.bar(None, "tokenizing") as bar:
         blocks = cast(

@@ -1,6 +1,6 @@
 """The options every conversion shares (:class:`ConvertOptions`) and what each returns (:class:`ConvertResult`).
 
-Each ``stoker.convert.KIND`` function takes the five shared options as keywords, with the
+Each ``stoker.convert.KIND`` function takes the six shared options as keywords, with the
 same names and meanings for every kind, builds one :class:`ConvertOptions` (which validates
 them) and returns one :class:`ConvertResult`.
 """
@@ -8,6 +8,7 @@ them) and returns one :class:`ConvertResult`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.store.writer import DEFAULT_SHARD_SIZE, parse_size
+from stoker.store.writer import DEFAULT_SHARD_SIZE, parse_size, remote_kwargs
 
 Progress = bool | Callable[[int], None] | None
 
@@ -34,6 +35,9 @@ class ConvertOptions:
             kind: tokenizing or decoding threads, shard-writing threads, Dataset processes.
             ``0`` runs the work in the calling thread where the kind allows it.
         metadata: JSON-serializable entries added to the store manifest's metadata.
+        storage_options: for a store written to an object-store URL: credentials, endpoint (fsspec's
+            keys, e.g. ``{"key": ..., "secret": ..., "endpoint_url": ...}``); refused for a local path.
+            Without them the client's usual places are read (the environment, profiles).
     """
 
     overwrite: bool = False
@@ -41,6 +45,7 @@ class ConvertOptions:
     progress: Progress = None
     workers: int | None = None
     metadata: Mapping[str, Any] | None = None
+    storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.overwrite, bool):
@@ -65,6 +70,17 @@ class ConvertOptions:
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"metadata must be JSON-serializable: {exc}", option="metadata") from exc
             object.__setattr__(self, "metadata", dict(self.metadata))
+        if self.storage_options is not None:
+            if not isinstance(self.storage_options, Mapping):
+                raise ConfigError(
+                    f"storage_options must be a mapping, not {type(self.storage_options).__name__}",
+                    option="storage_options",
+                )
+            object.__setattr__(self, "storage_options", dict(self.storage_options))
+
+    def remote(self, store: str | os.PathLike[str]) -> dict[str, Any]:
+        """The keywords that carry ``storage_options`` to a ``StoreWriter`` of ``store`` (a ConfigError for a local one)."""
+        return remote_kwargs(store, self.storage_options)
 
     def with_metadata(self, base: Mapping[str, Any]) -> dict[str, Any]:
         """``base`` (what the conversion records about its input) updated with the user's ``metadata``."""

@@ -90,7 +90,14 @@ def write_slabs(
         for start, stop in slabs[:depth]:
             ahead(start, stop)
     meta = options.with_metadata(metadata)
-    with StoreWriter(store, schema, shard_size=step * row_bytes, overwrite=options.overwrite, metadata=meta) as writer:
+    with StoreWriter(
+        store,
+        schema,
+        shard_size=step * row_bytes,
+        overwrite=options.overwrite,
+        metadata=meta,
+        **options.remote(store),
+    ) as writer:
         bar = options.bar(rows, desc)
         inflight: deque[cf.Future[ShardTask]] = deque()
         written = deque(slabs)  # the slab of each shard in flight, oldest first

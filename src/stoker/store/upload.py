@@ -65,8 +65,7 @@ class RemoteStoreWriter(StoreWriter):
         if staging is not None and is_remote(staging):
             raise ConfigError(
                 f"staging={os.fspath(staging)!r} is a URL; a resumable write to {as_url(path)} stages its shards in a "
-                "local directory: give StoreWriter a local staging= path (stoker.convert.dataset derives its staging "
-                "directory from the store path and cannot write to a URL yet: convert to a local store, then upload it)",
+                "local directory: give StoreWriter a local staging= path",
                 option="staging",
             )
         self.remote: Remote = remote(os.fspath(path), storage_options)
