@@ -4,6 +4,8 @@ Pipelines, each making shuffled training batches of 32 real photos (RandomResize
 uint8, labels) from scripts/fetch_data.py's ``data/images/photos``:
   stoker threads     stoker.Loader(ImageSource(encoded store), engine="threads")
   stoker processes   the same with engine="processes"
+  stoker default     the same with no engine given (the source's default), on request (--pipelines)
+  stoker auto        the same with engine="auto", on request; the engine each run used is printed
   seed 002           a hand-written ImageFolder Dataset (Pillow decode, crop with the box form of
                      Image.resize, flip: benchmarks/peers' recipe), torch DataLoader(pin_memory=True)
 All use as many workers as the process may use cores.
@@ -53,6 +55,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))  # the seed's crop recipe (contenders_images.pil_train)
 BATCH = 32
 PIPELINES = ("stoker threads", "stoker processes", "seed 002 DataLoader")
+EXTRA = ("stoker default", "stoker auto")  # engine left to the source, and engine="auto" (--pipelines)
+ENGINES = {"stoker threads": "threads", "stoker processes": "processes", "stoker default": None, "stoker auto": "auto"}
 STEPS_MS = (0, 10, 30)
 
 
@@ -91,7 +95,7 @@ def make_loader(pipeline: str, store: str, photos: str, workers: int) -> Any:
     import stoker
     from stoker import vision
 
-    engine = "threads" if pipeline == "stoker threads" else "processes"
+    engine = ENGINES[pipeline]
     source = vision.ImageSource(store, vision.train_transforms(224, normalize=False))
     return stoker.Loader(source, batch_size=BATCH, shuffle=True, num_workers=workers, engine=engine)
 
@@ -139,6 +143,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             busy(step)
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {"rate": images / wall, "first_s": first, "images": images}
+    choice = getattr(loader, "engine_choice", None)
+    out["engine"] = choice.engine if choice is not None else getattr(loader, "engine", None)
     if len(marks) == 2:
         (r0, kids0, n0), (r1, kids1, n1) = marks
         reading, measured = r1 - r0, n1 - n0
@@ -176,7 +182,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="data", help="where scripts/fetch_data.py put the images (default data/)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported (default 3)")
-    ap.add_argument("--pipelines", default=",".join(PIPELINES), help="comma-separated subset of the pipelines")
+    ap.add_argument(
+        "--pipelines",
+        default=",".join(PIPELINES),
+        help=f"comma-separated pipelines among {PIPELINES + EXTRA} (default: the first three)",
+    )
     ap.add_argument("--json", default="results/scaling.json", help="where to save the results")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -184,6 +194,9 @@ def main() -> None:
         print(json.dumps(child(json.loads(args.child))))
         return
 
+    unknown = [p for p in args.pipelines.split(",") if p and p not in PIPELINES + EXTRA]
+    if unknown:
+        sys.exit(f"unknown pipeline(s) {unknown}; choose among {PIPELINES + EXTRA}")
     sys.path.insert(0, str(HERE))
     import gil_meter
     import stoker
@@ -210,6 +223,7 @@ def main() -> None:
     firsts: dict[tuple[str, str], list[float]] = {}
     meters: dict[str, list[dict[str, float]]] = {}
     errors: dict[tuple[str, str], str] = {}
+    chosen: dict[tuple[str, str], list[str]] = {}  # the engine each run used (what "default" and "auto" became)
     for r in range(args.rounds):
         for pipeline in pipelines:
             for label, extra in conditions:
@@ -218,6 +232,7 @@ def main() -> None:
                     errors[(pipeline, label)] = got["error"]
                     continue
                 rates.setdefault((pipeline, label), []).append(got["rate"])
+                chosen.setdefault((pipeline, label), []).append(str(got.get("engine")))
                 firsts.setdefault((pipeline, label), []).append(got["first_s"])
             if lib is not None:
                 got = run_child({**base, "pipeline": pipeline, "step_ms": 0, "meter": True}, gil_meter.preload_env(lib))
@@ -228,7 +243,13 @@ def main() -> None:
             print(
                 f"  round {r + 1}/{args.rounds} {pipeline}: "
                 + ", ".join(
-                    f"{label} {rates.get((pipeline, label), [float('nan')])[-1]:,.0f}" for label, _ in conditions
+                    f"{label} {rates.get((pipeline, label), [float('nan')])[-1]:,.0f}"
+                    + (
+                        f" ({chosen.get((pipeline, label), ['?'])[-1]})"
+                        if ENGINES.get(pipeline, "") in (None, "auto")
+                        else ""
+                    )
+                    for label, _ in conditions
                 ),
                 flush=True,
             )
@@ -244,6 +265,8 @@ def main() -> None:
         limit = min(step_bound, row["free cores"])
         ratio = row["step 30 ms"] / limit
         results[pipeline] = {"rates": row, "first_batch_s": first, "step30_vs_limit": ratio}
+        if ENGINES.get(pipeline, "") in (None, "auto"):
+            results[pipeline]["engines"] = {label: chosen.get((pipeline, label), []) for label, _ in conditions}
         print(
             f"{pipeline:<22}"
             + "".join(f"{row[label]:>12,.0f}" for label, _ in conditions)
