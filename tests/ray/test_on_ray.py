@@ -116,3 +116,29 @@ def test_another_input_in_the_staging_dir_is_refused(ray_cluster, corpus, tmp_pa
         stoker.convert.on_ray.text(corpus, dest, max_length=32, partitions=2)
     result = stoker.convert.on_ray.text(corpus, dest, max_length=32, partitions=2, overwrite=True)
     assert result.report["reused_partitions"] == []
+
+
+def test_a_partition_of_bad_images_only_is_reported_as_the_single_machine_does(ray_cluster, photos, tmp_path):
+    import shutil
+
+    root = tmp_path / "photos"
+    shutil.copytree(photos, root)
+    (root / "bad").mkdir()  # sorted classes: ant, bad, moth, zebra; 5 files each, so partition 1 is all bad
+    for i in range(5):
+        (root / "bad" / f"notes{i}.jpg").write_text("this is not an image\n")
+    single = stoker.convert.images(root, tmp_path / "single", on_error="skip", progress=False)
+    result = stoker.convert.on_ray.images(root, tmp_path / "ray", on_error="skip", partitions=4)
+    _assert_same_store(single.path, result.path)
+    assert result.skipped == single.skipped == 5
+    assert _same_reasons(result.report["skipped"]) == _same_reasons(single.report["skipped"])  # rows, files, reasons
+    meta = [stoker.open(p).manifest.metadata for p in (single.path, result.path)]
+    listed = [_same_reasons(m.pop("skipped")) for m in meta]
+    assert len(listed[0]) == 5 and listed[0] == listed[1]
+    assert meta[0] == meta[1]  # skipped_count, ignored_count, classes, ...
+
+
+def _same_reasons(records):
+    """Skipped records with the object addresses PIL puts in its messages ("at 0x7f...") taken out."""
+    import re
+
+    return [re.sub(r" at 0x[0-9a-f]+", "", repr(r)) for r in records]
