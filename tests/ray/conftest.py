@@ -2,12 +2,14 @@
 
 Skipped, with a message, where Ray Data is not installed (``pip install 'stoker[ray]'``). The inputs
 are real files: a text corpus made from pyarrow's bundled LICENSE.txt (2,000+ lines of real prose,
-installed wherever stoker is) and a folder of small JPEG photos written with Pillow.
+installed wherever stoker is) and a folder of small JPEG photos written with Pillow. Object-store output
+goes to the loopback S3 server of tests/remote/ (moto), skipped without it.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -15,6 +17,21 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "unit" / "vision"))  # vision_images.py: small real JPEGs
 from vision_images import photo, save  # noqa: E402
+
+
+def _remote_fixtures():
+    """tests/remote/conftest.py, loaded under its own name: its loopback S3 server (moto) fixtures."""
+    path = Path(__file__).parent.parent / "remote" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("stoker_tests_remote_conftest", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+_remote = _remote_fixtures()
+s3_server, s3 = _remote.s3_server, _remote.s3  # a real S3-protocol server on 127.0.0.1 (skipped without moto)
 
 
 @pytest.fixture(scope="session")

@@ -107,3 +107,16 @@ def test_a_merge_killed_before_its_manifest_leaves_nothing_visible(tmp_path):
     out = stoker.merge([a, b], tmp_path / "m")  # the parts are whole; the dead merge's directory is swept
     assert len(stoker.open(out, verify=True)) == 17
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".m.tmp-")]
+
+
+def test_merged_into_an_object_store_url(s3, tmp_path):
+    a, b = _part(tmp_path / "a", 0, 10), _part(tmp_path / "b", 10, 7)
+    url, opts = f"s3://{s3.bucket()}/merged", s3.options()
+    stoker.merge([a, b], url, storage_options=opts)
+    store = stoker.open(url, storage_options=opts, cache_dir=tmp_path / "cache", verify=True)
+    assert store.gather(np.arange(17))["x"].tolist() == list(range(17))
+    with pytest.raises(stoker.StoreExistsError, match="holds a store"):
+        stoker.merge([a, b], url, storage_options=opts)
+    stoker.merge([b, a], url, storage_options=opts, overwrite=True)  # the same shard objects, listed anew
+    again = stoker.open(url, storage_options=opts, cache_dir=tmp_path / "cache2")
+    assert again.gather(np.arange(17))["x"].tolist() == list(range(10, 17)) + list(range(10))

@@ -15,8 +15,8 @@ from stoker.convert.partitions import plan_text, staging_dir
 pytestmark = pytest.mark.ray
 
 
-def _rows(path: Path) -> dict[str, list]:
-    store = stoker.open(path)
+def _rows(path) -> dict[str, list]:
+    store = path if isinstance(path, stoker.Store) else stoker.open(path)
     batch = store.gather(np.arange(len(store)))
     out = {}
     for name, values in batch.items():
@@ -142,3 +142,20 @@ def _same_reasons(records):
     import re
 
     return [re.sub(r" at 0x[0-9a-f]+", "", repr(r)) for r in records]
+
+
+def test_text_to_an_object_store_url(ray_cluster, s3, corpus, tmp_path):
+    url, opts = f"s3://{s3.bucket()}/corpus", s3.options()
+    with pytest.raises(stoker.ConfigError, match="staging="):
+        stoker.convert.on_ray.text(corpus, url, max_length=32, storage_options=opts)
+    single = stoker.convert.text(corpus, tmp_path / "single", max_length=32, progress=False)
+    stage = tmp_path / "stage"
+    stoker.convert.on_ray.text(corpus, url, max_length=32, partitions=2, staging=stage, storage_options=opts)
+    remote = stoker.open(url, storage_options=opts, cache_dir=tmp_path / "cache")
+    assert remote.schema == stoker.open(single.path).schema
+    assert _rows(remote) == _rows(single.path)
+    names = [info.file for info in remote.manifest.shards]
+    assert names[0].startswith("part-00000-shard-00000-") and names[-1].startswith("part-00001-")  # named per part
+    assert not stage.exists()
+    with pytest.raises(stoker.StoreExistsError, match="holds a store"):
+        stoker.convert.on_ray.text(corpus, url, max_length=32, partitions=2, staging=stage, storage_options=opts)

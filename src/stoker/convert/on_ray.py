@@ -34,8 +34,11 @@ retried when a worker or node dies, scheduled by the resources they declare (``n
 the same ``ray.init(address=...)`` reaches a laptop, a cluster or an autoscaling one; a Ray Data
 map over a dataset of partitions is the whole scheduler this needs, with no cluster of our own.
 
-Every node must see the input and the store's parent directory at the same paths (a shared file
-system: NFS, Lustre, EFS, a FUSE-mounted bucket). Object-store URLs are refused here.
+Every node must see the input and the staging directory at the same paths (a shared file system:
+NFS, Lustre, EFS). The store may be an object-store URL (``s3://bucket/prefix``, with
+``storage_options=`` as for ``stoker.write``) given a shared ``staging=`` directory: each task then
+uploads its own part's shards (content-named, so a re-run uploads nothing twice) and the commit
+step uploads the one manifest last (``stoker.merge`` to a URL).
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ import json
 import math
 import os
 import pickle
-import tempfile
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -54,26 +56,21 @@ from typing import Any
 
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.partitions import (
-    TextPart,
     attempts,
     clear,
     done_parts,
-    done_summary,
     even_ranges,
     load_plan,
-    mark_done,
-    materialize,
-    note_attempt,
     part_json,
     part_name,
     plan_text,
     save_plan,
-    scan_text_part,
     staging_dir,
 )
-from stoker.errors import ConfigError, EmptyDatasetError, InputError, StokerError, StoreExistsError, WorkerError
+from stoker.convert.ray_tasks import convert_task, note, scan_task
+from stoker.errors import ConfigError, EmptyDatasetError, InputError, StoreExistsError, WorkerError
 from stoker.store.location import is_remote
-from stoker.store.merge import merge
+from stoker.store.merge import merge, url_holds_store
 from stoker.store.writer import DEFAULT_SHARD_SIZE
 
 __all__ = ["images", "text"]
@@ -103,21 +100,26 @@ def text(
     overwrite: bool = False,
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     metadata: Mapping[str, Any] | None = None,
+    staging: PathLike | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Tokenize the text file ``src`` (.txt, .jsonl, .csv, .tsv) into ``store`` on Ray; see the module docstring.
 
     The keywords of ``stoker.convert.text`` mean the same here. ``partitions``: byte ranges the file
     is cut into (None: one per 64 MiB, at least one per task slot of the cluster); ``cpus_per_task``:
-    Ray CPUs of each task, and its tokenizing threads; ``retries``: attempts after a dead worker.
-    ``report``: the ``"stoker.text"`` metadata, plus ``partitions`` and ``reused_partitions``.
+    Ray CPUs of each task, and its tokenizing threads; ``retries``: attempts after a dead worker;
+    ``staging``: the directory of the parts (default ``.NAME.ray-parts`` beside a local store; needed
+    for a URL store); ``storage_options``: for a URL store. ``report``: the ``"stoker.text"``
+    metadata, plus ``partitions`` and ``reused_partitions``.
     """
     from stoker.text.inputs import TextColumns, describe_source
     from stoker.text.tokenizer import resolve
 
     t0 = time.perf_counter()
     ray = _ray()
-    path, dest = _local(src, "src"), _local(store, "store")
-    _check_run(dest, overwrite, partitions, cpus_per_task, retries)
+    path = _local(src, "src")
+    target = _Target.of(store, staging, storage_options, overwrite)
+    _check_run(partitions, cpus_per_task, retries)
     columns = TextColumns.of(
         text_column, pair_column, label_column, keep_empty, encoding_errors, label_names, class_to_idx
     )
@@ -134,20 +136,21 @@ def text(
         "shard_size": options.shard_size,
         "metadata": options.metadata,
         "partitions": partitions,
+        "store": str(target.dest),
     }
-    staging = staging_dir(dest)
-    job: dict[str, Any] = {"kind": "text", "src": str(path), "staging": str(staging), "columns": columns}
-    plan = load_plan(staging, key, overwrite)
+    stage, dest = target.staging, target.dest
+    job: dict[str, Any] = {"kind": "text", "src": str(path), "columns": columns, **target.job()}
+    plan = load_plan(stage, key, overwrite)
     if plan is None:
         count = partitions or max(
             math.ceil((stat.st_size if stat else 0) / TEXT_PARTITION_BYTES), _slots(ray, cpus_per_task)
         )
         parts = plan_text(path, count)
-        staging.mkdir(parents=True, exist_ok=True)
+        stage.mkdir(parents=True, exist_ok=True)
         job["parts"] = [part_json(p) for p in parts]
-        scans = _run(ray, _scan_task, [p.index for p in parts], job, cpus_per_task, retries, staging, path, dest)
+        scans = _run(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, path, dest)
         plan = {"key": key, "parts": job["parts"], "scans": [scans[p.index] for p in parts]}
-        save_plan(staging, plan)
+        save_plan(stage, plan)
     scans = plan["scans"]
     names = _agreed_labels(scans, columns, describe_source(src))
     before = 0
@@ -169,8 +172,8 @@ def text(
         raise EmptyDatasetError(
             f"{describe_source(src)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
         )
-    results = _run(ray, _convert_task, wanted, job, cpus_per_task, retries, staging, path, dest)
-    summaries = [_summary(staging, i) for i in wanted]
+    results = _run(ray, convert_task, wanted, job, cpus_per_task, retries, stage, path, dest)
+    summaries = [_summary(stage, i) for i in wanted]
     report = {
         **summaries[0]["report"],
         "source": describe_source(src),
@@ -178,17 +181,11 @@ def text(
         "replaced_lines": sum(s["replaced"] for s in scans),
         "cut_lines": sum(s["report"]["cut_lines"] for s in summaries),
     }
-    merge(
-        [staging / part_name(i) for i in wanted],
-        dest,
-        overwrite=overwrite,
-        metadata={"stoker.text": report},
-        verify=False,
-    )
-    clear(staging)
+    target.merge([stage / part_name(i) for i in wanted], overwrite, {"stoker.text": report})
+    clear(stage)
     rows = sum(s["rows"] for s in summaries)
     out = {**report, "partitions": len(scans), "reused_partitions": sorted(i for i, r in results.items() if r)}
-    return ConvertResult(dest, rows, skipped, report=out, seconds=time.perf_counter() - t0)
+    return ConvertResult(Path(dest), rows, skipped, report=out, seconds=time.perf_counter() - t0)
 
 
 def images(
@@ -208,14 +205,16 @@ def images(
     overwrite: bool = False,
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     metadata: Mapping[str, Any] | None = None,
+    staging: PathLike | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Image files (a folder, a list of paths, an ImageFolder object) into ``store`` on Ray; see the module docstring.
 
     The keywords of ``stoker.convert.images`` mean the same here. ``partitions``: ranges of files
     (None: one per 4096 files, at least one per task slot of the cluster); ``cpus_per_task``: Ray
-    CPUs of each task, and its decoding threads; ``retries``: attempts after a dead worker.
-    ``report``: ``skipped``, ``ignored`` and ``classes`` as ``stoker.convert.images`` gives them,
-    plus ``partitions`` and ``reused_partitions``.
+    CPUs of each task, and its decoding threads; ``retries``: attempts after a dead worker;
+    ``staging``, ``storage_options``: as for :func:`text`. ``report``: ``skipped``, ``ignored`` and
+    ``classes`` as ``stoker.convert.images`` gives them, plus ``partitions`` and ``reused_partitions``.
     """
     import xxhash
 
@@ -225,8 +224,9 @@ def images(
 
     t0 = time.perf_counter()
     ray = _ray()
-    dest = _local(store, "store")
-    _check_run(dest, overwrite, partitions, cpus_per_task, retries)
+    target = _Target.of(store, staging, storage_options, overwrite)
+    _check_run(partitions, cpus_per_task, retries)
+    stage, dest = target.staging, target.dest
     found = find_images(src, labels)
     if len(found) == 0:
         raise EmptyDatasetError(f"no image files found in {src!r}")
@@ -243,19 +243,19 @@ def images(
         "shard_size": options.shard_size,
         "metadata": options.metadata,
         "partitions": partitions,
+        "store": str(dest),
     }
-    staging = staging_dir(dest)
-    plan = load_plan(staging, key, overwrite)
+    plan = load_plan(stage, key, overwrite)
     if plan is None:
         count = partitions or max(math.ceil(len(found) / IMAGE_PARTITION_FILES), _slots(ray, cpus_per_task))
         plan = {"key": key, "ranges": even_ranges(len(found), count)}
-        save_plan(staging, plan)
+        save_plan(stage, plan)
     ranges = [tuple(r) for r in plan["ranges"]]
-    job = {"kind": "images", "staging": str(staging), "images": found, "ranges": ranges, "opts": opts}
+    job = {"kind": "images", "images": found, "ranges": ranges, "opts": opts, **target.job()}
     job["options"] = dataclasses.replace(options, overwrite=True)
     indices = list(range(len(ranges)))
-    results = _run(ray, _convert_task, indices, job, cpus_per_task, retries, staging, src, dest)
-    summaries = [_summary(staging, i) for i in indices]
+    results = _run(ray, convert_task, indices, job, cpus_per_task, retries, stage, src, dest)
+    summaries = [_summary(stage, i) for i in indices]
     skipped = [Skipped(s["row"], s["file"], s["reason"]) for summary in summaries for s in summary["skipped"]]
     written = [i for i in indices if summaries[i]["rows"]]
     if not written:
@@ -268,8 +268,8 @@ def images(
         "skipped_count": len(skipped),
         "ignored_count": len(found.ignored),
     }
-    merge([staging / part_name(i) for i in written], dest, overwrite=overwrite, metadata=meta, verify=False)
-    clear(staging)
+    target.merge([stage / part_name(i) for i in written], overwrite, meta)
+    clear(stage)
     report = {
         "skipped": tuple(skipped),
         "ignored": tuple(found.ignored),
@@ -278,7 +278,7 @@ def images(
         "reused_partitions": sorted(i for i, r in results.items() if r),
     }
     rows = sum(s["rows"] for s in summaries)
-    return ConvertResult(dest, rows, len(skipped), report=report, seconds=time.perf_counter() - t0)
+    return ConvertResult(Path(dest), rows, len(skipped), report=report, seconds=time.perf_counter() - t0)
 
 
 # -- the driver's side ----------------------------------------------------------------------------
@@ -304,14 +304,55 @@ def _local(path: Any, option: str) -> Path:
     return Path(path)
 
 
-def _check_run(dest: Path, overwrite: bool, partitions: int | None, cpus: int, retries: int) -> None:
+def _check_run(partitions: int | None, cpus: int, retries: int) -> None:
     for name, value, least in (("partitions", partitions, 1), ("cpus_per_task", cpus, 1), ("retries", retries, 0)):
         if value is None and name == "partitions":
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ConfigError(f"{name} must be an integer >= {least}, not {value!r}", option=name)
-    if dest.exists() and not overwrite:
-        raise StoreExistsError(f"{dest} exists; pass overwrite=True to replace it", path=dest)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """Where a Ray conversion writes: the store (a path or a URL) and the staging directory of its parts."""
+
+    dest: str | Path
+    staging: Path
+    storage_options: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, store: Any, staging: Any, storage_options: Any, overwrite: bool) -> _Target:
+        """Checked: a URL store needs ``staging`` (a shared directory); an existing store needs ``overwrite``."""
+        if is_remote(store):
+            url = os.fspath(store)
+            if staging is None:
+                raise ConfigError(
+                    f"{url} is a URL: pass staging= a directory every node mounts (the parts are written there "
+                    "and each task uploads its own part's shards)",
+                    option="staging",
+                )
+            if url_holds_store(url, storage_options) and not overwrite:
+                raise StoreExistsError(f"{url} holds a store; pass overwrite=True to replace it")
+            return cls(url, _local(staging, "staging"), storage_options)
+        if storage_options is not None:
+            raise ConfigError(
+                f"storage_options is for a URL store, and {store} is a local path", option="storage_options"
+            )
+        dest = Path(store)
+        if dest.exists() and not overwrite:
+            raise StoreExistsError(f"{dest} exists; pass overwrite=True to replace it", path=dest)
+        return cls(dest, staging_dir(dest) if staging is None else _local(staging, "staging"))
+
+    def job(self) -> dict[str, Any]:
+        """What a task needs to know of the target."""
+        url = self.dest if isinstance(self.dest, str) else None
+        return {"staging": str(self.staging), "url": url, "storage_options": self.storage_options}
+
+    def merge(self, parts: list[Path], overwrite: bool, metadata: Mapping[str, Any]) -> None:
+        """The commit step: the parts merged into the store (their shards uploaded already, for a URL)."""
+        merge(
+            parts, self.dest, overwrite=overwrite, metadata=metadata, verify=False, storage_options=self.storage_options
+        )
 
 
 def _slots(ray: Any, cpus_per_task: int) -> int:
@@ -342,7 +383,7 @@ def _run(
     retries: int,
     staging: Path,
     src: Any,
-    dest: Path,
+    dest: Any,
 ) -> dict[int, Any]:
     """``fn(index, job)`` for every partition in ``indices``, as one Ray Data map; index -> what it returned."""
     exits = {int(x) for x in os.environ.get(EXIT_ENV, "").split(",") if x.strip()}
@@ -364,17 +405,9 @@ def _run(
     failed = [r for r in rows if r["error"]]
     if failed:  # a partition's own StokerError (pickled by the task, as Ray pickles all it sends)
         error = pickle.loads(failed[0]["error"])
-        _note(error, f"in the Ray conversion of {src} into {dest}: {_resume(indices, staging)}")
+        note(error, f"in the Ray conversion of {src} into {dest}: {_resume(indices, staging)}")
         raise error
     return {int(r["index"]): json.loads(r["result"]) for r in rows}
-
-
-def _note(exc: BaseException, text: str) -> None:
-    """``exc.add_note(text)`` (Python 3.11+); on 3.10 the note is kept in ``__notes__`` all the same."""
-    if hasattr(exc, "add_note"):
-        exc.add_note(text)
-    else:
-        exc.__notes__ = [*getattr(exc, "__notes__", []), text]  # type: ignore[attr-defined]
 
 
 def _resume(indices: list[int], staging: Path) -> str:
@@ -385,7 +418,7 @@ def _resume(indices: list[int], staging: Path) -> str:
     )
 
 
-def _failure(exc: BaseException, indices: list[int], staging: Path, retries: int, src: Any, dest: Path) -> Exception:
+def _failure(exc: BaseException, indices: list[int], staging: Path, retries: int, src: Any, dest: Any) -> Exception:
     unfinished = [i for i in indices if i not in set(done_parts(staging, indices))]
     resume = _resume(indices, staging)
     dead = [i for i in unfinished if attempts(staging, i) > retries] or unfinished
@@ -399,80 +432,3 @@ def _failure(exc: BaseException, indices: list[int], staging: Path, retries: int
 
 def _summary(staging: Path, index: int) -> dict[str, Any]:
     return dict(json.loads((staging / f"{part_name(index)}.json").read_text(encoding="utf-8")))
-
-
-# -- the tasks (run on Ray workers) ----------------------------------------------------------------
-
-
-def _scan_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
-    """Ray Data map function of the pre-pass: one text partition's newlines, examples and labels."""
-    index = int(row["index"])
-    part = TextPart(**job["parts"][index])
-    with tempfile.TemporaryDirectory(prefix="stoker-ray-") as tmp:
-        scan = scan_text_part(Path(job["src"]), part, job["columns"], Path(tmp))
-    return {"index": index, "result": json.dumps(scan), "error": b""}
-
-
-def _convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
-    """Ray Data map function: partition ``row["index"]`` into its part-store, unless it is finished already."""
-    index = int(row["index"])
-    staging = Path(job["staging"])
-    if done_summary(staging, index) is not None:
-        return {"index": index, "result": json.dumps(True), "error": b""}
-    note_attempt(staging, index)
-    if row["exit"]:
-        os._exit(1)  # test hook (STOKER_TEST_RAY_EXIT): this worker dies as a killed one would
-    target = staging / part_name(index)
-    try:
-        summary = _text_part(job, index, target) if job["kind"] == "text" else _image_part(job, index, target)
-    except StokerError as exc:  # sent back as it is (Ray Data would wrap it, its type and message lost)
-        _note(exc, f"in partition {index} of the Ray conversion ({_where(job, index)})")
-        return {"index": index, "result": json.dumps(None), "error": pickle.dumps(exc)}
-    mark_done(staging, index, summary)
-    return {"index": index, "result": json.dumps(False), "error": b""}
-
-
-def _where(job: dict[str, Any], index: int) -> str:
-    if job["kind"] == "text":
-        part, offset = job["parts"][index], job["offsets"][index]
-        return f"bytes {part['start']}..{part['stop']} of {job['src']}; its line numbers + {offset} are the file's"
-    a, b = job["ranges"][index]
-    return f"files {a}..{b - 1} of the image list"
-
-
-def _text_part(job: dict[str, Any], index: int, target: Path) -> dict[str, Any]:
-    from stoker.convert import from_text
-
-    part = TextPart(**job["parts"][index])
-    with tempfile.TemporaryDirectory(prefix="stoker-ray-") as tmp:
-        path, _, _ = materialize(Path(job["src"]), part, Path(tmp))
-        result = from_text.convert(
-            path,
-            target,
-            job["tokenizer"],
-            job["max_length"],
-            job["columns"],
-            job["options"],
-            line_offset=job["offsets"][index],
-        )
-    return {"rows": result.rows, "report": dict(result.report)}
-
-
-def _image_part(job: dict[str, Any], index: int, target: Path) -> dict[str, Any]:
-    import numpy as np
-
-    from stoker.convert import from_images
-    from stoker.vision.finder import ImageList
-
-    found = job["images"]
-    a, b = job["ranges"][index]
-    part = ImageList(
-        found.paths[a:b], None if found.labels is None else found.labels[a:b], found.classes, found.root, ()
-    )
-    try:
-        result = from_images.convert(part, target, None, job["opts"], job["options"])
-        rows, bad = result.rows, list(result.report["skipped"])
-    except EmptyDatasetError:  # every file of this partition was skipped: record which, and why
-        rows = 0
-        bad = from_images._Converter(part, job["opts"])(np.arange(len(part)))[1]
-    return {"rows": rows, "skipped": [{"row": a + s.row, "file": s.file, "reason": s.reason} for s in bad]}
