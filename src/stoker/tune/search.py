@@ -1,6 +1,7 @@
 """Coordinate descent over a :class:`~stoker.tune.space.Space`: few trials, not the grid.
 
-From the start setting, each keyword in turn is varied with the others held: a numeric one
+From the start setting, each keyword in turn (the engine first: the best worker count depends on
+it) is varied with the others held: a numeric one
 (workers, prefetch depth) climbs from its current value to the neighbour that is faster and
 goes on that way while the rate keeps rising; a categorical one (engine) tries each value (from
 no workers, with the fewest workers: an engine needs workers). A
@@ -138,7 +139,10 @@ def descend(
         if enough is not None and best >= enough:
             break
         moved = False
-        for name, values in space.values.items():
+        for name in sorted(
+            space.values, key=lambda n: n != "engine"
+        ):  # the engine first: it moves the best worker count
+            values = space.values[name]
             if len(values) < 2 or (enough is not None and best >= enough):
                 continue
             found, rate = _vary(space, trials, current, name, best, min_gain)

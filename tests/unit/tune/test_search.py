@@ -76,7 +76,7 @@ def test_an_engine_is_tried_with_workers_when_the_search_stands_at_zero():
 
 
 def test_a_failed_trial_is_kept_and_the_search_goes_on():
-    failing = {"num_workers": 4, "engine": "threads", "prefetch_factor": 2}
+    failing = {"num_workers": 4, "engine": "processes", "prefetch_factor": 2}
     seen = []
     trials = Trials(measure_with(surface, fail=[failing]), on_trial=seen.append)
     descend(SPACE, trials, {"num_workers": 2})
