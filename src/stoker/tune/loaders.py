@@ -19,6 +19,7 @@ from stoker.errors import ConfigError
 from stoker.store.reader import Store
 
 DEFAULT_CROP = 224  # the training crop of an encoded image store (stoker tune, and stoker bench without --size)
+IMAGE_OPTIONS = ("reduced_decode", "decode_device")  # tune settings that are ImageSource options
 TEXT_LOADER = "stoker.text.Loader (padded input_ids, attention_mask)"  # the line saying which loader a text store gets
 
 
@@ -67,8 +68,15 @@ class LoaderPlan:
     crop: int | None = None
 
     def options(self, setting: dict[str, Any]) -> dict[str, Any]:
-        """The loader keywords of ``setting``: shuffled, seeded, on ``device``."""
-        return {"shuffle": True, "seed": self.seed, "device": self.device, **setting}
+        """The loader keywords of ``setting``: shuffled, seeded, on ``device`` (an image source's
+        own options, ``reduced_decode`` and ``decode_device``, go to the source instead)."""
+        loader = {k: v for k, v in setting.items() if k not in IMAGE_OPTIONS}
+        return {"shuffle": True, "seed": self.seed, "device": self.device, **loader}
+
+    @staticmethod
+    def source_options(setting: dict[str, Any]) -> dict[str, Any]:
+        """The ``ImageSource`` options of ``setting``."""
+        return {k: v for k, v in setting.items() if k in IMAGE_OPTIONS}
 
     def make(self, setting: dict[str, Any]) -> Any:
         """The loader with ``setting``'s keywords (a dict of loader keywords, maybe empty: the defaults)."""
@@ -80,13 +88,14 @@ class LoaderPlan:
 
             return stoker.text.Loader(self.store, batch_size=self.batch_size, **opts)
         if self.kind == "images":
-            return stoker.Loader(self._image_source(), self.batch_size, **opts)
+            return stoker.Loader(self._image_source(setting), self.batch_size, **opts)
         return stoker.Loader(self.store, self.batch_size, **opts)
 
-    def _image_source(self) -> Any:
+    def _image_source(self, setting: dict[str, Any]) -> Any:
         from stoker import vision
 
-        return vision.ImageSource(self.store, image_transforms(self._crop(), self.device))
+        transforms = image_transforms(self._crop(), self.device)
+        return vision.ImageSource(self.store, transforms, **self.source_options(setting))
 
     @property
     def _normalize(self) -> bool:
@@ -103,8 +112,10 @@ class LoaderPlan:
             return f"stoker.text.Loader({store}, batch_size={self.batch_size}, {kw})"
         if self.kind == "images":
             transforms = f"stoker.vision.train_transforms({self._crop()}, normalize={self._normalize})"
+            own = "".join(f", {k}={v!r}" for k, v in self.source_options(setting).items())
             return (
-                f"stoker.Loader(stoker.vision.ImageSource({store}, {transforms}), batch_size={self.batch_size}, {kw})"
+                f"stoker.Loader(stoker.vision.ImageSource({store}, {transforms}{own}), "
+                f"batch_size={self.batch_size}, {kw})"
             )
         return f"stoker.Loader({store}, batch_size={self.batch_size}, {kw})"
 

@@ -8,8 +8,12 @@ constraints applied (``engine`` and ``prefetch_factor`` only matter with workers
 Only settings that change how fast batches come, never which rows or in what order, are searched
 by default. ``pad_to_multiple_of`` and ``bucket_window`` of a text loader change the batches
 themselves (their padded width, which rows share a batch) and their cost falls in the training
-step, which a simulated step does not model: they are searched only when named. ``pin_memory``
-only matters for CUDA copies: on a CPU device it is left out (:func:`default_space` says so).
+step, which a simulated step does not model: they are searched only when named. So are an image
+loader's ``reduced_decode`` (JPEG decoded at 1/2, 1/4, 1/8 scale when that still covers the crop:
+other pixels, by a resampling step) and ``decode_device`` (``"cuda"``: nvJPEG decode and resampling
+on the GPU), options of its ``ImageSource``. ``pin_memory`` and ``decode_device`` only matter with a
+CUDA device: on the CPU they are left out (:func:`default_space` says so). The chunk size (batches
+per worker task, about 1 MiB of data) is no loader option: it is not searched.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ ALIASES = {"workers": "num_workers", "prefetch": "prefetch_factor", "pin": "pin_
 # keywords of every loader, and of text loaders only
 COMMON = ("num_workers", "engine", "prefetch_factor", "pin_memory")
 TEXT_ONLY = ("pad_to_multiple_of", "bucket_window")
+IMAGE_ONLY = ("reduced_decode", "decode_device")  # ImageSource options
+CUDA_ONLY = ("pin_memory", "decode_device")
 # what the loader does when a keyword is not given (the start of the search)
 LOADER_DEFAULTS: dict[str, Any] = {
     "engine": "threads",
@@ -35,6 +41,8 @@ LOADER_DEFAULTS: dict[str, Any] = {
     "pin_memory": False,
     "pad_to_multiple_of": 8,
     "bucket_window": 100,
+    "reduced_decode": True,
+    "decode_device": "cpu",
 }
 
 
@@ -67,6 +75,9 @@ def candidates(kind: str, cores: int) -> dict[str, tuple[Any, ...]]:
     if kind == "text":
         values["pad_to_multiple_of"] = (1, 8, 64)
         values["bucket_window"] = (25, 100, 400)
+    if kind == "images":
+        values["reduced_decode"] = (True, False)
+        values["decode_device"] = ("cpu", "cuda")
     return values
 
 
@@ -124,12 +135,18 @@ def default_space(kind: str, device: str = "cpu", cores: int | None = None, only
                 "pad_to_multiple_of and bucket_window are not searched: they change the batches (padded width, "
                 "which rows share a batch) and their cost is the training step's; name them with --only to search"
             )
+        if kind == "images":
+            notes.append(
+                "reduced_decode and decode_device are not searched: they change the pixels (decode scale, "
+                "the GPU's resampling); name them with --only to search"
+            )
     else:
         names = check_names(only, kind, every)
-    if not cuda and "pin_memory" in names:
-        names.remove("pin_memory")
-        notes.append("pin_memory is skipped: it only matters for copies to a CUDA device, and this one is the CPU")
-    elif not cuda:
+    skipped = [n for n in CUDA_ONLY if not cuda and n in names]
+    for name in skipped:
+        names.remove(name)
+        notes.append(f"{name} is skipped: it only matters with a CUDA device, and this one is the CPU")
+    if not cuda and "pin_memory" not in skipped:
         notes.append("pin_memory is not searched: it only matters for copies to a CUDA device")
     return checked(Space({n: every[n] for n in names}, notes=tuple(notes)), kind)
 
@@ -141,6 +158,8 @@ def check_names(names: Iterable[str], kind: str, every: Mapping[str, Any]) -> li
         name = canonical(raw)
         if name not in every:
             extra = f" (text loaders also take {', '.join(TEXT_ONLY)})" if kind != "text" and name in TEXT_ONLY else ""
+            if kind != "images" and name in IMAGE_ONLY:
+                extra = f" (image loaders also take {', '.join(IMAGE_ONLY)})"
             raise ConfigError(
                 f"unknown tune setting {raw!r} for a {kind} loader{extra}; the settings are "
                 f"{', '.join(every)} (aliases: {', '.join(ALIASES)})",
@@ -176,7 +195,9 @@ def check_values(name: str, values: Sequence[Any]) -> None:
     for v in values:
         if name == "engine":
             ok = v in ENGINES
-        elif name == "pin_memory":
+        elif name == "decode_device":
+            ok = v in ("cpu", "cuda")
+        elif name in ("pin_memory", "reduced_decode"):
             ok = isinstance(v, bool)
         else:
             ok = isinstance(v, int) and not isinstance(v, bool) and v >= (0 if name == "num_workers" else 1)

@@ -70,3 +70,15 @@ def test_grid_drops_settings_that_do_not_apply_without_workers():
     assert len(grid) == 1 + 2 * 2 * 3
     assert [s for s in grid if s["num_workers"] == 0] == [{"num_workers": 0, "engine": "threads", "prefetch_factor": 2}]
     assert normalize({"num_workers": 0, "engine": "processes"}) is None
+
+
+def test_image_decode_settings_only_when_named_and_the_gpu_path_only_on_cuda():
+    assert "reduced_decode" not in default_space("images", cores=2).values
+    assert any("reduced_decode and decode_device are not searched" in n for n in default_space("images", cores=2).notes)
+    named = default_space("images", cores=2, only=["reduced_decode", "decode_device", "workers"])
+    assert list(named.values) == ["reduced_decode", "num_workers"]
+    assert any("decode_device is skipped" in n for n in named.notes)
+    assert default_space("images", "cuda", cores=2, only=["decode_device"]).values == {"decode_device": ("cpu", "cuda")}
+    with pytest.raises(ConfigError, match="image loaders also take") as err:
+        default_space("plain", cores=2, only=["reduced_decode"])
+    assert err.value.option == "reduced_decode"

@@ -145,3 +145,21 @@ def test_the_defaults_of_a_dataset_loader_are_its_engine_processes():
     with pytest.raises(ConfigError) as err:
         tune(None, **FAST)
     assert err.value.option == "store"
+
+
+def test_an_image_decode_setting_reaches_the_image_source_and_its_call(image_store):
+    from stoker.tune.loaders import plan_for
+
+    plan = plan_for(image_store, 4)
+    loader = plan.make({"reduced_decode": False, "num_workers": 0})
+    try:
+        assert loader.source.options.reduced_decode is False and loader.num_workers == 0
+    finally:
+        loader.close()
+    call = plan.call({"reduced_decode": False, "num_workers": 0})
+    assert "ImageSource(stoker.open(" in call and ", reduced_decode=False)" in call and "num_workers=0" in call
+    built = eval(call, {"stoker": stoker})
+    assert built.source.options.reduced_decode is False
+    built.close()
+    result = tune(image_store, space=["reduced_decode"], **{**FAST, "batch_size": 4})
+    assert {t.setting["reduced_decode"] for t in result.trials} == {True, False}
