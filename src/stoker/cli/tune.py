@@ -58,7 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--only",
         default=None,
         help="comma-separated settings to search (num_workers or workers, engine, prefetch_factor or prefetch, "
-        "pin_memory; text: pad_to_multiple_of, bucket_window); default: workers, engine, prefetch",
+        "pin_memory; text: pad_to_multiple_of, bucket_window; images: reduced_decode, decode_device); "
+        "default: workers, engine, prefetch",
     )
     p.add_argument("--grid", action="store_true", help="measure every setting instead (slow; for comparison)")
     p.add_argument("--device", default=None, help="where batches land (default cpu; not with a script)")
