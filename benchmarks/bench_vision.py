@@ -7,7 +7,8 @@ Contenders, all producing training batches of 224x224 images with labels, shuffl
                crop, resample) in one plain loop: x cores gives the physical limit
   1 thread, full decode   simplejpeg full-size decode + resize to 224 (the usual one-core figure)
   encoded      stoker.Loader(ImageSource(encoded store, RandomResizedCrop + flip)): uint8 batches
-               (what crosses the bus; Normalize runs on the GPU) and with Normalize run on the CPU
+               (what crosses the bus; Normalize runs on the GPU) and with Normalize run on the CPU,
+               on the source's default engine, then uint8 with engine="threads" and "processes"
   resized      stoker.Loader(ImageSource(resized store at 224)): uint8, and with Normalize on the CPU
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_vision.py [--data data] [--seconds 3] [--rounds 3] [--repeat 4]
@@ -101,8 +102,9 @@ def main() -> None:
     count = lambda b: len(b[1]) if isinstance(b, (list, tuple)) else len(b["label"])  # noqa: E731
     blobs = stoker.open(enc.path).gather(np.arange(enc.rows), ["image"])["image"]
 
-    def loader(path: Path, transforms) -> stoker.Loader:
-        return stoker.Loader(vision.ImageSource(path, transforms), batch_size=BATCH, shuffle=True, num_workers=cores)
+    def loader(path: Path, transforms, engine: str | None = None) -> stoker.Loader:
+        source = vision.ImageSource(path, transforms)
+        return stoker.Loader(source, batch_size=BATCH, shuffle=True, num_workers=cores, engine=engine)
 
     train = [vision.RandomResizedCrop(224), vision.RandomHorizontalFlip()]
     with warnings.catch_warnings():
@@ -137,6 +139,12 @@ def main() -> None:
             "stoker resized store, Normalize on the CPU": lambda: rate(
                 lambda: loader(res.path, [vision.Normalize()]), count, seconds=args.seconds
             )[0],
+            "stoker encoded store, uint8, engine='threads'": lambda: rate(
+                lambda: loader(enc.path, train, "threads"), count, seconds=args.seconds
+            )[0],
+            "stoker encoded store, uint8, engine='processes'": lambda: rate(
+                lambda: loader(enc.path, train, "processes"), count, seconds=args.seconds
+            )[0],
         }
         # Interleaved rounds, median per contender: the load other processes put on the machine drifts.
         samples: dict[str, list[float]] = {name: [] for name in contenders}
@@ -167,6 +175,8 @@ def main() -> None:
         "resized_vs_seed": ratio(res_n, seed_n),
         "encoded_cpu_normalize_vs_seed": ratio(encf_n, seed_n),
         "resized_cpu_normalize_vs_seed": ratio(resf_n, seed_n),
+        "encoded_threads_vs_limit": ratio(names[7], single_n, cores),
+        "encoded_processes_vs_limit": ratio(names[8], single_n, cores),
     }
     print(
         f"\nphysical limit: {cores} cores x {single:,.0f} img/s = {limit:,.0f} img/s (medians); ratios are medians of per-round ratios"
@@ -177,6 +187,8 @@ def main() -> None:
         ("resized store vs seed 002", "resized_vs_seed", 40.0),
         ("encoded store, Normalize on CPU, vs seed 002", "encoded_cpu_normalize_vs_seed", 3.0),
         ("resized store, Normalize on CPU, vs seed 002", "resized_cpu_normalize_vs_seed", 40.0),
+        ("encoded store, threads, vs cores x 1 thread", "encoded_threads_vs_limit", 0.8),
+        ("encoded store, processes, vs cores x 1 thread", "encoded_processes_vs_limit", 0.8),
     ):
         value = checks[key]
         print(f"  {label:<46} {value:7.2f}x  (target >= {target}x)  {'PASS' if value >= target else 'MISS'}")
