@@ -32,8 +32,8 @@ class LoaderConfig:
             rate rises, retired when they idle; worker processes get one per core, picked once).
         prefetch_factor: chunks of batches in flight per worker; ``"auto"`` tunes it while the loader
             runs (from 1 up to 8, deepened while the consumer waits on idle workers and the rate
-            rises; 2 with worker processes, picked once). Every decision of the tuner is in
-            ``loader.report()`` and told to observers (the doctor's trace).
+            rises). Every decision of the tuner is in ``loader.report()`` and told to observers
+            (the doctor's trace).
         memory_budget: with ``"auto"`` settings, the most bytes the batches in flight may take
             (``workers x prefetch x batches per chunk x batch bytes``): bytes or a size such as
             ``"2GB"``; ``None`` for no limit. Refused without an ``"auto"`` setting.

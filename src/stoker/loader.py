@@ -32,11 +32,11 @@ from typing import Any
 from stoker.config import LoaderConfig
 from stoker.device.transfer import PendingBatch, Transfer
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.autotune import TuneReport, tuner_for
+from stoker.pipeline.autotune import TuneReport, tuner_for  # the online tuner of "auto" settings
 from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
 from stoker.pipeline.executor import Executor, pass_tasks
-from stoker.pipeline.inputs import as_source
+from stoker.pipeline.inputs import as_source, describe
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, qualified_name
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.ranks import check_agreement, data_fingerprint, shares_process_group
@@ -48,7 +48,6 @@ from stoker.pipeline.state import STATE_VERSION, resume_point
 from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.threads import default_workers
 from stoker.pipeline.work import Work, begin_copy, finish_copy
-from stoker.store.reader import Store
 
 _LOADER_IDS = itertools.count(1)  # LoaderInfo.loader_id: unique in a process, unlike id(), which is reused
 
@@ -113,7 +112,7 @@ class Loader:
         self.transfer = Transfer(cfg.device, cfg.pin_memory)
         self.source = as_source(data, cfg.columns, cfg.pad_value, cfg.pad_to_multiple_of, collate_fn)
         if len(self.source) == 0:
-            raise EmptyDatasetError(f"{_describe(self.source)} has no rows; there is nothing to load")
+            raise EmptyDatasetError(f"{describe(self.source)} has no rows; there is nothing to load")
         self.engine = cfg.engine or self.source.engine
         self.engine_choice: EngineChoice | None = None  # what engine="auto" chose, after the first pass
         # Process workers fill shared-memory slots (page-locked on CUDA); threads the pinned pool.
@@ -215,10 +214,9 @@ class Loader:
     def report(self) -> Any:
         """What the source counted so far (see its ``report``), or None.
 
-        With ``engine="auto"``, an :class:`~stoker.pipeline.engine_choice.AutoReport`: the engine
-        chosen and the figures it was chosen by (``.engine``) beside the source's report (``.source``).
-        With ``"auto"`` settings, a :class:`~stoker.pipeline.autotune.TuneReport`: the settings now and
-        every decision of the online tuner, beside the report above (``.inner``).
+        With ``engine="auto"``, an :class:`~stoker.pipeline.engine_choice.AutoReport`: the engine chosen and
+        its figures (``.engine``) beside the source's report (``.source``). With ``"auto"`` settings, a
+        :class:`~stoker.pipeline.autotune.TuneReport`: the tuner's settings and decisions, the above in ``.inner``.
         """
         inner = AutoReport(self.engine_choice, self.source.report()) if self.config.engine == "auto" else None
         inner = self.source.report() if inner is None else inner
@@ -227,8 +225,7 @@ class Loader:
     @property
     def tuning(self) -> TuneReport | None:
         """The online tuner's settings now and its decisions (with ``"auto"`` settings), else None."""
-        t = self._tuner
-        return None if t is None else TuneReport(t.workers, t.prefetch, tuple(t.decisions), None)
+        return None if self._tuner is None else self._tuner.report()
 
     def _use_buffers(self, engine: str) -> None:
         self.source.use_buffers(self.transfer.pool if engine == "threads" else self._slot_buffers)
@@ -294,7 +291,7 @@ class Loader:
                 "drop_last": cfg.drop_last,
                 "order": {k: v for k, v in bs.fingerprint().items() if k != "rank"},
             }
-            check_agreement(facts, f"a Loader of {_describe(self.source)}")
+            check_agreement(facts, f"a Loader of {describe(self.source)}")
         self._agreed = True
 
     # -- iteration ------------------------------------------------------------------------------
@@ -304,7 +301,7 @@ class Loader:
         cfg, tuner = self.config, self._tuner
         if tuner is not None and engine == "processes" and workers > 0:
             workers = tuner.for_processes(default_workers())  # processes are not resized: picked once
-        tuner = tuner if tuner is not None and engine == "threads" and workers > 0 and calibration is None else None
+        tuner = tuner if tuner is not None and workers > 0 and calibration is None else None
         cached = self._executor
         if calibration is None and cached is not None and (cached.workers, cached.method) == (workers, engine):
             return cached
@@ -319,7 +316,7 @@ class Loader:
         )
         fn = work if calibration is None else calibration.timed(work)
         executor = Executor(
-            fn if tuner is None else tuner.timed(fn),
+            fn if tuner is None or engine == "processes" else tuner.timed(fn),  # processes: not timed here
             engine,
             workers,
             max(1, workers) * self.prefetch_factor,
@@ -361,9 +358,8 @@ class Loader:
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
         per_chunk, tasks = pass_tasks(epoch, sampler.batches_from(epoch, self._begin), sized, ahead)
         tuner = self._tuner if self._tuner is not None and workers > 0 else None
-        if tuner is not None:  # what it measures, and the settings it starts from (learned by earlier passes)
-            tuner.begin_pass()
-            tuner.per_chunk, tuner.batch_bytes = per_chunk, sized()
+        if tuner is not None:  # the settings learned by earlier passes carry over
+            tuner.begin_pass(per_chunk, sized())
         if self.engine == "auto":
             produced, where = self._auto(tasks, workers, per_chunk)
         else:
@@ -426,14 +422,3 @@ class Loader:
 
     def _finish(self, started: tuple[Any, PendingBatch]) -> Any:
         return finish_copy(self.transfer, started)
-
-
-def _describe(data: Any) -> str:
-    """The source in words for messages: a store's repr, a source's own repr (an HDF5 names its file and
-    datasets), else its type."""
-    store = getattr(data, "store", None)
-    if isinstance(store, Store):
-        return repr(store)
-    if type(data).__repr__ is not object.__repr__:
-        return repr(data)
-    return f"the {type(data).__name__}"

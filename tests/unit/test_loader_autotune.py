@@ -135,12 +135,22 @@ def test_fixed_loaders_run_no_tuner(mixed_store, monkeypatch):
     assert not isinstance(loader.report(), TuneReport)
 
 
-def test_processes_pick_the_count_once_and_say_so(shm_clean):
-    loader = stoker.Loader(Rows(), 50, num_workers="auto", prefetch_factor="auto", engine="processes")
-    assert len(ids(loader)) == 10
+def test_processes_pick_the_count_once_and_tune_the_depth(shm_clean, scripted):
+    fixed = ids(stoker.Loader(Rows(), 4, shuffle=True, seed=2, num_workers=2, engine="processes"))
+    loader = stoker.Loader(
+        Rows(), 4, shuffle=True, seed=2, num_workers="auto", prefetch_factor="auto", engine="processes"
+    )
+    flights = []
+    got = []
+    for b in loader:
+        got.append(b["i"].numpy().copy())
+        flights.append(loader._tuner.knobs.in_flight)
+    assert len(got) == 125 and all(np.array_equal(a, b) for a, b in zip(got, fixed))
     report = loader.tuning
     assert report.decisions[0].action == "fixed" and "processes" in report.decisions[0].reason
-    assert report.prefetch == 2 and report.workers == stoker.pipeline.threads.default_workers()
+    cores = stoker.pipeline.threads.default_workers()
+    assert report.workers == cores and {d.workers for d in report.decisions} == {cores}  # never resized
+    assert max(flights) > 2 * cores  # the depth went past the start (prefetch 1, then up to 8 per worker)
 
 
 def test_prefetch_auto_with_inline_reads_says_there_is_nothing_to_tune(mixed_store):

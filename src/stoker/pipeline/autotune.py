@@ -43,8 +43,9 @@ at most the budget. With ``num_workers="auto"`` the search starts from one worke
 ``prefetch_factor="auto"`` from a prefetch of 1 (the worst setting: what it reaches is measured
 from there, ``benchmarks/bench_tune_online.py``); what it learned carries over to the next pass
 of the same loader. Chunk sizes are not tuned (the executor's growing chunks, ``executor.py``).
-Only the thread engine is tuned online: with worker processes, ``"auto"`` picks the count once
-(one per usable core) and the prefetch once (2), and the report says so.
+Worker threads are resized while they run; worker processes are not: with them
+``num_workers="auto"`` picks one per usable core, once (the report says so), and only the prefetch
+depth is tuned online (their busy share is not measured, so a consumer that waits deepens it).
 """
 
 from __future__ import annotations
@@ -209,8 +210,10 @@ class AutoTuner:
         with self._lock:
             self._busy, self._tasks = 0.0, 0
 
-    def begin_pass(self) -> Knobs:
-        """A pass begins: a fresh window; returns the knobs its map runs with."""
+    def begin_pass(self, per_chunk: int = 1, batch_bytes: float | None = None) -> Knobs:
+        """A pass begins (its chunks hold ``per_chunk`` batches at most, of ``batch_bytes`` each when the
+        source knows): a fresh window; returns the knobs its map runs with."""
+        self.per_chunk, self.batch_bytes = per_chunk, batch_bytes if batch_bytes is not None else self.batch_bytes
         if self._began is None:
             self._began = self.clock()
         self._reset_window()  # a change still to check is checked in the new pass's first window
@@ -395,21 +398,23 @@ class AutoTuner:
             self.on_decision(d)
         return d
 
+    def report(self, inner: Any = None) -> TuneReport:
+        """The settings now and every decision so far (``inner``: the loader's report underneath)."""
+        return TuneReport(self.workers, self.prefetch, tuple(self.decisions), inner)
+
     def fixed(self, reason: str) -> Decision:
         """Record a setting picked once (not tuned online), e.g. for worker processes."""
         return self._record(Measure(0.0, 0.0, 0, 0.0), "fixed", reason)
 
     def for_processes(self, cores: int) -> int:
-        """Worker processes are not resized while they run: the ``"auto"`` settings are picked once
-        (one process per usable core, prefetch 2) and tuning stops. Returns the worker count."""
-        if self.tune_workers or self.tune_prefetch:
-            if self.tune_workers:
-                self.workers = max(1, cores)
-            if self.tune_prefetch:
-                self.prefetch = 2
-            self.tune_workers = self.tune_prefetch = False
+        """Worker processes are not resized while they run: ``num_workers="auto"`` picks one per usable
+        core, once; the prefetch depth is still tuned (their busy share is not measured: tasks run in
+        other processes, so a wait deepens the prefetch). Returns the worker count."""
+        if self.tune_workers:
+            self.workers, self.tune_workers = max(1, cores), False
             self._set(self.workers, self.prefetch)
-            self.fixed("worker processes are not tuned online: one per usable core, prefetch 2, picked once")
+            depth = "; the prefetch depth is tuned online" if self.tune_prefetch else ""
+            self.fixed(f"worker processes are not resized: {self.workers} (one per usable core), picked once{depth}")
         return self.workers
 
 

@@ -39,8 +39,8 @@ class Executor:
         stage: the name errors and timeouts are tagged with.
         persistent: keep worker processes between :meth:`map` calls until :meth:`close`.
         slots: how the process pool makes its shared-memory batch slots (``pipeline/slots.py``).
-        knobs: threads only: the worker count and depth, read while the map runs (they replace
-            ``workers`` and ``depth`` there).
+        knobs: the worker count and depth, read while the map runs (they replace ``workers`` and
+            ``depth`` there); worker processes read only the depth.
     """
 
     def __init__(
@@ -90,7 +90,7 @@ class Executor:
 
     def _pooled(self, pool: ProcessPool, items: Iterable[Any]) -> Generator[Any, None, None]:
         try:
-            yield from pool.map(items, depth=self.depth, timeout=self.timeout)
+            yield from pool.map(items, depth=self.depth, timeout=self.timeout, knobs=self.knobs)
         finally:
             if not self.persistent:
                 self.close()

@@ -69,4 +69,15 @@ def as_source(
     )
 
 
-__all__ = ["as_source"]
+def describe(data: Any) -> str:
+    """A source in words for messages: a store's repr, a source's own repr (an HDF5 names its file and
+    datasets), else its type."""
+    store = getattr(data, "store", None)
+    if isinstance(store, Store):
+        return repr(store)
+    if type(data).__repr__ is not object.__repr__:
+        return repr(data)
+    return f"the {type(data).__name__}"
+
+
+__all__ = ["as_source", "describe"]

@@ -176,8 +176,12 @@ class ProcessPool:
         for p in self._procs:
             p.start()
 
-    def map(self, tasks: Iterable[Any], *, depth: int, timeout: float | None = None) -> Iterator[Any]:
-        """Yield ``fn(task)`` for each of ``tasks``, in order, at most ``depth`` in flight."""
+    def map(
+        self, tasks: Iterable[Any], *, depth: int, timeout: float | None = None, knobs: Any = None
+    ) -> Iterator[Any]:
+        """Yield ``fn(task)`` for each of ``tasks``, in order, at most ``depth`` in flight. With ``knobs``
+        (:class:`~stoker.pipeline.threads.Knobs`), ``knobs.depth`` is read after each result (the online
+        tuner's prefetch; the worker count stays) and ``knobs.ready`` / ``in_flight`` are set."""
         if not self._serving.acquire(blocking=False):
             raise ConcurrentIterationError(
                 f"the {self.stage!r} worker pool is already serving an iteration (in another thread, or one "
@@ -232,6 +236,8 @@ class ProcessPool:
                         _release(slot, "error", None)
                         raise self._rebuild_error(payload, inflight[n])
                     ready[n] = (slot, payload)
+                if knobs is not None:
+                    knobs.ready, knobs.in_flight, knobs.threads = len(ready), sent - received, self.workers
                 slot, message = ready.pop(received)
                 layout, spec, overflow, needed = pickle.loads(message)
                 ring.learn(needed)
@@ -240,6 +246,9 @@ class ProcessPool:
                     slot.lent = False  # the views of ``batch`` hold it now
                 del inflight[received]
                 received += 1
+                if knobs is not None and max(knobs.depth, self.workers) != window:
+                    window = max(knobs.depth, self.workers)
+                    ring.limit = max(ring.limit, 2 * window + 4)
                 while sent - received < window and send_one():
                     pass
                 yield batch
