@@ -8,7 +8,6 @@ Python-heavy step. ``benchmarks/gil_meter.py`` counts them with a preloaded wrap
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
