@@ -2,9 +2,10 @@
 
 A row's draws are a counter-based stream (SplitMix64): the epoch's key is mixed from the seed and
 then the epoch, the row's key is ``mix(epoch key + row * golden)``, and draw ``d`` is
-``mix(row key + (d + 1) * golden)``, its top 53 bits as a float in [0, 1). No generator is seeded per row: :meth:`RowRandom.rows` computes the first
-:data:`PRECOMPUTED` draws of every row of a batch in a few numpy operations over the whole batch,
-and a row that asks for more (a plan with many retries) gets them from the same formula in Python.
+``mix(row key + (d + 1) * golden)``, its top 53 bits as a float in [0, 1). No generator is seeded
+per row: :meth:`RowRandom.rows` computes the first :data:`PRECOMPUTED` draws of every row of a
+batch in a few numpy operations over the whole batch, and a row that asks for more (a plan with
+many retries) gets them from the same formula in Python.
 The same row in the same epoch draws the same numbers whatever the batch, the worker count, the
 engine or a resume, and the result is the same on every platform (64-bit integer arithmetic only).
 """
