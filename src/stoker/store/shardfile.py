@@ -34,7 +34,13 @@ from stoker.errors import SchemaError, StoreWriteError
 from stoker.store.columns import to_chunk
 from stoker.store.format import CHECKSUMS, DEFAULT_CHECKSUM, Column, ShardInfo, arrow_schema
 
-_SLICE = 4 * 2**20  # hash then write this much at a time, so the write copies bytes the hash just read into cache
+# Hash then write at most this much at a time, so the write copies bytes the hash just read into
+# cache. Slices end at multiples of _SLICE in the file (a multiple of 2 MiB): each aligned 2 MiB of the
+# file is written by one write() call, so the kernel can keep it in the page cache as one huge folio
+# (Linux >= 6.x file systems with large folios, ext4 among them), and a reader's map of a store just
+# written then takes a 2 MiB mapping where it would take 512 page-table entries (fewer TLB misses
+# per gathered row; measured in docs/design-notes.md).
+_SLICE = 4 * 2**20
 
 
 def new_hasher(algorithm: str) -> Any:
@@ -54,6 +60,19 @@ def file_checksum(path: Path, algorithm: str, block: int = 8 * 2**20) -> str:
         while n := f.readinto(buf):
             digest.update(view[:n])
     return digest.hexdigest()
+
+
+def slices(pos: int, n: int, size: int | None = None) -> list[tuple[int, int]]:
+    """``(start, stop)`` pieces of ``n`` bytes written at file offset ``pos``, in order, each ending
+    where the file offset reaches a multiple of ``size`` (default :data:`_SLICE`), or at ``n``."""
+    size = _SLICE if size is None else size
+    out = []
+    start = 0
+    while start < n:
+        stop = min(n, start + size - (pos + start) % size)
+        out.append((start, stop))
+        start = stop
+    return out
 
 
 class HashingFile:
@@ -79,8 +98,8 @@ class HashingFile:
         view = memoryview(data).cast("B")
         n = len(view)
         try:
-            for start in range(0, n, _SLICE):
-                piece = view[start : start + _SLICE]
+            for start, stop in slices(self._pos, n):
+                piece = view[start:stop]
                 self._hasher.update(piece)
                 while piece:
                     piece = piece[os.write(self._fd, piece) :]
