@@ -3,6 +3,8 @@
 :func:`iter_blocks` reads a source as a stream of :class:`TextBlock` (a few thousand examples
 each, with their line numbers), so a conversion never holds a large file in memory;
 :func:`read_table` collects the blocks into one :class:`TextTable` for loading on the fly.
+The rows of each input kind are read in :mod:`stoker.text.rows`; which fields hold what is
+:class:`~stoker.text.columns.TextColumns`.
 
 Bad input is named precisely: invalid UTF-8 raises :class:`~stoker.errors.InputError` with
 the file, line and byte (or is replaced with U+FFFD and counted, ``encoding_errors="replace"``);
@@ -12,75 +14,20 @@ a missing column names the columns found; empty texts are skipped and counted, o
 
 from __future__ import annotations
 
-import csv
-import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, EmptyDatasetError, InputError
-from stoker.text.labels import LabelCoder, label_map
+from stoker.errors import ConfigError, EmptyDatasetError
+from stoker.text.columns import AUTO, TextColumns
+from stoker.text.labels import LabelCoder
+from stoker.text.rows import BLANK, FORMATS, NO_LABEL, example_rows
 
-FORMATS = {
-    ".txt": "lines",
-    ".text": "lines",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-}
 BLOCK_ROWS = 8192
-AUTO = "auto"
-
-
-@dataclass(frozen=True)
-class TextColumns:
-    """Which fields hold what, and what to do with bad lines.
-
-    Attributes:
-        text: the text column (JSONL/CSV/TSV) or key (a dict of lists).
-        pair: the second text of sentence pairs (``None``: single texts).
-        label: the label column; ``"auto"`` takes ``label`` when there is one, ``None`` reads no label.
-        keep_empty: keep empty (whitespace-only) texts instead of skipping them.
-        encoding_errors: ``"strict"`` (invalid UTF-8 raises InputError) or ``"replace"``.
-        label_names: label names in id order (a label outside them is an InputError naming its
-            line); ``None``: names are numbered in sorted order, numbers stay numbers.
-    """
-
-    text: str = "text"
-    pair: str | None = None
-    label: str | None = AUTO
-    keep_empty: bool = False
-    encoding_errors: str = "strict"
-    label_names: tuple[str, ...] | None = None
-
-    @classmethod
-    def of(
-        cls,
-        text_column: str = "text",
-        pair_column: str | None = None,
-        label_column: str | None = AUTO,
-        keep_empty: bool = False,
-        encoding_errors: str = "strict",
-        label_names: Any = None,
-        class_to_idx: Any = None,
-    ) -> TextColumns:
-        """From the user-facing keywords (``label_names=`` and/or ``class_to_idx=`` give the label map)."""
-        names = label_map(label_names, class_to_idx)
-        return cls(text_column, pair_column, label_column, keep_empty, encoding_errors, names)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text:
-            raise ConfigError(f"text_column must be a column name, got {self.text!r}", option="text_column")
-        if self.encoding_errors not in ("strict", "replace"):
-            raise ConfigError(
-                f"encoding_errors must be 'strict' or 'replace', not {self.encoding_errors!r}", option="encoding_errors"
-            )
+DEFAULT_COLUMNS = TextColumns()  # a text column named text, a label column named label if present
 
 
 @dataclass
@@ -136,35 +83,15 @@ def describe_source(source: Any) -> str:
     )
 
 
-def iter_blocks(source: Any, columns: TextColumns = TextColumns(), block_rows: int = BLOCK_ROWS) -> Iterator[TextBlock]:
+def iter_blocks(
+    source: Any, columns: TextColumns = DEFAULT_COLUMNS, block_rows: int = BLOCK_ROWS
+) -> Iterator[TextBlock]:
     """The source as blocks of at most ``block_rows`` examples (empty texts already handled)."""
     replaced = [0]  # lines whose invalid UTF-8 was replaced, counted by the file readers
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.is_file():
-            raise InputError(
-                f"{path} does not exist or is not a file; pass a .txt, .jsonl, .csv or .tsv file, or a list of strings",
-                path=path,
-            )
-        fmt = FORMATS.get(path.suffix.lower())
-        if fmt is None:
-            raise InputError(
-                f"{path}: unknown text format {path.suffix!r}; stoker reads {', '.join(sorted(FORMATS))}", path=path
-            )
-        reader = {"lines": _lines, "jsonl": _jsonl, "csv": _delimited, "tsv": _delimited}[fmt]
-        rows: Iterable[Any] = reader(path, columns, fmt, replaced)
-    elif isinstance(source, Mapping):
-        rows = _mapping_rows(source, columns)
-    elif isinstance(source, (list, tuple)):
-        rows = _list_rows(source, columns)
-    else:
-        raise ConfigError(
-            f"a text source is a list of strings, a list of (text, text_b) pairs, a dict of columns or a file path, not {type(source).__name__}",
-            option="source",
-        )
+    rows = example_rows(source, columns, replaced)
     block = TextBlock([], [] if columns.pair else None, None)
     for row in rows:
-        if row is _BLANK:
+        if row is BLANK:
             block.skipped_empty += 1
             continue
         _, text, pair, label = row
@@ -175,7 +102,7 @@ def iter_blocks(source: Any, columns: TextColumns = TextColumns(), block_rows: i
         block.lines.append(row[0])
         if block.pairs is not None:
             block.pairs.append(pair)
-        if label is not _NO_LABEL:
+        if label is not NO_LABEL:
             if block.labels is None:
                 block.labels = []
             block.labels.append(label)
@@ -188,7 +115,7 @@ def iter_blocks(source: Any, columns: TextColumns = TextColumns(), block_rows: i
         yield block
 
 
-def read_table(source: Any, columns: TextColumns = TextColumns()) -> TextTable:
+def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable:
     """The whole source in memory (labels coded: see :mod:`stoker.text.labels`), for loading on the fly."""
     texts: list[str] = []
     pairs: list[str] | None = [] if columns.pair else None
@@ -237,178 +164,8 @@ def scan_labels(source: Any, columns: TextColumns) -> LabelCoder | None:
     return LabelCoder.fit(raw, describe_source(source)) if found else None
 
 
-_NO_LABEL = object()
-_BLANK = object()  # a blank line of a JSONL/CSV/TSV file: no example at all, counted as empty
-
-
-def _decoded(path: Path, columns: TextColumns, replaced: list[int]) -> Iterator[tuple[int, str]]:
-    """(line number, text without its newline) for every line; invalid UTF-8 per ``encoding_errors``."""
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                if columns.encoding_errors == "strict":
-                    raise InputError(
-                        f"{path}, line {number}, byte {exc.start + 1}: invalid UTF-8 ({exc.reason}); fix the file, or pass "
-                        "encoding_errors='replace' (--encoding-errors replace) to read it with U+FFFD in place of bad bytes",
-                        path=path,
-                        line=number,
-                    ) from None
-                line = raw.decode("utf-8", errors="replace")
-                replaced[0] += 1
-            yield number, line.rstrip("\r\n")
-
-
-def _lines(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
-    if columns.pair:
-        raise ConfigError(
-            f"{path}: a .txt file holds one text per line; sentence pairs need JSONL, CSV or TSV", option="pair_column"
-        )
-    if columns.label not in (None, AUTO):
-        raise ConfigError(
-            f"{path}: a .txt file has no label column; use JSONL, CSV or TSV for labels", option="label_column"
-        )
-    for number, line in _decoded(path, columns, replaced):
-        yield number, line, None, _NO_LABEL
-
-
-def _pick(
-    record: Mapping[str, Any], columns: TextColumns, label: str | None, where: str, found: Iterable[str]
-) -> tuple[str, Any, Any]:
-    wanted = [columns.text] + ([columns.pair] if columns.pair else []) + ([label] if label else [])
-    missing = [c for c in wanted if c not in record]
-    if missing:
-        raise InputError(
-            f"{where}: no column {missing[0]!r}; the columns found are {sorted(found)} (choose with text_column=, pair_column=, label_column=)"
-        )
-    text = record[columns.text]
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
-        raise InputError(f"{where}: column {columns.text!r} holds {type(text).__name__}, not text")
-    pair = record[columns.pair] if columns.pair else None
-    if columns.pair and not isinstance(pair, str):
-        pair = "" if pair is None else str(pair)
-    return text, pair, record[label] if label else _NO_LABEL
-
-
-def _label_name(columns: TextColumns, found: Iterable[str]) -> str | None:
-    if columns.label == AUTO:
-        return "label" if "label" in found else None
-    return columns.label
-
-
-def _jsonl(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
-    label: str | None | object = _NO_LABEL
-    for number, line in _decoded(path, columns, replaced):
-        if not line.strip():
-            yield _BLANK
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{path}, line {number}, column {exc.colno}: not JSON ({exc.msg}); JSONL holds one object per line",
-                path=path,
-                line=number,
-            ) from None
-        if not isinstance(record, dict):
-            raise InputError(
-                f'{path}, line {number}: a JSONL line must be an object like {{"text": ...}}, not {type(record).__name__}',
-                path=path,
-                line=number,
-            )
-        if label is _NO_LABEL:
-            label = _label_name(columns, record)
-        text, pair, value = _pick(record, columns, label, f"{path}, line {number}", record)  # type: ignore[arg-type]
-        yield number, text, pair, value
-
-
-def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
-    numbered: list[int] = [0]
-
-    def text_lines() -> Iterator[str]:
-        for number, line in _decoded(path, columns, replaced):
-            numbered[0] = number
-            yield line
-
-    if fmt == "tsv":
-        reader = csv.reader(text_lines(), delimiter="\t", quoting=csv.QUOTE_NONE)
-    else:
-        reader = csv.reader(text_lines())
-    header = next(reader, None)
-    if header is None:
-        raise EmptyDatasetError(f"{path} is empty; a {fmt.upper()} file starts with a header row naming its columns")
-    label = _label_name(columns, header)
-    pos = {name: i for i, name in enumerate(header)}
-    _pick(dict.fromkeys(header, ""), columns, label, f"{path}, header (line 1)", header)
-    wanted = [(columns.text, pos[columns.text])] + ([(columns.pair, pos[columns.pair])] if columns.pair else [])
-    label_pos = pos[label] if label else None
-    for row in reader:
-        if not row:
-            yield _BLANK
-            continue
-        if len(row) < len(header):
-            raise InputError(
-                f"{path}, line {numbered[0]}: {len(row)} fields, the header has {len(header)} ({header})",
-                path=path,
-                line=numbered[0],
-            )
-        text = row[wanted[0][1]]
-        pair = row[wanted[1][1]] if columns.pair else None
-        yield numbered[0], text, pair, row[label_pos] if label_pos is not None else _NO_LABEL
-
-
-def _mapping_rows(source: Mapping[str, Any], columns: TextColumns) -> Iterator[Any]:
-    label = _label_name(columns, source)
-    _pick(dict.fromkeys(source, ""), columns, label, "the dict of columns", source)
-    texts = source[columns.text]
-    pairs = source[columns.pair] if columns.pair else None
-    labels = source[label] if label else None
-    for name, values in ((columns.pair, pairs), (label, labels)):
-        if values is not None and len(values) != len(texts):
-            raise InputError(f"column {name!r} has {len(values)} values, column {columns.text!r} has {len(texts)}")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InputError(f"column {columns.text!r}, row {i}: {type(text).__name__}, not text")
-        yield i, text, None if pairs is None else str(pairs[i]), _NO_LABEL if labels is None else labels[i]
-
-
-def _list_rows(source: list[Any] | tuple[Any, ...], columns: TextColumns) -> Iterator[Any]:
-    """Rows of a list: strings, ``(text, text_b)`` pairs (two strings) or ``(text, label)`` rows (a
-    non-string label), one kind per list (mixing them would misalign the labels)."""
-    first: str | None = None
-    row: tuple[int, str, str | None, Any]
-    for i, item in enumerate(source):
-        if isinstance(item, str):
-            kind, row = "a single text", (i, item, None, _NO_LABEL)
-        elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
-            if isinstance(item[1], str):
-                kind, row = "a (text, text_b) pair", (i, item[0], item[1], _NO_LABEL)
-            else:
-                kind, row = "a (text, label) row", (i, item[0], None, _NO_LABEL if columns.label is None else item[1])
-        else:
-            raise InputError(
-                f"row {i}: {item!r:.80}; a list source holds strings, (text, text_b) pairs of strings, "
-                "or (text, label) rows with numeric labels"
-            )
-        if first is None:
-            first = kind
-        elif kind != first:
-            raise InputError(f"row {i} is {kind} but row 0 is {first}; a list holds one kind of row")
-        if columns.pair and kind != "a (text, text_b) pair":
-            raise InputError(f"row {i} is {kind}; with pair_column, sentence pairs come as (text, text_b) tuples")
-        if not columns.pair and kind == "a (text, text_b) pair":
-            raise InputError(
-                f"row {i} is a pair of texts; pass pair_column='text_b' to read sentence pairs. "
-                "(text, label) rows take numeric labels; for label names pass a dict of lists "
-                "{'text': [...], 'label': [...]}"
-            )
-        yield row
-
-
 __all__ = [
+    "AUTO",
     "FORMATS",
     "TextBlock",
     "TextColumns",

@@ -1,0 +1,226 @@
+"""The examples of each kind of text input, one row each: .txt (one example per line), JSONL, CSV/TSV,
+a dict of lists, a list of strings, pairs or (text, label) rows.
+
+Bad input is named precisely: invalid UTF-8 raises :class:`~stoker.errors.InputError` with the file,
+line and byte (or is replaced with U+FFFD and counted); a missing column names the columns found.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from stoker.errors import ConfigError, EmptyDatasetError, InputError
+from stoker.text.columns import AUTO, TextColumns
+
+FORMATS = {
+    ".txt": "lines",
+    ".text": "lines",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+}
+
+NO_LABEL = object()  # an example without a label
+BLANK = object()  # a blank line of a JSONL/CSV/TSV file: no example at all, counted as empty
+
+
+def example_rows(source: Any, columns: TextColumns, replaced: list[int]) -> Iterable[Any]:
+    """``(line, text, pair, label)`` per example of ``source`` (``label`` is :data:`NO_LABEL` where there
+    is none), or :data:`BLANK` for a blank line of a JSONL/CSV/TSV file; ``replaced[0]`` counts the lines
+    whose invalid UTF-8 was replaced."""
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise InputError(
+                f"{path} does not exist or is not a file; pass a .txt, .jsonl, .csv or .tsv file, or a list of strings",
+                path=path,
+            )
+        fmt = FORMATS.get(path.suffix.lower())
+        if fmt is None:
+            raise InputError(
+                f"{path}: unknown text format {path.suffix!r}; stoker reads {', '.join(sorted(FORMATS))}", path=path
+            )
+        reader = {"lines": _lines, "jsonl": _jsonl, "csv": _delimited, "tsv": _delimited}[fmt]
+        return reader(path, columns, fmt, replaced)
+    if isinstance(source, Mapping):
+        return _mapping_rows(source, columns)
+    if isinstance(source, (list, tuple)):
+        return _list_rows(source, columns)
+    raise ConfigError(
+        f"a text source is a list of strings, a list of (text, text_b) pairs, a dict of columns or a file path, not {type(source).__name__}",
+        option="source",
+    )
+
+
+def _decoded(path: Path, columns: TextColumns, replaced: list[int]) -> Iterator[tuple[int, str]]:
+    """(line number, text without its newline) for every line; invalid UTF-8 per ``encoding_errors``."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if columns.encoding_errors == "strict":
+                    raise InputError(
+                        f"{path}, line {number}, byte {exc.start + 1}: invalid UTF-8 ({exc.reason}); fix the file, or pass "
+                        "encoding_errors='replace' (--encoding-errors replace) to read it with U+FFFD in place of bad bytes",
+                        path=path,
+                        line=number,
+                    ) from None
+                line = raw.decode("utf-8", errors="replace")
+                replaced[0] += 1
+            yield number, line.rstrip("\r\n")
+
+
+def _lines(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
+    if columns.pair:
+        raise ConfigError(
+            f"{path}: a .txt file holds one text per line; sentence pairs need JSONL, CSV or TSV", option="pair_column"
+        )
+    if columns.label not in (None, AUTO):
+        raise ConfigError(
+            f"{path}: a .txt file has no label column; use JSONL, CSV or TSV for labels", option="label_column"
+        )
+    for number, line in _decoded(path, columns, replaced):
+        yield number, line, None, NO_LABEL
+
+
+def _pick(
+    record: Mapping[str, Any], columns: TextColumns, label: str | None, where: str, found: Iterable[str]
+) -> tuple[str, Any, Any]:
+    wanted = [columns.text] + ([columns.pair] if columns.pair else []) + ([label] if label else [])
+    missing = [c for c in wanted if c not in record]
+    if missing:
+        raise InputError(
+            f"{where}: no column {missing[0]!r}; the columns found are {sorted(found)} (choose with text_column=, pair_column=, label_column=)"
+        )
+    text = record[columns.text]
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise InputError(f"{where}: column {columns.text!r} holds {type(text).__name__}, not text")
+    pair = record[columns.pair] if columns.pair else None
+    if columns.pair and not isinstance(pair, str):
+        pair = "" if pair is None else str(pair)
+    return text, pair, record[label] if label else NO_LABEL
+
+
+def _label_name(columns: TextColumns, found: Iterable[str]) -> str | None:
+    if columns.label == AUTO:
+        return "label" if "label" in found else None
+    return columns.label
+
+
+def _jsonl(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
+    label: str | None | object = NO_LABEL
+    for number, line in _decoded(path, columns, replaced):
+        if not line.strip():
+            yield BLANK
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"{path}, line {number}, column {exc.colno}: not JSON ({exc.msg}); JSONL holds one object per line",
+                path=path,
+                line=number,
+            ) from None
+        if not isinstance(record, dict):
+            raise InputError(
+                f'{path}, line {number}: a JSONL line must be an object like {{"text": ...}}, not {type(record).__name__}',
+                path=path,
+                line=number,
+            )
+        if label is NO_LABEL:
+            label = _label_name(columns, record)
+        text, pair, value = _pick(record, columns, label, f"{path}, line {number}", record)  # type: ignore[arg-type]
+        yield number, text, pair, value
+
+
+def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
+    numbered: list[int] = [0]
+
+    def text_lines() -> Iterator[str]:
+        for number, line in _decoded(path, columns, replaced):
+            numbered[0] = number
+            yield line
+
+    if fmt == "tsv":
+        reader = csv.reader(text_lines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader(text_lines())
+    header = next(reader, None)
+    if header is None:
+        raise EmptyDatasetError(f"{path} is empty; a {fmt.upper()} file starts with a header row naming its columns")
+    label = _label_name(columns, header)
+    pos = {name: i for i, name in enumerate(header)}
+    _pick(dict.fromkeys(header, ""), columns, label, f"{path}, header (line 1)", header)
+    wanted = [(columns.text, pos[columns.text])] + ([(columns.pair, pos[columns.pair])] if columns.pair else [])
+    label_pos = pos[label] if label else None
+    for row in reader:
+        if not row:
+            yield BLANK
+            continue
+        if len(row) < len(header):
+            raise InputError(
+                f"{path}, line {numbered[0]}: {len(row)} fields, the header has {len(header)} ({header})",
+                path=path,
+                line=numbered[0],
+            )
+        text = row[wanted[0][1]]
+        pair = row[wanted[1][1]] if columns.pair else None
+        yield numbered[0], text, pair, row[label_pos] if label_pos is not None else NO_LABEL
+
+
+def _mapping_rows(source: Mapping[str, Any], columns: TextColumns) -> Iterator[Any]:
+    label = _label_name(columns, source)
+    _pick(dict.fromkeys(source, ""), columns, label, "the dict of columns", source)
+    texts = source[columns.text]
+    pairs = source[columns.pair] if columns.pair else None
+    labels = source[label] if label else None
+    for name, values in ((columns.pair, pairs), (label, labels)):
+        if values is not None and len(values) != len(texts):
+            raise InputError(f"column {name!r} has {len(values)} values, column {columns.text!r} has {len(texts)}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InputError(f"column {columns.text!r}, row {i}: {type(text).__name__}, not text")
+        yield i, text, None if pairs is None else str(pairs[i]), NO_LABEL if labels is None else labels[i]
+
+
+def _list_rows(source: list[Any] | tuple[Any, ...], columns: TextColumns) -> Iterator[Any]:
+    """Rows of a list: strings, ``(text, text_b)`` pairs (two strings) or ``(text, label)`` rows (a
+    non-string label), one kind per list (mixing them would misalign the labels)."""
+    first: str | None = None
+    row: tuple[int, str, str | None, Any]
+    for i, item in enumerate(source):
+        if isinstance(item, str):
+            kind, row = "a single text", (i, item, None, NO_LABEL)
+        elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
+            if isinstance(item[1], str):
+                kind, row = "a (text, text_b) pair", (i, item[0], item[1], NO_LABEL)
+            else:
+                kind, row = "a (text, label) row", (i, item[0], None, NO_LABEL if columns.label is None else item[1])
+        else:
+            raise InputError(
+                f"row {i}: {item!r:.80}; a list source holds strings, (text, text_b) pairs of strings, "
+                "or (text, label) rows with numeric labels"
+            )
+        if first is None:
+            first = kind
+        elif kind != first:
+            raise InputError(f"row {i} is {kind} but row 0 is {first}; a list holds one kind of row")
+        if columns.pair and kind != "a (text, text_b) pair":
+            raise InputError(f"row {i} is {kind}; with pair_column, sentence pairs come as (text, text_b) tuples")
+        if not columns.pair and kind == "a (text, text_b) pair":
+            raise InputError(
+                f"row {i} is a pair of texts; pass pair_column='text_b' to read sentence pairs. "
+                "(text, label) rows take numeric labels; for label names pass a dict of lists "
+                "{'text': [...], 'label': [...]}"
+            )
+        yield row
