@@ -179,10 +179,17 @@ def run_parts(rows: int, row_bytes: int, copy: Callable[[int, int], None]) -> No
 
     Returns once every range is copied; an error raised by any range is raised here.
     """
+    mode = split_mode()  # read first: a bad value is an error whatever the size of the copy
     helpers: Helpers | None = getattr(_local, "helpers", None)
-    bounds = part_bounds(rows, row_bytes, 1 if helpers is None else helpers.threads)
-    mode = split_mode()
-    if helpers is None or len(bounds) <= 2 or mode == "never" or (mode == "auto" and not helpers.spare_core()):
+    # the cheap checks first: a copy that is not cut computes no bounds
+    if helpers is None or mode == "never" or helpers.threads < 2 or rows * row_bytes < SPLIT_BYTES:
+        copy(0, rows)
+        return
+    if mode == "auto" and not helpers.spare_core():
+        copy(0, rows)
+        return
+    bounds = part_bounds(rows, row_bytes, helpers.threads)
+    if len(bounds) <= 2:
         copy(0, rows)
         return
     job = _Job(copy, bounds)
