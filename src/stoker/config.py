@@ -29,7 +29,7 @@ class LoaderConfig:
             batches are under 1 MiB is read in the calling thread), else one worker per core;
             ``"auto"`` tunes the count while the loader runs (``pipeline/autotune.py``: from one
             worker thread up to 2 per core, added while the consumer waits on busy workers and the
-            rate rises, retired when they idle; worker processes get one per core, picked once).
+            rate rises, retired when they idle; worker processes too).
         prefetch_factor: chunks of batches in flight per worker; ``"auto"`` tunes it while the loader
             runs (from 1 up to 8, deepened while the consumer waits on idle workers and the rate
             rises). Every decision of the tuner is in ``loader.report()`` and told to observers

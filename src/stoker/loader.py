@@ -299,9 +299,9 @@ class Loader:
         self, workers: int, engine: str, per_chunk: int, calibration: Calibration | None = None
     ) -> Executor:
         cfg, tuner = self.config, self._tuner
-        if tuner is not None and engine == "processes" and workers > 0:
-            workers = tuner.for_processes(default_workers())  # processes are not resized: picked once
-        tuner = tuner if tuner is not None and workers > 0 and calibration is None else None
+        if tuner is not None and engine == "processes" and (workers > 0 or tuner.tune_workers):
+            workers = tuner.for_processes()  # busy share from the tasks outstanding (not timed here)
+        tuner = tuner if tuner is not None and (workers > 0 or tuner.tune_workers) and calibration is None else None
         cached = self._executor
         if calibration is None and cached is not None and (cached.workers, cached.method) == (workers, engine):
             return cached
@@ -357,7 +357,7 @@ class Loader:
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
         per_chunk, tasks = pass_tasks(epoch, sampler.batches_from(epoch, self._begin), sized, ahead)
-        tuner = self._tuner if self._tuner is not None and workers > 0 else None
+        tuner = self._tuner if self._tuner is not None and (workers > 0 or self._tuner.tune_workers) else None
         if tuner is not None:  # the settings learned by earlier passes carry over
             tuner.begin_pass(per_chunk, sized())
         if self.engine == "auto":

@@ -38,7 +38,7 @@ def scripted(monkeypatch):
     is resized and its depth changed all through the epoch. Returns the thread counts seen."""
     monkeypatch.setattr(autotune, "WINDOW_S", 0.0)
     monkeypatch.setattr(autotune, "MIN_BATCHES", 1)
-    cycle = itertools.cycle([(1, 1), (3, 2), (4, 8), (2, 1), (1, 4), (4, 1)])
+    cycle = itertools.cycle([(1, 1), *[(0, 1)] * 6, (3, 2), (4, 8), (2, 1), (1, 4), (4, 1)])  # 0: inline
     seen = []
 
     def step(self, m):
@@ -72,7 +72,7 @@ def test_same_batches_while_the_tuner_resizes_mid_epoch(scripted):
     tuned = stoker.Loader(Rows(), 4, shuffle=True, seed=7, num_workers="auto", prefetch_factor="auto", engine="threads")
     got = ids(tuned)
     assert len(got) == 125 and all(np.array_equal(a, b) for a, b in zip(got, fixed))
-    assert {1, 3, 4} <= set(scripted)  # the pool really ran with these sizes during the epoch
+    assert {0, 1, 3, 4} <= set(scripted)  # the pool really ran with these sizes (0: inline) during the epoch
     assert len(tuned.tuning.decisions) >= 100
 
 
@@ -135,7 +135,7 @@ def test_fixed_loaders_run_no_tuner(mixed_store, monkeypatch):
     assert not isinstance(loader.report(), TuneReport)
 
 
-def test_processes_pick_the_count_once_and_tune_the_depth(shm_clean, scripted):
+def test_processes_are_resized_mid_epoch_with_the_same_batches(shm_clean, scripted):
     fixed = ids(stoker.Loader(Rows(), 4, shuffle=True, seed=2, num_workers=2, engine="processes"))
     loader = stoker.Loader(
         Rows(), 4, shuffle=True, seed=2, num_workers="auto", prefetch_factor="auto", engine="processes"
@@ -146,11 +146,9 @@ def test_processes_pick_the_count_once_and_tune_the_depth(shm_clean, scripted):
         got.append(b["i"].numpy().copy())
         flights.append(loader._tuner.knobs.in_flight)
     assert len(got) == 125 and all(np.array_equal(a, b) for a, b in zip(got, fixed))
-    report = loader.tuning
-    assert report.decisions[0].action == "fixed" and "processes" in report.decisions[0].reason
-    cores = stoker.pipeline.threads.default_workers()
-    assert report.workers == cores and {d.workers for d in report.decisions} == {cores}  # never resized
-    assert max(flights) > 2 * cores  # the depth went past the start (prefetch 1, then up to 8 per worker)
+    assert {1, 3, 4} <= set(scripted)  # the pool ran with these many processes during the epoch
+    assert max(flights) > 8  # and deeper than 4 processes x prefetch 2
+    assert len(loader.tuning.decisions) >= 100
 
 
 def test_prefetch_auto_with_inline_reads_says_there_is_nothing_to_tune(mixed_store):

@@ -31,11 +31,14 @@ Policy, once per window, in this order:
    bottleneck (busy share >= :data:`BUSY_HIGH`) a worker is added; otherwise (workers idle
    between tasks: too few tasks in flight) the prefetch depth is doubled; when one knob cannot
    move (not tuned, at its bound or ceiling, or past the memory budget), the other is tried.
+   When one worker thread idles between tasks, cannot be helped by a deeper prefetch, and the
+   consumer still waits, the batches are read in the consumer's thread (``"inline"``: no hand-off
+   between threads, best for small cheap batches); kept only if the rate rises by :data:`GAIN`.
 4. **The consumer does not wait** (wait share < :data:`WAIT_LOW`, and a result was ready on average
    when it asked) and the workers idle: a worker is retired when the others could do its work at
    most :data:`BUSY_RETIRE` busy (``busy × workers <= BUSY_RETIRE × (workers - 1)``).
 
-Bounds: workers from 1 to :data:`MAX_WORKERS_PER_CORE` x the usable cores (threads that wait on
+Bounds: workers from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores (threads that wait on
 I/O or a lock can use more than one per core; a worker that does not raise the rate is undone);
 prefetch (chunks in flight per worker) from 1 to :data:`MAX_PREFETCH`; and, with
 ``memory_budget``, the bytes in flight (``workers × prefetch × batches per chunk × batch bytes``)
@@ -43,9 +46,9 @@ at most the budget. With ``num_workers="auto"`` the search starts from one worke
 ``prefetch_factor="auto"`` from a prefetch of 1 (the worst setting: what it reaches is measured
 from there, ``benchmarks/bench_tune_online.py``); what it learned carries over to the next pass
 of the same loader. Chunk sizes are not tuned (the executor's growing chunks, ``executor.py``).
-Worker threads are resized while they run; worker processes are not: with them
-``num_workers="auto"`` picks one per usable core, once (the report says so), and only the prefetch
-depth is tuned online (their busy share is not measured, so a consumer that waits deepens it).
+Worker threads and worker processes are both resized while they run (``ProcessPool.resize``: a
+retired process ends after the tasks it was sent). A process's tasks are not timed here, so with
+processes the busy share is the share of workers with a task outstanding when the consumer asks.
 """
 
 from __future__ import annotations
@@ -188,6 +191,7 @@ class AutoTuner:
         self.on_decision = on_decision
         self.decisions: list[Decision] = []
         self.knobs = Knobs(self.workers, self.workers * self.prefetch)
+        self.processes = False  # workers are processes: busy share from the tasks outstanding
         self.batch_bytes: float | None = None  # bytes of one batch (the source's, or measured)
         self.per_chunk = 1  # batches per worker task at most
         self._lock = threading.Lock()
@@ -207,6 +211,7 @@ class AutoTuner:
         self._waited = 0.0
         self._batches = 0
         self._ready = 0
+        self._outstanding = 0.0  # sum over batches of the share of workers with a task not done
         with self._lock:
             self._busy, self._tasks = 0.0, 0
 
@@ -241,7 +246,9 @@ class AutoTuner:
         end of a window, decides and returns the decision (None when nothing changed)."""
         self._waited += waited
         self._batches += 1
-        self._ready += self.knobs.ready
+        knobs = self.knobs
+        self._ready += knobs.ready
+        self._outstanding += min(1.0, max(0, knobs.in_flight - knobs.ready) / max(1, knobs.threads or self.workers))
         if self.batch_bytes is None and batch is not None:
             self.batch_bytes = float(nbytes(batch)) or None
         now = self.clock()
@@ -251,7 +258,7 @@ class AutoTuner:
         with self._lock:
             busy, tasks = self._busy, self._tasks
         threads = max(1, self.knobs.threads or self.workers)
-        busy_share = busy / (threads * wall)
+        busy_share = self._outstanding / self._batches if self.processes else busy / (threads * wall)
         measure = Measure(wall, self._waited, self._batches, busy_share, self._ready / self._batches, tasks)
         self._reset_window()
         return self.step(measure)
@@ -290,6 +297,8 @@ class AutoTuner:
     def _can_deepen(self, now: float) -> str | None:
         if not self.tune_prefetch:
             return "prefetch_factor is fixed"
+        if self.workers == 0:
+            return "the batches are read in the consumer's thread"
         p = min(self.bounds.max_prefetch, 2 * self.prefetch)
         if p == self.prefetch:
             return f"at the deepest prefetch ({self.bounds.max_prefetch})"
@@ -332,11 +341,14 @@ class AutoTuner:
 
     def _check(self, pending: tuple[str, float, int, int], m: Measure, now: float) -> Decision | None:
         action, before, workers, prefetch = pending
-        if action in ("add worker", "deepen"):
+        if action in ("add worker", "deepen", "inline"):
             if m.rate >= before * (1 + GAIN):
                 return None
-            knob, value = ("workers", self.workers) if action == "add worker" else ("prefetch", self.prefetch)
-            self._ceiling[knob] = (value, now)
+            if action == "inline":
+                self._floor = (workers, now)  # a worker thread again, and not below it for a while
+            else:
+                knob, value = ("workers", self.workers) if action == "add worker" else ("prefetch", self.prefetch)
+                self._ceiling[knob] = (value, now)
             self._set(workers, prefetch)
             return self._record(
                 m, "undo", f"{action} did not raise the rate by {GAIN:.0%} ({before:.1f} -> {m.rate:.1f} batches/s)"
@@ -357,6 +369,15 @@ class AutoTuner:
             if action == "deepen" and deepen is None:
                 p = min(self.bounds.max_prefetch, 2 * self.prefetch)
                 return self._change(m, action, self.workers, p, "workers idle between tasks" if not bottleneck else "")
+        floor = self._floor
+        if (
+            self.workers == 1
+            and self.tune_workers
+            and not self.processes
+            and not bottleneck
+            and not (floor is not None and now - floor[1] < FORGET_S and floor[0] >= 1)
+        ):  # one idle worker thread and no deeper prefetch helped: try reading in the consumer's thread
+            return self._change(m, "inline", 0, self.prefetch, "one worker idle between tasks, deeper did not help")
         reason = f"the consumer waits, but: {add}; {deepen}"
         if reason != self._held:
             self._held = reason
@@ -406,15 +427,13 @@ class AutoTuner:
         """Record a setting picked once (not tuned online), e.g. for worker processes."""
         return self._record(Measure(0.0, 0.0, 0, 0.0), "fixed", reason)
 
-    def for_processes(self, cores: int) -> int:
-        """Worker processes are not resized while they run: ``num_workers="auto"`` picks one per usable
-        core, once; the prefetch depth is still tuned (their busy share is not measured: tasks run in
-        other processes, so a wait deepens the prefetch). Returns the worker count."""
-        if self.tune_workers:
-            self.workers, self.tune_workers = max(1, cores), False
-            self._set(self.workers, self.prefetch)
-            depth = "; the prefetch depth is tuned online" if self.tune_prefetch else ""
-            self.fixed(f"worker processes are not resized: {self.workers} (one per usable core), picked once{depth}")
+    def for_processes(self) -> int:
+        """The workers are processes from now on: their tasks are not timed here (they run in other
+        processes), so their busy share is the share of workers with a task outstanding when the
+        consumer asks. Returns the worker count."""
+        self.processes = True
+        if self.workers == 0:  # a process pool has one worker at least
+            self._set(1, self.prefetch)
         return self.workers
 
 

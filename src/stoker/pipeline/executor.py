@@ -82,7 +82,7 @@ class Executor:
                 depth=self.depth,
                 stage=self.stage,
                 timeout=self.timeout,
-                knobs=self.knobs if self.workers > 0 else None,
+                knobs=self.knobs,
             )
         if self._pool is None:
             self._pool = ProcessPool(self.fn, self.workers, self.stage, self.slots)

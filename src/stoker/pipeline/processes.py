@@ -143,45 +143,68 @@ class ProcessPool:
         self._generation = 0
         self._serving = threading.Lock()  # held by the one map() in progress
         self._oom_kills: int | None = None
+        self._active: list[int] = []  # the workers sent tasks, round robin (resize retires some)
+        self._retired: set[int] = set()  # told to stop after the tasks they were sent
+        self._ctx: Any = None
 
     def _start(self) -> None:
         sweep_stale_segments()
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
-        self._tasks = [ctx.Queue() for _ in range(self.workers)]
+        ctx = self._ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
         self._results = ctx.Queue()
         self._current = ctx.Value("q", 0, lock=False)
-        self._doing = ctx.Array("q", [-1] * (2 * self.workers), lock=False)  # per worker: (generation, task)
+        capacity = max(2 * self.workers, 4 * (os.cpu_count() or 1), 16)  # worker slots, retired ones reused
+        self._doing = ctx.Array("q", [-1] * (2 * capacity), lock=False)  # per worker: (generation, task)
         self._oom_kills = oom_kills()
         self._ring = self.plan.ring(self.token)
-        self._told = [0] * self.workers
+        self._procs, self._tasks, self._told, self._active, self._retired = [], [], [], [], set()
+        for _ in range(self.workers):
+            self._spawn()
+
+    def _spawn(self) -> bool:
+        """Start one more worker (in the place of one retired and ended, if any); False at capacity."""
+        w = next((r for r in sorted(self._retired) if not self._procs[r].is_alive()), None)
+        if w is not None:
+            self._retired.discard(w)
+            self._procs[w].join()
+            self._tasks[w].close()
+        elif len(self._procs) * 2 >= len(self._doing):
+            return False
+        else:
+            w = len(self._procs)
+            self._procs.append(None)
+            self._tasks.append(None)
+            self._told.append(0)
+        ctx = self._ctx
         writer = self.plan.buffers.writer if self.plan.buffers is not None else SlotWriter()
-        self._procs = [
-            ctx.Process(
-                target=_worker,
-                args=(
-                    self.fn,
-                    writer,
-                    self.token,
-                    os.getpid(),
-                    (self._tasks[w], self._results),
-                    self._current,
-                    self._doing,
-                    w,
-                ),
-                daemon=True,
-                name=f"stoker-{self.stage}-{w}",
-            )
-            for w in range(self.workers)
-        ]
-        for p in self._procs:
-            p.start()
+        self._tasks[w], self._told[w] = ctx.Queue(), 0
+        queues = (self._tasks[w], self._results)
+        args = (self.fn, writer, self.token, os.getpid(), queues, self._current, self._doing, w)
+        self._procs[w] = ctx.Process(target=_worker, args=args, daemon=True, name=f"stoker-{self.stage}-{w}")
+        self._procs[w].start()
+        self._active.append(w)
+        return True
+
+    def resize(self, workers: int) -> None:
+        """Run with ``workers`` processes from now on, also while a :meth:`map` runs: new ones are
+        forked; a retired one is sent a stop after the tasks it was sent, and ends when it has done them."""
+        workers = max(1, workers)
+        if not self._procs:
+            self.workers = workers
+            return
+        while len(self._active) > workers:
+            w = self._active.pop()
+            self._tasks[w].put(None)
+            self._retired.add(w)
+        while len(self._active) < workers and self._spawn():
+            pass
+        self.workers = len(self._active)
 
     def map(
         self, tasks: Iterable[Any], *, depth: int, timeout: float | None = None, knobs: Any = None
     ) -> Iterator[Any]:
         """Yield ``fn(task)`` for each of ``tasks``, in order, at most ``depth`` in flight. With ``knobs``
-        (:class:`~stoker.pipeline.threads.Knobs`), ``knobs.depth`` is read after each result (the online
-        tuner's prefetch; the worker count stays) and ``knobs.ready`` / ``in_flight`` are set."""
+        (:class:`~stoker.pipeline.threads.Knobs`), ``knobs.workers`` and ``knobs.depth`` are read after
+        each result (the online tuner's: :meth:`resize`) and ``knobs.ready`` / ``in_flight`` are set."""
         if not self._serving.acquire(blocking=False):
             raise ConcurrentIterationError(
                 f"the {self.stage!r} worker pool is already serving an iteration (in another thread, or one "
@@ -214,7 +237,7 @@ class ProcessPool:
             slot = ring.take()
             if slot is None and ring.size is not None and sent > received:
                 return False  # every slot is held: wait for a result, or for the user to drop a batch
-            w = sent % self.workers
+            w = self._active[sent % len(self._active)]
             forget, self._told[w] = tuple(ring.retired[self._told[w] :]), len(ring.retired)
             self._tasks[w].put((gen, sent, waiting, None if slot is None else (slot.name, slot.size), forget))
             self._lent[(gen, sent)] = slot
@@ -246,6 +269,8 @@ class ProcessPool:
                     slot.lent = False  # the views of ``batch`` hold it now
                 del inflight[received]
                 received += 1
+                if knobs is not None and knobs.workers != self.workers:
+                    self.resize(knobs.workers)
                 if knobs is not None and max(knobs.depth, self.workers) != window:
                     window = max(knobs.depth, self.workers)
                     ring.limit = max(ring.limit, 2 * window + 4)
@@ -295,7 +320,11 @@ class ProcessPool:
             return result
 
     def _check_alive(self, awaited: int, inflight: dict[int, Any]) -> None:
-        dead = next((w for w, p in enumerate(self._procs) if not p.is_alive()), None)
+        # a retired worker that ended after its last task (exit code 0) is not a death
+        retired = self._retired
+        dead = next(
+            (w for w, p in enumerate(self._procs) if not p.is_alive() and (w not in retired or p.exitcode != 0)), None
+        )
         if dead is None:
             return
         p = self._procs[dead]

@@ -199,11 +199,12 @@ def ordered_map(
     behind (a daemon thread: Python cannot stop it; it ends with the process). Otherwise the
     threads are joined when the iteration ends (for at most ``timeout`` seconds when one is set).
 
-    With ``knobs`` (and ``workers >= 1``), ``knobs.workers`` and ``knobs.depth`` replace ``workers``
-    and ``depth`` and are read again after each result: the pool grows or shrinks to them while it
-    runs. A smaller depth takes effect as results are handed out (nothing in flight is dropped).
+    With ``knobs``, ``knobs.workers`` and ``knobs.depth`` replace ``workers`` and ``depth`` and are read
+    again after each result: the pool grows or shrinks to them while it runs. A smaller depth takes
+    effect as results are handed out (nothing in flight is dropped). ``knobs.workers == 0`` reads
+    the next items in the calling thread once those in flight are handed out (one idle thread stays).
     """
-    if workers <= 0:
+    if workers <= 0 and knobs is None:
         for n, item in enumerate(items):
             try:
                 yield fn(item)
@@ -215,13 +216,33 @@ def ordered_map(
     pending: deque[cf.Future[R]] = deque()
     if knobs is not None:
         workers, depth = knobs.workers, knobs.depth
+    depth = max(1, depth)
     pool = _Threads(workers, f"stoker-{stage}")
     timed_out = False
     try:
-        for item in itertools.islice(it, max(depth, 1)):
+        for item in itertools.islice(it, depth if workers > 0 else 0):
             pending.append(pool.submit(fn, item))
         n = 0
-        while pending:
+        while True:
+            if not pending and knobs is not None:  # nothing in flight: threads again, or read here
+                if knobs.workers > 0:
+                    if knobs.workers != pool.size:
+                        pool.resize(knobs.workers)
+                    pending.extend(pool.submit(fn, i) for i in itertools.islice(it, max(1, knobs.depth)))
+                else:
+                    here = list(itertools.islice(it, 1))
+                    if here:
+                        knobs.ready = knobs.in_flight = knobs.threads = 0
+                        try:
+                            result = fn(here.pop())
+                        except Exception as exc:
+                            tag_error(exc, stage, n)
+                            raise
+                        yield result
+                        n += 1
+                        continue
+            if not pending:
+                break
             if knobs is not None:
                 knobs.ready, knobs.in_flight, knobs.threads = sum(f.done() for f in pending), len(pending), pool.size
             fut = pending.popleft()
@@ -241,10 +262,10 @@ def ordered_map(
                 tag_error(exc, stage, n)
                 raise
             if knobs is not None:
-                if knobs.workers != pool.size:
+                if knobs.workers != pool.size and knobs.workers > 0:
                     pool.resize(knobs.workers)
-                depth = knobs.depth
-            for item in itertools.islice(it, max(0, max(1, depth) - len(pending))):  # refill up to the depth
+                depth = max(1, knobs.depth) if knobs.workers > 0 else 0  # 0 workers: drain, then read here
+            for item in itertools.islice(it, max(0, depth - len(pending))):  # refill up to the depth
                 pending.append(pool.submit(fn, item))
             yield result
             n += 1

@@ -155,3 +155,28 @@ def test_handed_decides_once_per_window_from_measured_figures():
     assert first.action == "add worker" and first.wait_share == pytest.approx(0.8) and first.busy == pytest.approx(1.0)
     assert first.rate == pytest.approx(8.0)
     assert decisions[made[1]].action == "undo"  # same rate with two workers
+
+
+def test_one_idle_worker_that_nothing_helps_tries_reading_inline_and_keeps_it_if_faster():
+    t, clock = tuner(workers=1, prefetch=8, max_workers=1)  # no deeper prefetch, no second worker
+    d = t.step(window(100, 0.6, 0.3))
+    assert d.action == "inline" and t.workers == 0 and (t.knobs.workers, t.knobs.depth) == (0, 0)
+    clock.t += 1
+    t.step(window(150, 0.6, 0.9))  # 50 % faster: kept (then a worker is tried again, the consumer still waits)
+    assert "undo" not in [x.action for x in t.decisions]
+
+
+def test_inline_that_is_slower_is_undone_and_not_tried_again_for_a_while():
+    t, clock = tuner(workers=1, prefetch=8, max_workers=1)
+    assert t.step(window(100, 0.6, 0.3)).action == "inline"
+    clock.t += 1
+    d = t.step(window(80, 0.6, 0.9))
+    assert d.action == "undo" and t.workers == 1
+    clock.t += 1
+    assert t.step(window(100, 0.6, 0.3)).action == "hold"
+
+
+def test_processes_never_go_inline():
+    t, _ = tuner(workers=1, prefetch=8, max_workers=1)
+    t.for_processes()
+    assert t.step(window(100, 0.6, 0.3)).action == "hold"

@@ -79,3 +79,24 @@ def test_retired_threads_finish_queued_work_and_errors_are_still_tagged():
         raise AssertionError("the error was not raised")
     assert got == list(range(30))
     assert _stoker_threads("tagged") == []
+
+
+def test_zero_workers_reads_in_the_calling_thread_then_threads_again():
+    knobs = Knobs(2, 4)
+    me = threading.current_thread().name
+    where = {}
+
+    def work(i):
+        where[i] = threading.current_thread().name
+        return i
+
+    out = []
+    for n, v in enumerate(ordered_map(work, range(60), workers=2, depth=4, stage="inline", knobs=knobs)):
+        out.append(v)
+        if n == 10:
+            knobs.workers, knobs.depth = 0, 0  # those in flight are handed out, then reads come here
+        if n == 40:
+            knobs.workers, knobs.depth = 2, 4
+    assert out == list(range(60))
+    assert all(where[i] == me for i in range(20, 41)) and where[5] != me and where[55] != me
+    assert _stoker_threads("inline") == []
