@@ -199,6 +199,7 @@ class AutoTuner:
         self._tasks = 0  # tasks ended since the window began
         self._began: float | None = None  # the first pass's start
         self._reset_window()
+        self._last = self._start  # when the consumer got its last batch
         self._pending: tuple[str, float, int, int] | None = None  # (action, rate before, workers, prefetch)
         self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, since when)
         self._floor: tuple[int, float] | None = None  # workers not to retire below, since when
@@ -217,11 +218,14 @@ class AutoTuner:
 
     def begin_pass(self, per_chunk: int = 1, batch_bytes: float | None = None) -> Knobs:
         """A pass begins (its chunks hold ``per_chunk`` batches at most, of ``batch_bytes`` each when the
-        source knows): a fresh window; returns the knobs its map runs with."""
+        source knows); returns the knobs its map runs with. The window goes on across passes (short
+        epochs still make whole windows, the restart counted as the consumer's wait), unless the last
+        batch is older than a window: then a fresh one begins (the time between passes is not the loop's)."""
         self.per_chunk, self.batch_bytes = per_chunk, batch_bytes if batch_bytes is not None else self.batch_bytes
+        if self._began is None or self.clock() - self._last > WINDOW_S:
+            self._reset_window()  # a change still to check is checked in the new window
         if self._began is None:
             self._began = self.clock()
-        self._reset_window()  # a change still to check is checked in the new pass's first window
         self._set(self.workers, self.prefetch)
         return self.knobs
 
@@ -251,7 +255,7 @@ class AutoTuner:
         self._outstanding += min(1.0, max(0, knobs.in_flight - knobs.ready) / max(1, knobs.threads or self.workers))
         if self.batch_bytes is None and batch is not None:
             self.batch_bytes = float(nbytes(batch)) or None
-        now = self.clock()
+        now = self._last = self.clock()
         wall = now - self._start
         if wall < WINDOW_S or self._batches < MIN_BATCHES:
             return None

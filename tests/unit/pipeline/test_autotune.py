@@ -180,3 +180,20 @@ def test_processes_never_go_inline():
     t, _ = tuner(workers=1, prefetch=8, max_workers=1)
     t.for_processes()
     assert t.step(window(100, 0.6, 0.3)).action == "hold"
+
+
+def test_a_window_spans_short_passes_but_not_a_long_gap_between_them():
+    t, clock = tuner()
+    for _ in range(5):  # five passes of 0.3 s, 3 batches each: windows go on across them
+        t.begin_pass()
+        for _ in range(3):
+            clock.t += 0.1
+            t.handed(0.09)
+    assert len(t.decisions) >= 1 and t.decisions[0].action == "deepen"  # (no task timed: workers idle)
+    n = len(t.decisions)
+    clock.t += 60  # an hour of evaluation between passes is not part of the loop's window
+    t.begin_pass()
+    for _ in range(3):
+        clock.t += 0.1
+        t.handed(0.0)
+    assert len(t.decisions) == n  # 0.3 s since the new window began: nothing decided yet
