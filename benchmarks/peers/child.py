@@ -33,6 +33,19 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and its live worker processes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in [os.getpid(), *_descendants(os.getpid())]:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def peak_rss_mb() -> float:
     """Peak RSS of this process plus that of each worker process it has (VmHWM of each; shared
     pages count in each process that touched them). VmHWM, not getrusage: ru_maxrss survives
@@ -53,6 +66,9 @@ def main() -> None:
     ap.add_argument("--workload", required=True)
     ap.add_argument("--root", required=True)
     ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument(
+        "--keep", action="store_true", help="keep the written format, and load one kept by an earlier --keep run"
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     w = WORKLOADS[args.workload]
@@ -61,12 +77,15 @@ def main() -> None:
     out = {"contender": args.contender, "workload": w.name}
     try:
         _, prepare, load = contenders_for(w.name)[args.contender]
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        t0 = time.perf_counter()
-        prepare(w, raw, work)
-        out["write_s"] = time.perf_counter() - t0
-        out["bytes_on_disk"] = du(work)
+        ready = work / ".prepared"
+        if not (args.keep and ready.is_file()):
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            t0 = time.perf_counter()
+            prepare(w, raw, work)
+            out["write_s"] = time.perf_counter() - t0
+            out["bytes_on_disk"] = du(work)
+            ready.write_text("ok")
         t0 = time.perf_counter()
         make_iter, count = load(w, raw, work)
         it = iter(make_iter())
@@ -74,7 +93,7 @@ def main() -> None:
         out["first_batch_s"] = time.perf_counter() - t0
         samples = count(first)
         del first
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         samples = 0
         while time.perf_counter() - t0 < args.seconds:
             for batch in it:
@@ -84,12 +103,15 @@ def main() -> None:
             else:
                 it = iter(make_iter())
         out["samples_per_s"] = samples / (time.perf_counter() - t0)
+        out["cpu_us_per_sample"] = (cpu_seconds() - c0) / max(samples, 1) * 1e6
+        out["load_average"] = os.getloadavg()[0]
         out["peak_rss_mb"] = peak_rss_mb()
     except Exception as exc:  # noqa: BLE001 - the table says why a contender has no figure
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc()[-2000:]
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(out), flush=True)
     os._exit(0)  # do not wait for loaders' worker processes to wind down
 

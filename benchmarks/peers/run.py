@@ -2,13 +2,21 @@
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/peers/run.py
         [--workloads text_bert,token_ids,images_jpeg,images_uint8,tensors] [--seconds 4]
-        [--only stoker,WebDataset] [--data data] [--out results/peers] [--update]
+        [--only stoker,WebDataset] [--data data] [--out results/peers] [--update] [--rounds 1]
 
 Every (contender, workload) runs in its own process, in the environment that contender needs
 (``ENVS``: peers that pin conflicting versions get their own venv). Each writes its own format
 with its own writer, then loads shuffled batches on the CPU for ``--seconds``. Printed: a ratio
 table (stoker = 1.0) with write time, bytes on disk, time to first batch and peak RSS; written:
 ``<out>.json`` and ``<out>.png``. A contender that cannot run says why in the table.
+
+``--rounds N`` (N > 1) writes each format once and then loads it N times, the contenders of a
+workload taking turns (their order reversed every other round), so that a machine whose load
+changes from minute to minute weighs on all of them alike. Each row then gives the median of its
+rounds (``rounds`` in the JSON holds them all), and stoker's ratio to a peer is the median of the
+per-round ratios. Every row also records the CPU time its processes used per sample while loading
+(``cpu_us_per_sample``: a measure of work that other load on the machine changes little) and the
+1-minute load average at the end of its window.
 
 Physical-limit rows, measured in the same run by this process (stoker's dev venv: it needs
 stoker.text and stoker.vision): memcpy of the rows (array workloads), the bare ``tokenizers``
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -99,7 +108,7 @@ def limit_rows(name: str, raw: Path, batch: int, seconds: float) -> list[dict]:
     ]
 
 
-def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
+def run_one(contender: str, workload: str, root: Path, seconds: float, keep: bool = False) -> dict:
     env = contenders_for(workload)[contender][0]
     python = env_python(env)
     if not python.exists():
@@ -119,6 +128,7 @@ def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
         str(root),
         "--seconds",
         str(seconds),
+        *(["--keep"] if keep else []),
     ]
     # Output goes to files and the wait is for the child itself, not for the end of its output:
     # worker processes it leaves behind (os._exit skips loaders' shutdown; some peers' workers
@@ -148,8 +158,57 @@ def run_one(contender: str, workload: str, root: Path, seconds: float) -> dict:
     return json.loads(lines[-1])
 
 
+def work_dir(root: Path, workload: str, contender: str) -> Path:
+    """Where child.py writes ``contender``'s format of ``workload`` (its naming)."""
+    return root / workload / "".join(c if c.isalnum() else "_" for c in contender)
+
+
+def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
+    """One row per (workload, contender) from the rows of each round: the first round's row (its
+    write time, disk size, first batch) with ``samples_per_s`` and ``cpu_us_per_sample`` the medians
+    of the rounds that measured it, ``rounds`` the per-round rates, ``load_averages`` the loads, and
+    for stoker ``vs_peers``: per peer, the median of the per-round ratios stoker / peer."""
+    merged: dict[tuple[str, str], dict] = {}
+    per: dict[tuple[str, str], list[dict]] = {}
+    for rows in rounds:
+        for r in rows:
+            key = (r["workload"], r["contender"])
+            merged.setdefault(key, dict(r))
+            per.setdefault(key, []).append(r)
+    for key, row in merged.items():
+        ok = [r for r in per[key] if "samples_per_s" in r]
+        if not ok:
+            continue
+        row.pop("error", None)
+        row["rounds"] = [r["samples_per_s"] for r in ok]
+        row["samples_per_s"] = float(np.median(row["rounds"]))
+        cpu = [r["cpu_us_per_sample"] for r in ok if "cpu_us_per_sample" in r]
+        if cpu:
+            row["cpu_us_per_sample"] = float(np.median(cpu))
+        row["load_averages"] = [r["load_average"] for r in ok if "load_average" in r]
+        for k in ("write_s", "bytes_on_disk", "first_batch_s", "peak_rss_mb"):
+            if k not in row and any(k in r for r in ok):
+                row[k] = next(r[k] for r in ok if k in r)
+    for (workload, name), row in merged.items():
+        if name != "stoker" or "rounds" not in row:
+            continue
+        ratios = {}
+        for (w, peer), other in merged.items():
+            if w != workload or not is_peer(peer) or "rounds" not in other:
+                continue
+            pairs = [
+                (a["samples_per_s"], b["samples_per_s"])
+                for a, b in zip(per[(w, name)], per[(w, peer)])
+                if "samples_per_s" in a and "samples_per_s" in b
+            ]
+            if pairs:
+                ratios[peer] = float(np.median([a / b for a, b in pairs]))
+        row["vs_peers"] = ratios
+    return list(merged.values())
+
+
 def print_table(rows: list[dict]) -> None:
-    header = f"{'workload':<13} {'contender':<58} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11}"
+    header = f"{'workload':<13} {'contender':<58} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11} {'CPU us/sample':>13}"
     print(header)
     for workload in dict.fromkeys(r["workload"] for r in rows):
         group = [r for r in rows if r["workload"] == workload]
@@ -163,6 +222,8 @@ def print_table(rows: list[dict]) -> None:
             print(
                 f"{workload:<13} {r['contender']:<58} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
                 f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_rss_mb', '{:.0f}'):>11}"
+                f" {opt('cpu_us_per_sample', '{:.2f}'):>13}"
+                + (f"  rounds: {', '.join(f'{x:,.0f}' for x in r['rounds'])}" if len(r.get("rounds", ())) > 1 else "")
             )
 
 
@@ -171,7 +232,8 @@ def is_peer(name: str) -> bool:
 
 
 def best_peers(rows: list[dict]) -> dict[str, tuple[str, float]]:
-    """workload -> (fastest peer, stoker / that peer)."""
+    """workload -> (fastest peer, stoker / that peer); over several rounds, the median of the
+    per-round ratios to the peer with the highest median rate."""
     out = {}
     for workload in dict.fromkeys(r["workload"] for r in rows):
         group = [r for r in rows if r["workload"] == workload and "samples_per_s" in r]
@@ -179,7 +241,9 @@ def best_peers(rows: list[dict]) -> dict[str, tuple[str, float]]:
         peers = [r for r in group if is_peer(r["contender"])]
         if base and peers:
             best = max(peers, key=lambda r: r["samples_per_s"])
-            out[workload] = (best["contender"], base / best["samples_per_s"])
+            stoker_row = next(r for r in group if r["contender"] == "stoker")
+            ratio = stoker_row.get("vs_peers", {}).get(best["contender"], base / best["samples_per_s"])
+            out[workload] = (best["contender"], ratio)
     return out
 
 
@@ -238,6 +302,22 @@ def markdown(rows: list[dict], day: str) -> str:
                 else "–"
             )
         lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
+    if any("cpu_us_per_sample" in r for r in rows):
+        lines += [
+            "",
+            "CPU µs per sample while loading (all the contender's threads and worker processes):",
+            "",
+            "| contender | " + " | ".join(workloads) + " |",
+            "| --- |" + " --- |" * len(workloads),
+        ]
+        for name in names:
+            if name.startswith("physical limit"):
+                continue
+            cells = [
+                f"{cell[(name, w)]['cpu_us_per_sample']:.2f}" if "cpu_us_per_sample" in cell.get((name, w), {}) else "–"
+                for w in workloads
+            ]
+            lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -302,18 +382,37 @@ def main() -> None:
     ap.add_argument(
         "--update", action="store_true", help="replace only the measured rows in an existing <out>.json, then redraw"
     )
+    ap.add_argument(
+        "--rounds", type=int, default=1, help="load each format this many times, contenders taking turns (medians)"
+    )
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     root = Path(args.root)
-    rows: list[dict] = []
-    for name in args.workloads.split(","):
-        w = WORKLOADS[name]
-        raw = make_raw(w, root, Path(args.data))
-        table = contenders_for(name)
-        for contender in [c for c in table if args.only is None or c in args.only.split(",")]:
-            print(f"[{name}] {contender} ...", file=sys.stderr, flush=True)
-            rows.append(run_one(contender, name, root, args.seconds))
-        if args.only is None or "limits" in args.only.split(","):
-            rows.extend(limit_rows(name, raw, w.batch_size, args.seconds))
+    keep = args.rounds > 1
+    rounds: list[list[dict]] = []
+    try:
+        for n in range(args.rounds):
+            rows: list[dict] = []
+            for name in args.workloads.split(","):
+                w = WORKLOADS[name]
+                raw = make_raw(w, root, Path(args.data))
+                chosen = [c for c in contenders_for(name) if args.only is None or c in args.only.split(",")]
+                for contender in chosen if n % 2 == 0 else chosen[::-1]:
+                    print(f"[{name}] {contender} (round {n + 1}) ...", file=sys.stderr, flush=True)
+                    rows.append(run_one(contender, name, root, args.seconds, keep))
+                if args.only is None or "limits" in args.only.split(","):
+                    rows.extend(
+                        dict(r, load_average=os.getloadavg()[0])
+                        for r in limit_rows(name, raw, w.batch_size, args.seconds)
+                    )
+            rounds.append(rows)
+    finally:
+        if keep:
+            for name in args.workloads.split(","):
+                for contender in contenders_for(name):
+                    shutil.rmtree(work_dir(root, name, contender), ignore_errors=True)
+    rows = merge_rounds(rounds) if len(rounds) > 1 else rounds[0]
     out = Path(args.out)
     if args.update and out.with_suffix(".json").is_file():
         new = {(r["workload"], r["contender"]): r for r in rows}
@@ -321,6 +420,11 @@ def main() -> None:
         rows = [new.pop((r["workload"], r["contender"]), r) for r in old] + list(new.values())
     print(f"\nstoker vs peers, {date.today().isoformat()}, {os.cpu_count()} vCPU; batches on the CPU, shuffled\n")
     print_table(rows)
+    if len(rounds) > 1:
+        loads = [x for r in rows for x in r.get("load_averages", ())]
+        print(
+            f"\n{len(rounds)} rounds; medians; 1-minute load average {min(loads):.1f}-{max(loads):.1f}" if loads else ""
+        )
     for workload, (peer, ratio) in best_peers(rows).items():
         print(
             f"{workload}: stoker {ratio:.2f}x the fastest peer ({peer}){'' if ratio >= 1.5 else f'; short of 1.5x by {1.5 / ratio:.2f}x'}"
