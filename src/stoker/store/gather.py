@@ -45,15 +45,16 @@ class Plan:
         self.n = len(local)
         self.shard = shard
         self.local = local
-        self.sorted = bool(self.n < 2 or np.all(shard[1:] >= shard[:-1]))
+        steps = np.diff(shard)
+        self.sorted = bool(self.n < 2 or (steps >= 0).all())
         if self.sorted:
             # contiguous runs: (shard, start, stop) positions in the output
             if self.n == 0:
                 self.runs: list[tuple[int, np.ndarray | slice]] = []
             else:
-                cuts = np.flatnonzero(shard[1:] != shard[:-1]) + 1
-                bounds = np.concatenate([[0], cuts, [self.n]])
-                self.runs = [(int(shard[a]), slice(int(a), int(b))) for a, b in zip(bounds[:-1], bounds[1:])]
+                bounds = [0, *(np.flatnonzero(steps) + 1).tolist(), self.n]
+                firsts = shard[bounds[:-1]].tolist()
+                self.runs = [(s, slice(a, b)) for s, a, b in zip(firsts, bounds[:-1], bounds[1:])]
         else:
             self.runs = [(int(s), np.flatnonzero(shard == s)) for s in np.unique(shard)]
 
@@ -122,7 +123,7 @@ def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) 
         src = views[shard].data
         if isinstance(pos, slice):
             # rows are in range (checked by the Store), so mode="clip" changes nothing; "raise" would buffer
-            np.take(src, plan.local[pos], axis=0, out=out[pos], mode="clip")
+            src.take(plan.local[pos], axis=0, out=out[pos], mode="clip")
         else:
             out[pos] = np.take(src, plan.local[pos], axis=0)
 
