@@ -5,8 +5,15 @@ in its own process), read by ``stoker.Loader`` (threads, ``shuffle="block"``), c
 
   local cold   the shard files dropped from the page cache (posix_fadvise DONTNEED) first;
   local warm   the epochs after, the shards in the page cache;
-  remote cold  a fresh, empty cache_dir: every shard downloaded during the epoch;
-  remote warm  the epochs after: every shard in the cache (and mapped).
+  remote cold  a fresh, empty cache_dir: every shard downloaded during the epoch (obstore, the
+               default client; and once more through fsspec/s3fs, STOKER_REMOTE_CLIENT=fsspec);
+  remote warm  the epochs after: every shard in the cache (and mapped);
+  ceiling      the server's own rate: every shard object of the store fetched with obstore on
+               FETCH_THREADS threads into memory, nothing else (no stoker, no disk, no checksum).
+
+moto is a Python server sharing this machine's cores with the reader, so "remote cold / ceiling"
+(stoker's cold epoch in bytes/s over the raw GET rate of the same objects) says how much of what
+the server can give stoker takes; "remote cold / local cold" says how far that is from a local disk.
 
 Targets: remote cold >= 0.8x local cold, remote warm >= 0.95x local warm. Each round runs both
 cold epochs, then ``--warm`` warm epochs of each, alternated; the ratios printed are medians of
@@ -29,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import boto3
@@ -73,13 +81,44 @@ def _epoch(ds: stoker.Store, batch_size: int) -> float:
     return n / (time.perf_counter() - t)
 
 
+def _ceiling(endpoint: str, url: str, names: list[str]) -> float:
+    """Bytes per second of fetching ``names`` (objects under ``url``) with obstore, FETCH_THREADS at once, into memory."""
+    import obstore
+    from obstore.store import S3Store
+
+    from stoker.store.remote import FETCH_THREADS
+
+    bucket, prefix = url[len("s3://") :].split("/", 1)
+    store = S3Store(
+        bucket,
+        prefix=prefix,
+        endpoint=endpoint,
+        access_key_id=KEY,
+        secret_access_key=SECRET,
+        region="us-east-1",
+        client_options={"allow_http": True},
+    )
+    t = time.perf_counter()
+    with ThreadPoolExecutor(FETCH_THREADS) as pool:
+        total = sum(pool.map(lambda name: len(obstore.get(store, name).bytes()), names))
+    return total / (time.perf_counter() - t)
+
+
+def _open_with(client: str, url: str, cache_dir: Path, options: dict[str, str]) -> stoker.Store:
+    os.environ["STOKER_REMOTE_CLIENT"] = client
+    try:
+        return stoker.open(url, cache_dir=cache_dir, storage_options=options)
+    finally:
+        del os.environ["STOKER_REMOTE_CLIENT"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=128, help="store size in MiB")
     ap.add_argument("--shard", default="8MB")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--warm", type=int, default=7, help="warm epochs per round, local and remote alternated")
+    ap.add_argument("--warm", type=int, default=3, help="warm epochs per round, local and remote alternated")
     args = ap.parse_args()
     rows = args.mb * 2**20 // (3 * 64 * 64 + 8)
     work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
@@ -100,13 +139,23 @@ def main() -> None:
         with stoker.StoreWriter(url, shard_size=args.shard, storage_options=options) as writer:
             writer.add_batch(data)
         del data
-        ratios: dict[str, list[float]] = {"cold": [], "warm": []}
+        ratios: dict[str, list[float]] = {"cold": [], "warm": [], "fsspec": [], "ceiling": []}
+        names = [
+            info.file for info in stoker.open(url, cache_dir=work / "names", storage_options=options).manifest.shards
+        ]
+        store_bytes = stoker.open(local).nbytes
         for r in range(args.rounds):
+            ceiling = _ceiling(endpoint, url, names)
+            slow = _open_with("fsspec", url, work / f"fsspec-{r}", options)
+            fc = _epoch(slow, args.batch)
+            shutil.rmtree(work / f"fsspec-{r}", ignore_errors=True)
             _drop(local)
             near = stoker.open(local)
-            far = stoker.open(url, cache_dir=work / f"cache-{r}", storage_options=options)
+            far = _open_with("obstore", url, work / f"cache-{r}", options)
             lc, rc = _epoch(near, args.batch), _epoch(far, args.batch)
             ratios["cold"].append(rc / lc)
+            ratios["fsspec"].append(fc / lc)
+            ratios["ceiling"].append(rc * store_bytes / rows / ceiling)
             warm = []
             for _ in range(args.warm):  # alternated, so that the machine's drifts hit both alike
                 lw, rw = _epoch(near, args.batch), _epoch(far, args.batch)
@@ -116,14 +165,17 @@ def main() -> None:
             gc.collect()
             shutil.rmtree(work / f"cache-{r}", ignore_errors=True)
             print(
-                f"round {r}: local cold {lc:,.0f} rows/s, remote cold {rc:,.0f} rows/s ({rc / lc:.2f}x); "
+                f"round {r}: server ceiling {ceiling / 1e6:,.0f} MB/s; local cold {lc:,.0f} rows/s, remote cold "
+                f"{rc:,.0f} rows/s ({rc / lc:.2f}x, {rc * store_bytes / rows / 1e6:,.0f} MB/s), through fsspec "
+                f"{fc:,.0f} rows/s ({fc / lc:.2f}x); "
                 f"warm remote/local, {args.warm} alternated epochs: median {statistics.median(warm):.2f}x",
                 flush=True,
             )
         print(f"store: {rows:,} rows, {args.mb} MiB in {args.shard} shards; batch {args.batch}, shuffle='block'")
         print(f"remote cold / local cold: {statistics.median(ratios['cold']):.2f}x   (target >= 0.8x)")
+        print(f"remote cold / server ceiling (bytes/s): {statistics.median(ratios['ceiling']):.2f}")
+        print(f"remote cold through fsspec / local cold: {statistics.median(ratios['fsspec']):.2f}x")
         print(f"remote warm / local warm: {statistics.median(ratios['warm']):.2f}x   (target >= 0.95x)")
-        store_bytes = stoker.open(url, cache_dir=work / "probe", storage_options=options).nbytes
         shard = max(s.bytes for s in stoker.open(local).manifest.shards)
         per_shard = stoker.open(local).manifest.shards[0].rows
         orders = {
