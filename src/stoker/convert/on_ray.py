@@ -110,7 +110,8 @@ def text(
     Ray CPUs of each task, and its tokenizing threads; ``retries``: attempts after a dead worker;
     ``staging``: the directory of the parts (default ``.NAME.ray-parts`` beside a local store; needed
     for a URL store); ``storage_options``: for a URL store. ``report``: the ``"stoker.text"``
-    metadata, plus ``partitions`` and ``reused_partitions``.
+    metadata, plus ``partitions``, ``reused_partitions``, ``phase_seconds`` (plan, pre-pass, convert,
+    merge: wall time of each) and ``partition_seconds`` (each partition's conversion in its task).
     """
     from stoker.text.inputs import TextColumns, describe_source
     from stoker.text.tokenizer import resolve
@@ -141,6 +142,7 @@ def text(
     stage, dest = target.staging, target.dest
     job: dict[str, Any] = {"kind": "text", "src": str(path), "columns": columns, **target.job()}
     plan = load_plan(stage, key, overwrite)
+    phases = {"plan": time.perf_counter() - t0}
     if plan is None:
         count = partitions or max(
             math.ceil((stat.st_size if stat else 0) / TEXT_PARTITION_BYTES), _slots(ray, cpus_per_task)
@@ -151,6 +153,7 @@ def text(
         scans = _run(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, path, dest)
         plan = {"key": key, "parts": job["parts"], "scans": [scans[p.index] for p in parts]}
         save_plan(stage, plan)
+    phases["pre-pass"] = time.perf_counter() - t0 - sum(phases.values())
     scans = plan["scans"]
     names = _agreed_labels(scans, columns, describe_source(src))
     before = 0
@@ -173,6 +176,7 @@ def text(
             f"{describe_source(src)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
         )
     results = _run(ray, convert_task, wanted, job, cpus_per_task, retries, stage, path, dest)
+    phases["convert"] = time.perf_counter() - t0 - sum(phases.values())
     summaries = [_summary(stage, i) for i in wanted]
     report = {
         **summaries[0]["report"],
@@ -183,8 +187,15 @@ def text(
     }
     target.merge([stage / part_name(i) for i in wanted], overwrite, {"stoker.text": report})
     clear(stage)
+    phases["merge"] = time.perf_counter() - t0 - sum(phases.values())
     rows = sum(s["rows"] for s in summaries)
-    out = {**report, "partitions": len(scans), "reused_partitions": sorted(i for i, r in results.items() if r)}
+    out = {
+        **report,
+        "partitions": len(scans),
+        "reused_partitions": sorted(i for i, r in results.items() if r),
+        "phase_seconds": phases,
+        "partition_seconds": {i: s.get("seconds") for i, s in zip(wanted, summaries, strict=True)},
+    }
     return ConvertResult(Path(dest), rows, skipped, report=out, seconds=time.perf_counter() - t0)
 
 

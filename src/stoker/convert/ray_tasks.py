@@ -17,6 +17,7 @@ import json
 import os
 import pickle
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,9 @@ def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
         os._exit(1)  # test hook (STOKER_TEST_RAY_EXIT): this worker dies as a killed one would
     target = staging / part_name(index)
     try:
+        t0 = time.perf_counter()
         summary = _text_part(job, index, target) if job["kind"] == "text" else _image_part(job, index, target)
+        summary["seconds"] = time.perf_counter() - t0  # the partition's own conversion, for the report
         if job["url"] is not None and summary["rows"]:  # this part's shards go up from here, beside the others'
             upload_part(target, job["url"], job["storage_options"], verify=False)
     except StokerError as exc:  # sent back as it is (Ray Data would wrap it, its type and message lost)
