@@ -3,7 +3,8 @@
 Each command lives in its own module with ``register(subparsers)``, which adds its parser
 and sets ``func`` to a function ``(args) -> exit code``. Here, for every command: the help texts
 lose their reST markup (``helptext.py``), a stoker error is printed in flag words (``flags.py``),
-and output into a closed pipe (``stoker inspect X | head``) ends quietly, as the Python docs'
+an OSError no library code wrapped is one line too (no traceback), and
+output into a closed pipe (``stoker inspect X | head``) ends quietly, as the Python docs'
 recipe for SIGPIPE says: stdout pointed at /dev/null, exit code 1, no traceback.
 """
 
@@ -84,12 +85,25 @@ def _run(argv: Sequence[str] | None) -> int:
         message = in_flag_words(str(exc), command_parser(parser, args), option)
         print(f"stoker: error: {message}", file=sys.stderr)
         return EXIT_ERROR
-    except FileNotFoundError as exc:
-        print(f"stoker: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # output into a closed pipe: main() ends quietly
+    except OSError as exc:  # a file the library did not wrap (a path that names a file where a directory goes)
+        print(f"stoker: error: {os_error_words(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("stoker: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def os_error_words(exc: OSError) -> str:
+    """An OSError in one line: the file(s) it names and the system's words, else its own message."""
+    if exc.filename is None or not exc.strerror:
+        return str(exc)
+    files = f"{exc.filename}" + ("" if exc.filename2 is None else f" -> {exc.filename2}")
+    hint = ""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        hint = " (a file stands where a directory is needed: choose another path)"
+    return f"{files}: {exc.strerror}{hint}"
 
 
 if __name__ == "__main__":  # pragma: no cover
