@@ -1,0 +1,239 @@
+"""Online tuning (num_workers="auto", prefetch_factor="auto") against a grid of fixed settings, in one run.
+
+Four workloads (the recipes of bench_tune.py / stoker.tune.loaders):
+  photos    an encoded JPEG store (``data/stores/photos``), ImageSource with RandomResizedCrop(224) + flip, batch 32
+  friends   a token store (``data/stores/friends``) through stoker.text.Loader, batch 64
+  fly       on-the-fly text: 8,000 lines of ``data/text/friends.txt`` tokenized by stoker.text.Loader, batch 64
+  dataset   a user torch Dataset whose Python ``__getitem__`` crops, flips and scales a 64x64 array, batch 64
+For each, in this order:
+  grid      stoker.tune's exhaustive grid (workers 0..2x cores x threads|processes x prefetch 1/2/4/8),
+            one trial each, with no step (the loader alone sets the pace): its best rate is the target
+  ramp      the loader with num_workers="auto", prefetch_factor="auto" (it starts from 1 worker, prefetch 1)
+            read for RAMP_S seconds with no step: the time until the rate over the trailing TRAIL_S
+            seconds first reaches 0.9x the grid's best (target <= 10 s), and the rate over the last
+            5 s / the grid's best; then the same with engine="auto" too (the grid searches the engine,
+            the online tuner does not: without it the source's own engine stays)
+  change    the auto loader (fresh) under a simulated step of 4*F ms for CHANGE_AT seconds, then F ms
+            (4x faster) for CHANGE_AFTER seconds; F is chosen so that the fast step asks for half the grid's
+            best rate. Reported: the time after the change until the consumer's wait share over the
+            trailing second is under 5 % (target <= 5 s), the wait share over the last 5 s (target < 5 %),
+            and the same last-5 s wait share of the grid's best fixed setting run the same way (the
+            floor any setting reaches on this machine).
+The step is a pure-Python loop holding the GIL (stoker.tune.trial.busy_step). Other engineers share these
+2 cores: rates drift; read the ratios with that in mind, and the load average printed with them.
+
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_tune_online.py [--data data] [--only photos,fly]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import stoker
+import stoker.text
+from stoker.tune import tune
+from stoker.tune.loaders import plan_for
+from stoker.tune.trial import busy_step, rows_of
+
+RAMP_S = 20.0
+TRAIL_S = 2.0
+CHANGE_AT = 10.0
+CHANGE_AFTER = 12.0
+FLY_LINES = 8000
+AUTO = {"num_workers": "auto", "prefetch_factor": "auto"}
+
+Make = Callable[[dict[str, Any]], Any]
+
+
+class Patches(torch.utils.data.Dataset):
+    """A user Dataset: per sample a random 48x48 crop of a 64x64 image, a flip, a float scale (numpy)."""
+
+    def __init__(self, n: int = 4096) -> None:
+        self.images = np.random.default_rng(0).integers(0, 255, size=(256, 64, 64, 3), dtype=np.uint8)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rng = np.random.default_rng(i)
+        y, x = (int(v) for v in rng.integers(0, 16, size=2))
+        crop = self.images[i % len(self.images), y : y + 48, x : x + 48]
+        if rng.random() < 0.5:
+            crop = crop[:, ::-1]
+        pixels = (crop.astype(np.float32) / 255.0 - 0.5) / 0.25
+        return {"x": torch.from_numpy(np.ascontiguousarray(pixels)), "y": i % 10}
+
+
+def workloads(data: Path) -> list[tuple[str, Path | None, str, Make]]:
+    """(name, store or None, kind, make) of each workload."""
+    photos, friends = data / "stores" / "photos", data / "stores" / "friends"
+    lines = (data / "text" / "friends.txt").read_text(encoding="utf-8").splitlines()[:FLY_LINES]
+    vocab = str(data / "text" / "vocab.txt")
+    dataset = Patches()
+
+    def fly(setting: dict[str, Any]) -> Any:
+        return stoker.text.Loader(
+            lines, tokenizer=vocab, batch_size=64, max_length=128, shuffle=True, seed=0, **setting
+        )
+
+    def user(setting: dict[str, Any]) -> Any:
+        return stoker.Loader(dataset, 64, shuffle=True, seed=0, **setting)
+
+    return [
+        ("photos", photos, "images", plan_for(photos, 32).make),
+        ("friends", friends, "text", plan_for(friends, 64).make),
+        ("fly", None, "text", fly),
+        ("dataset", None, "plain", user),
+    ]
+
+
+def read_for(loader: Any, seconds: float, step_ms: Callable[[float], float]) -> list[tuple[float, int, float]]:
+    """Read ``loader`` (new passes as epochs end) for ``seconds``: per batch (time since start, rows, wait)."""
+    out: list[tuple[float, int, float]] = []
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        it = iter(loader)
+        while True:
+            asked = time.perf_counter()
+            batch = next(it, None)
+            if batch is None:
+                break
+            got = time.perf_counter()
+            out.append((got - t0, rows_of(batch), got - asked))
+            del batch
+            busy_step(step_ms(got - t0))
+            if time.perf_counter() - t0 >= seconds:
+                break
+        it.close()
+    return out
+
+
+class Log:
+    """Per batch: when it came (seconds since the start), its rows, the consumer's wait for it; sums over spans."""
+
+    def __init__(self, rows: list[tuple[float, int, float]]) -> None:
+        self.at = np.array([r[0] for r in rows])
+        self.rows = np.concatenate([[0], np.cumsum([r[1] for r in rows])])
+        self.waits = np.concatenate([[0.0], np.cumsum([r[2] for r in rows])])
+
+    def _span(self, start: float, end: float) -> tuple[int, int]:
+        return int(np.searchsorted(self.at, start, "right")), int(np.searchsorted(self.at, end, "right"))
+
+    def rate(self, end: float, span: float) -> float:
+        """Rows per second over ``(end - span, end]``."""
+        i, j = self._span(end - span, end)
+        return float(self.rows[j] - self.rows[i]) / span
+
+    def wait_share(self, start: float, end: float) -> float:
+        """The consumer's wait over ``(start, end]`` / its length."""
+        i, j = self._span(start, end)
+        return float(self.waits[j] - self.waits[i]) / (end - start)
+
+
+def ramp(make: Make, best: float, setting: dict[str, Any] = AUTO) -> dict[str, Any]:
+    loader = make(setting)
+    try:
+        log = Log(read_for(loader, RAMP_S, lambda t: 0.0))
+        tuning = loader.tuning
+    finally:
+        loader.close()
+    reached = next((at for at in log.at if at >= TRAIL_S and log.rate(at, TRAIL_S) >= 0.9 * best), None)
+    end = log.at[-1]
+    return {
+        "time_to_0.9x_s": None if reached is None else float(reached),
+        "last5_over_best": log.rate(end, 5.0) / best,
+        "settings": (tuning.workers, tuning.prefetch),
+        "decisions": [str(d) for d in tuning.decisions],
+    }
+
+
+def change(make: Make, setting: dict[str, Any], fast_ms: float) -> dict[str, Any]:
+    loader = make(setting)
+    try:
+        log = Log(read_for(loader, CHANGE_AT + CHANGE_AFTER, lambda t: 4 * fast_ms if t < CHANGE_AT else fast_ms))
+        tuning = getattr(loader, "tuning", None)
+    finally:
+        loader.close()
+    end = log.at[-1]
+    readapt = next(
+        (at - CHANGE_AT for at in log.at if at >= CHANGE_AT + 1.0 and log.wait_share(at - 1.0, at) < 0.05), None
+    )
+    return {
+        "readapt_s": None if readapt is None else float(readapt),
+        "wait_before": log.wait_share(CHANGE_AT - 3.0, CHANGE_AT),
+        "wait_last5": log.wait_share(end - 5.0, end),
+        "settings": None if tuning is None else (tuning.workers, tuning.prefetch),
+        "decisions": [] if tuning is None else [str(d) for d in tuning.decisions],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="data")
+    ap.add_argument("--only", default=None, help="workloads, comma-separated: photos, friends, fly, dataset")
+    ap.add_argument("--trial-seconds", type=float, default=1.0)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--verbose", action="store_true", help="print the tuner's decisions")
+    args = ap.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores)")
+    print(
+        f"{'workload':<9} {'grid best r/s':>13} {'ramp: t(0.9x)':>13} {'last5/best':>10} {'auto ends at':>12} "
+        f"{'step ms':>9} {'readapt s':>9} {'wait before':>11} {'wait last5':>10} {'fixed best wait':>15}  load"
+    )
+    out = []
+    for name, store, kind, make in workloads(Path(args.data)):
+        if args.only and name not in args.only.split(","):
+            continue
+        batch = 32 if name == "photos" else 64
+        grid = tune(store, method="grid", batch_size=batch, trial_seconds=args.trial_seconds, make=make, kind=kind)
+        assert grid.best is not None and grid.best.rate, "every grid trial failed"
+        best, best_setting = grid.best.rate, grid.best.setting
+        fast_ms = 1000.0 * batch / (0.5 * best)  # the fast step asks for half the grid's best rate
+        r = ramp(make, best)
+        r_engine = ramp(make, best, {**AUTO, "engine": "auto"})
+        c = change(make, AUTO, fast_ms)
+        fixed = change(make, best_setting, fast_ms)
+        load = os.getloadavg()[0]
+        row = {
+            "workload": name,
+            "grid_best_rows_per_s": best,
+            "grid_best": best_setting,
+            "ramp": r,
+            "ramp_engine_auto": r_engine,
+            "fast_step_ms": fast_ms,
+            "change": c,
+            "fixed_best_change": fixed,
+            "load": load,
+        }
+        out.append(row)
+        t09, readapt, t09e = r["time_to_0.9x_s"], c["readapt_s"], r_engine["time_to_0.9x_s"]
+        print(
+            f"{name:<9} {best:>13,.0f} {'never' if t09 is None else f'{t09:.1f} s':>13} {r['last5_over_best']:>10.2f} "
+            f"{str(r['settings']):>12} {f'{4 * fast_ms:.0f}->{fast_ms:.0f}':>9} "
+            f"{'never' if readapt is None else f'{readapt:.1f}':>9} {c['wait_before']:>11.1%} "
+            f"{c['wait_last5']:>10.1%} {fixed['wait_last5']:>15.1%}  {load:.2f}   (grid best {best_setting}; "
+            f"with engine='auto' too: t(0.9x) {'never' if t09e is None else f'{t09e:.1f} s'}, "
+            f"last5/best {r_engine['last5_over_best']:.2f}, ends at {r_engine['settings']})",
+            flush=True,
+        )
+        if args.verbose:
+            for phase in ("ramp", "ramp_engine_auto", "change"):
+                print(f"  {phase}:")
+                for d in row[phase]["decisions"]:
+                    print(f"    {d}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
