@@ -66,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
     ds = Store(args.store)
     counts = _worker_counts(args.workers)
+    if not args.seconds > 0:  # also NaN
+        raise ConfigError(f"--seconds must be a time > 0, got {args.seconds}", option="seconds")
     columns = tuple(args.columns.split(",")) if args.columns else None
     plan = bench_loaders(
         ds,
