@@ -144,12 +144,14 @@ def _jsonl(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> I
 
 
 def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
-    numbered: list[int] = [0]
+    """Rows of a CSV/TSV file; a record's place is the line it starts on. Lines go to the csv module
+    with their newline, so that a quoted CSV field spanning lines keeps its line breaks (as ``\\n``)."""
+    numbered: list[int] = [0]  # the last line read
 
     def text_lines() -> Iterator[str]:
         for number, line in _decoded(path, columns, replaced):
             numbered[0] = number
-            yield line
+            yield line + "\n"
 
     if fmt == "tsv":
         reader = csv.reader(text_lines(), delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -163,19 +165,23 @@ def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) 
     _pick(dict.fromkeys(header, ""), columns, label, f"{path}, header (line 1)", header)
     wanted = [(columns.text, pos[columns.text])] + ([(columns.pair, pos[columns.pair])] if columns.pair else [])
     label_pos = pos[label] if label else None
-    for row in reader:
+    while True:
+        start = numbered[0] + 1
+        row = next(reader, None)
+        if row is None:
+            return
         if not row:
             yield BLANK
             continue
         if len(row) < len(header):
             raise InputError(
-                f"{path}, line {numbered[0]}: {len(row)} fields, the header has {len(header)} ({header})",
+                f"{path}, line {start}: {len(row)} fields, the header has {len(header)} ({header})",
                 path=path,
-                line=numbered[0],
+                line=start,
             )
         text = row[wanted[0][1]]
         pair = row[wanted[1][1]] if columns.pair else None
-        yield numbered[0], text, pair, row[label_pos] if label_pos is not None else NO_LABEL
+        yield start, text, pair, row[label_pos] if label_pos is not None else NO_LABEL
 
 
 def _mapping_rows(source: Mapping[str, Any], columns: TextColumns) -> Iterator[Any]:

@@ -1,0 +1,34 @@
+"""CSV records whose quoted text spans lines: the text keeps its line break, the example is placed on its first line."""
+
+from __future__ import annotations
+
+import pytest
+
+from stoker.errors import InputError
+from stoker.text.inputs import read_table
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_quoted_field_over_two_lines_keeps_its_line_break(tmp_path, newline):
+    path = tmp_path / "q.csv"
+    lines = ["text,label", '"hello, world",pos', '"multi', 'line",neg', ",neg", "plain,pos", ""]
+    path.write_bytes(newline.join(lines).encode())
+    table = read_table(path)
+    assert table.texts == ["hello, world", "multi\nline", "plain"]  # was "multiline": two words made one
+    assert table.lines.tolist() == [2, 3, 6]  # the record starts on line 3 (was placed on its last, 4)
+    assert table.describe(1) == f"{path}, line 3"
+    assert table.skipped_empty == 1
+
+
+def test_a_short_record_after_a_long_one_names_its_first_line(tmp_path):
+    path = tmp_path / "q.csv"
+    path.write_text('text,label\n"two\nlines",a\nshort\n')
+    with pytest.raises(InputError, match=r"q\.csv, line 4: 1 fields, the header has 2"):
+        read_table(path)
+
+
+def test_tsv_rows_are_unchanged(tmp_path):
+    path = tmp_path / "q.tsv"
+    path.write_text('text\tlabel\nhas "quote\tx\n\nsecond\ty\n')
+    table = read_table(path)
+    assert table.texts == ['has "quote', "second"] and table.lines.tolist() == [2, 4]
