@@ -39,7 +39,8 @@ def example_rows(source: Any, columns: TextColumns, replaced: list[int]) -> Iter
         path = Path(source)
         if not path.is_file():
             raise InputError(
-                f"{path} does not exist or is not a file; pass a .txt, .jsonl, .csv or .tsv file, or a list of strings",
+                f"{path} does not exist or is not a file; give a .txt, .jsonl, .csv or .tsv file "
+                "(or, in Python, a list of strings or a dict of columns)",
                 path=path,
             )
         fmt = FORMATS.get(path.suffix.lower())
