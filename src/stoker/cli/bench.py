@@ -28,7 +28,7 @@ DESCRIPTION = (
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="measure loader throughput on a store", description=DESCRIPTION)
-    p.add_argument("store", help="path of the store directory")
+    p.add_argument("store", help="path of the store directory, or its object-store URL (s3://, gs://, ...)")
     p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
     p.add_argument("--workers", default="0,1,2", help="comma-separated worker counts to try (default 0,1,2)")
     p.add_argument("--seconds", type=float, default=3.0, help="seconds to measure each setting (default 3)")
