@@ -57,11 +57,6 @@ class ScriptTrials:
         if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or self.timeout <= 0:
             raise ConfigError(f"timeout must be a number of seconds > 0, got {self.timeout!r}", option="timeout")
 
-    def full(self) -> ScriptTrials:
-        """The same trials, each running its ``max_seconds`` whatever its stability (a confirming trial)."""
-        length = self.max_seconds if self.max_seconds is not None else self.min_seconds
-        return ScriptTrials(self.argv, self.batches, self.warmup, length, None, None, self.timeout)
-
     def spec(self, setting: dict[str, Any], out: str) -> dict[str, Any]:
         return {
             "setting": setting,

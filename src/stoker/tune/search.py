@@ -9,13 +9,13 @@ move must beat the current best by ``min_gain`` (3 %) to count, so that noise do
 the search away from a setting as good. Passes repeat until one changes nothing (at most
 ``passes``). The search also stops as soon as a rate is within ``near`` (5 %) of ``ceiling``
 (the step's own bound: the consumer cannot take batches faster than its step, so no setting can
-gain more than that). Every setting is
-measured once (the tuner's trials end as soon as their rate is stable); then the fastest and
-the runner-up when within ``close`` (10 %) of it are measured once more with a full trial (and
-a setting that then leads with one trial gets its second), and the best is the fastest by mean (one short trial on a shared machine can be off by
-tens of percent; a setting clearly slower is not worth a second trial). A failed trial counts as
-no rate and the search goes on. :func:`grid` measures every setting instead (the benchmark's
-reference).
+gain more than that). Every setting is measured once (the tuner's trials end as soon as their
+rate is stable); then the fastest, and the runner-up when within ``close`` (10 %) of it, are
+measured once more (a setting that then leads on one trial gets its second), and the best is the
+fastest by mean: one short trial on a shared machine can be off by tens of percent, and a setting
+clearly slower is not worth a second trial. ``Trials(full=...)`` gives the second trials another
+measure (e.g. longer ones). A failed trial counts as no rate and the search goes on.
+:func:`grid` measures every setting instead (the benchmark's reference).
 """
 
 from __future__ import annotations

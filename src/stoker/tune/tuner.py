@@ -47,7 +47,7 @@ def tune(
         step_ms: a pure-Python busy loop holding the GIL this long after each batch (0: none).
         trial_batches: batches timed per trial (after 2 warm-up batches).
         trial_seconds: a full trial goes on past ``trial_batches`` until this long has passed (the
-            grid's trials, and the second trial of the fastest settings).
+            grid's trials; the search's trials are shorter, see ``stable``).
         stable: the search's first trial of each setting ends once its rate is stable within this
             (relative std of its three thirds' rates), after ``trial_batches`` and a quarter of
             ``trial_seconds``, and at ``trial_seconds`` at the latest; None: every trial is full.
@@ -96,7 +96,7 @@ def tune(
             max_seconds=trial_seconds,
         )
 
-    trials = Trials(screen, on_trial, full=full)
+    trials = Trials(screen, on_trial)  # the confirming trials are screens too (full ones cost the grid's time)
     interrupted = False
     defaults: dict[str, Any] = {}
     limits = None
@@ -207,7 +207,7 @@ def tune_script(
     Args:
         command: the command that runs the script.
         trial_batches: the script's steps timed per trial (after 5 warm-up steps).
-        trial_seconds: a full trial's length in seconds; first trials end once stable (``stable``).
+        trial_seconds: a trial's longest run in seconds; trials end sooner once stable (``stable``).
         stable: see :func:`tune`.
         timeout: seconds a trial's script may run in all (start-up included) before it is ended.
         space: the keywords to search (see :func:`tune`); default workers, engine, prefetch depth.
@@ -220,7 +220,13 @@ def tune_script(
     if not isinstance(trial_seconds, (int, float)) or isinstance(trial_seconds, bool) or trial_seconds < 0:
         raise ConfigError(f"trial_seconds must be a number >= 0, got {trial_seconds!r}", option="trial_seconds")
     screening = ScriptTrials(
-        tuple(command), trial_batches, 5, trial_seconds / 4, stable, trial_seconds if stable else None, timeout
+        tuple(command),
+        trial_batches,
+        5,
+        trial_seconds / 4 if stable else trial_seconds,
+        stable,
+        trial_seconds if stable else None,
+        timeout,
     )
     cores = usable_cores()
     chosen = default_space("plain", "cpu", cores) if space is None else custom_space("plain", space, "cpu", cores)
@@ -231,7 +237,7 @@ def tune_script(
         runs.append(run)
         return run.trial
 
-    trials = Trials(lambda s: measure(s, screening), on_trial, full=lambda s: measure(s, screening.full()))
+    trials = Trials(lambda s: measure(s, screening), on_trial)
     interrupted = False
     defaults: dict[str, Any] = {}
     notes: list[str] = []
