@@ -27,6 +27,11 @@ The tree::
     └── ConcurrentIterationError        a second pass over one loader began while a pass ran in
                                         another thread (also RuntimeError)
 
+Two more extend it where they are raised: ``stoker.vision.ImageError`` (a StokerError and a
+ValueError: an image that cannot be read, decoded or cropped; ``vision/errors.py``) and
+``OtherInputError`` (a ConfigError: a staging directory holding another input's partial write;
+``store/journal.py``).
+
 Exceptions raised by user code inside a worker (a ``Dataset.__getitem__``, a ``collate_fn``)
 are re-raised in the consumer as the original exception type, with a note naming the stage
 and the batch, so ``except KeyError`` in user code keeps working.
