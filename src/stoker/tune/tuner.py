@@ -22,6 +22,8 @@ from stoker.tune.search import Trials, coerce, descend, grid
 from stoker.tune.space import LOADER_DEFAULTS, Space, custom_space, default_space, usable_cores
 from stoker.tune.trial import Trial, run_trial
 
+NEAR = 0.05  # the search stops within this share of the step's bound
+
 
 def tune(
     store: Store | str | None,
@@ -111,11 +113,18 @@ def tune(
         if method == "grid":
             grid(chosen, trials)
         else:
-            descend(chosen, trials, resolved, ceiling=step_rate(step_ms, batch_size))
+            descend(chosen, trials, resolved, ceiling=step_rate(step_ms, batch_size), near=NEAR)
         limits = _limits(build, (trial_batches, trial_seconds), step_ms, batch_size, trials.best(), cores)
     except KeyboardInterrupt:
         interrupted = True
     best = trials.best()
+    bound = step_rate(step_ms, batch_size)
+    stopped: tuple[str, ...] = ()
+    if method != "grid" and bound and best is not None and (best.rate or 0.0) >= bound * (1 - NEAR):
+        stopped = (
+            f"the search stopped at {best.rate:,.0f} rows/s, within {NEAR:.0%} of the step's own bound "
+            f"({bound:,.0f} rows/s: {batch_size} rows per {step_ms:g} ms step): no loader setting can beat the step",
+        )
     return TuneResult(
         store="-" if plan is None else str(plan.store.path),
         kind=what,
@@ -130,7 +139,7 @@ def tune(
         call=None if best is None else _call(plan, make, best.setting),
         limits=limits,
         space={k: list(v) for k, v in chosen.values.items()},
-        notes=chosen.notes,
+        notes=(*chosen.notes, *stopped),
         interrupted=interrupted,
     )
 
@@ -253,7 +262,12 @@ def tune_script(
         if first.trial.ok:
             wait = first.trial.wait_share or 0.0
             ceiling = (first.trial.rate or 0.0) / max(1.0 - wait, 1e-6)  # no wait at all: the step's own rate
-            descend(chosen, trials, {**LOADER_DEFAULTS, **own}, ceiling=ceiling)
+            if wait < NEAR:
+                notes.append(
+                    f"the script waits for data {wait:.0%} of its loop as written: no loader setting can make it "
+                    f"faster by more than that, so the search stopped there"
+                )
+            descend(chosen, trials, {**LOADER_DEFAULTS, **own}, ceiling=ceiling, near=NEAR)
     except KeyboardInterrupt:
         interrupted = True
     best = trials.best()

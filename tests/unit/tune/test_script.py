@@ -89,6 +89,7 @@ def test_a_script_that_hardly_waits_for_data_is_not_searched_further(script):
     result = tune_script([argv[0], slow, *argv[2:]], trial_batches=5, trial_seconds=0.1, stable=None)
     assert result.trials[0].ok and result.trials[0].wait_share < 0.03
     assert [t.setting for t in result.trials] == [result.defaults_setting] * 2  # its own settings, confirmed
+    assert any("the script waits for data" in n and "search stopped" in n for n in result.notes)
 
 
 def test_a_script_that_ends_before_the_trial_is_a_failed_trial_saying_so(tmp_path, script):

@@ -163,3 +163,9 @@ def test_an_image_decode_setting_reaches_the_image_source_and_its_call(image_sto
     built.close()
     result = tune(image_store, space=["reduced_decode"], **{**FAST, "batch_size": 4})
     assert {t.setting["reduced_decode"] for t in result.trials} == {True, False}
+
+
+def test_a_search_stopped_at_the_steps_bound_says_so(plain_store):
+    result = tune(plain_store, step_ms=20, **FAST)  # 16 rows per 20 ms: any loader keeps up with the step
+    assert len(result.trials) == 2 and result.trials[0].setting == result.trials[1].setting
+    assert any("within 5% of the step's own bound" in n for n in result.notes)
