@@ -1,21 +1,32 @@
-"""The offline tuner against the exhaustive grid (issue 19, part 1): side by side, in one run.
+"""The offline tuner against the exhaustive grid (issue 19): side by side, in one run.
 
-Workloads: a token store (``data/stores/friends``, stoker.text.Loader, batch 64) and an encoded
-JPEG store (``data/stores/photos``, ImageSource with RandomResizedCrop(224) + flip, batch 32),
-each under a light (0 ms) and a heavy (30 ms) simulated step: a pure-Python loop holding the GIL
-after each batch. For each, in this order:
+Four workloads, each under a light (0 ms) and a heavy (30 ms) simulated step (a pure-Python loop
+holding the GIL after each batch):
+  photos    an encoded JPEG store (``data/stores/photos``) through ImageSource with the training
+            transforms, RandomResizedCrop(224) + flip, batch 32
+  friends   a token store (``data/stores/friends``) through stoker.text.Loader, batch 64
+  fly       on-the-fly text: 8,000 lines of ``data/text/friends.txt`` tokenized by
+            stoker.text.Loader (BERT WordPiece ``data/text/vocab.txt``, max_length 128, bucketing), batch 64
+  dataset   a user torch Dataset whose Python ``__getitem__`` crops, flips and scales a 64x64
+            array per sample (numpy), batch 64
+For each, in this order:
   grid    every setting of the tuner's space (workers 0..2x cores, threads|processes, prefetch
-          1/2/4/8; settings that do not apply without workers left out), one trial each
-  tuner   stoker.tune.tune's coordinate descent from the defaults, trials of the same length
-Reported: the grid's best rate; the tuner's choice as the grid measured it / the grid's best
-(target >= 0.95: noise between two trials of one setting is part of it); h2h: the tuner's choice
-over the grid's best when both are measured again, 3 trials each, alternating (the grid's best
-is the maximum of 25 single noisy trials, which favours a lucky one); the tuner's trial time /
-the grid's trial time (target <= 0.20; trial time: the sum of the trials' own seconds, the limits
-left out); the defaults' rate in the grid / the grid's best (target >= 0.80).
+          1/2/4/8; settings that do not apply without workers left out), one full trial each
+  tuner   stoker.tune.tune's search from the defaults: first trials that end when their rate is
+          stable, the fastest measured again with a full trial
+Reported: the grid's best rate; the tuner's choice as the grid measured it / the grid's best;
+h2h: the tuner's choice over the grid's best when both are measured again, 3 full trials each,
+alternating (the grid's best is the maximum of 25 single noisy trials, which favours a lucky one;
+target >= 0.95); the tuner's trial time / the grid's trial time (target <= 0.20; trial time: the sum
+of the trials' own seconds, building the loader included, the limits left out); the defaults
+(no keyword given) / the grid's best, measured head to head too, 3 full trials each (target >= 0.80).
 Other engineers share these 2 cores: rates drift between trials; read the ratios with that in mind.
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_tune.py [--data data] [--json out.json]
+
+``--inline`` measures only the default rule for small store batches (read inline, under
+``INLINE_BYTES``): 0 vs 1 vs 2 worker threads on the token store and the MNIST store, 3 full
+trials each, alternating, as ratios over inline.
 """
 
 from __future__ import annotations
@@ -23,20 +34,74 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
+import stoker
+import stoker.text
 from stoker.tune import tune
 from stoker.tune.loaders import plan_for
 from stoker.tune.trial import run_trial
 
-WORKLOADS = (("friends", "token store", 64), ("photos", "encoded JPEG store", 32))
 STEPS = (0.0, 30.0)
-ROUNDS = 3  # head-to-head trials of the tuner's choice and the grid's best
+ROUNDS = 3  # head-to-head full trials of each contender
+FLY_LINES = 8000
 
 
-def one(store: Path, batch_size: int, step_ms: float, trial_batches: int, trial_seconds: float) -> dict[str, Any]:
-    common = {"batch_size": batch_size, "step_ms": step_ms, "trial_batches": trial_batches}
+class Patches(torch.utils.data.Dataset):
+    """A user Dataset: per sample a random 48x48 crop of a 64x64 image, a flip, a float scale (numpy)."""
+
+    def __init__(self, n: int = 4096) -> None:
+        self.images = np.random.default_rng(0).integers(0, 255, size=(256, 64, 64, 3), dtype=np.uint8)
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        rng = np.random.default_rng(i)
+        y, x = (int(v) for v in rng.integers(0, 16, size=2))
+        crop = self.images[i % len(self.images), y : y + 48, x : x + 48]
+        if rng.random() < 0.5:
+            crop = crop[:, ::-1]
+        pixels = (crop.astype(np.float32) / 255.0 - 0.5) / 0.25
+        return {"x": torch.from_numpy(np.ascontiguousarray(pixels)), "y": i % 10}
+
+
+Make = Callable[[dict[str, Any]], Any]
+
+
+def workloads(data: Path) -> list[tuple[str, str, int, Path | None, str, Make]]:
+    """(name, what, batch size, store or None, kind, make) of each workload."""
+    photos, friends = data / "stores" / "photos", data / "stores" / "friends"
+    lines = (data / "text" / "friends.txt").read_text(encoding="utf-8").splitlines()[:FLY_LINES]
+    vocab = str(data / "text" / "vocab.txt")
+    dataset = Patches()
+
+    def fly(setting: dict[str, Any]) -> Any:
+        return stoker.text.Loader(
+            lines, tokenizer=vocab, batch_size=64, max_length=128, shuffle=True, seed=0, **setting
+        )
+
+    def user(setting: dict[str, Any]) -> Any:
+        return stoker.Loader(dataset, 64, shuffle=True, seed=0, **setting)
+
+    return [
+        ("photos", "encoded JPEG store", 32, photos, "images", plan_for(photos, 32).make),
+        ("friends", "token store", 64, friends, "text", plan_for(friends, 64).make),
+        ("fly", "on-the-fly text", 64, None, "text", fly),
+        ("dataset", "user Dataset", 64, None, "plain", user),
+    ]
+
+
+def one(
+    store: Path | None, kind: str, make: Make, batch_size: int, step_ms: float, trial_batches: int, trial_seconds: float
+) -> dict[str, Any]:
+    common = {"batch_size": batch_size, "step_ms": step_ms, "trial_batches": trial_batches, "make": make, "kind": kind}
     t0 = time.perf_counter()
     grid = tune(store, method="grid", trial_seconds=trial_seconds, **common)
     grid_wall = time.perf_counter() - t0
@@ -48,7 +113,10 @@ def one(store: Path, batch_size: int, step_ms: float, trial_batches: int, trial_
     chosen = tuner.best.setting if tuner.best else {}
     chosen_in_grid = rates.get(json.dumps(chosen, sort_keys=True))
     defaults_in_grid = rates.get(json.dumps(tuner.defaults_setting, sort_keys=True))
-    head = _head_to_head(store, batch_size, step_ms, trial_batches, trial_seconds, grid.best.setting, chosen)
+    assert grid.best is not None, "every grid trial failed"
+    length = (trial_batches, trial_seconds)
+    head = _head_to_head(make, step_ms, length, grid.best.setting, chosen)
+    defaults_h2h = _head_to_head(make, step_ms, length, grid.best.setting, {})
     grid_time = sum(t.seconds for t in grid.trials)
     tuner_time = sum(t.seconds for t in tuner.trials)
     return {
@@ -67,27 +135,57 @@ def one(store: Path, batch_size: int, step_ms: float, trial_batches: int, trial_
         "grid_wall_s": grid_wall,
         "defaults": tuner.defaults_setting,
         "defaults_over_grid_best": None if defaults_in_grid is None else defaults_in_grid / grid_best,
+        "head_to_head_defaults_over_grid_best": defaults_h2h,
         "tuner_share_of_limit": tuner.share_of_limit,
         "call": tuner.call,
+        "tuner_trials_detail": [t.to_json() for t in tuner.trials],
+        "grid_trial_seconds_mean": grid_time / max(1, len(grid.trials)),
     }
 
 
-def _head_to_head(
-    store: Path, batch_size: int, step_ms: float, batches: int, seconds: float, grid_best: Any, chosen: Any
-) -> float:
-    """The tuner's choice over the grid's best, each measured ROUNDS more times, alternating (mean rates).
+def _head_to_head(make: Make, step_ms: float, length: tuple[int, float], grid_best: Any, chosen: Any) -> float:
+    """``chosen`` over the grid's best, each measured ROUNDS more times, alternating (mean rates).
 
     The grid's best is the maximum of one noisy trial per setting, which favours a lucky one; here
     both settings are measured again on equal terms."""
     if grid_best == chosen:
         return 1.0
-    make = plan_for(store, batch_size).make
     rates: dict[str, list[float]] = {"grid": [], "tuner": []}
     for _ in range(ROUNDS):
         for name, setting in (("grid", grid_best), ("tuner", chosen)):
-            trial = run_trial(make, setting, batches=batches, step_ms=step_ms, min_seconds=seconds)
+            trial = run_trial(make, setting, batches=length[0], step_ms=step_ms, min_seconds=length[1])
             rates[name].append(trial.rate or 0.0)
     return (sum(rates["tuner"]) / ROUNDS) / (sum(rates["grid"]) / ROUNDS)
+
+
+def inline_vs_threads(data: Path, steps: list[float], batches: int, seconds: float) -> list[dict[str, Any]]:
+    """Small store batches (under INLINE_BYTES, read inline by default): 0 vs 1 vs 2 worker threads,
+    ROUNDS full trials each, alternating; rates over the inline one's."""
+    stores = (("friends", "token store", 64), ("mnist", "plain store (28x28 uint8)", 256))
+    out = []
+    for name, what, batch in stores:
+        path = data / "stores" / name
+        if not path.is_dir():
+            continue
+        make = plan_for(path, batch).make
+        for step in steps:
+            rates: dict[int, list[float]] = {0: [], 1: [], 2: []}
+            for _ in range(ROUNDS):
+                for workers in rates:
+                    trial = run_trial(
+                        make, {"num_workers": workers}, batches=batches, step_ms=step, min_seconds=seconds
+                    )
+                    rates[workers].append(trial.rate or 0.0)
+            mean = {w: sum(r) / len(r) for w, r in rates.items()}
+            row = {"workload": f"{what} ({name}, batch {batch})", "step_ms": step, "inline_rows_per_s": mean[0]}
+            row.update({f"{w}_threads_over_inline": mean[w] / mean[0] for w in (1, 2)})
+            out.append(row)
+            print(
+                f"{name + ' ' + what:<40} {step:>5.0f} {mean[0]:>13,.0f} "
+                f"{row['1_threads_over_inline']:>9.2f} {row['2_threads_over_inline']:>9.2f}",
+                flush=True,
+            )
+    return out
 
 
 def _f(x: float | None, fmt: str = ".2f") -> str:
@@ -99,22 +197,29 @@ def main() -> None:
     ap.add_argument("--data", default="data")
     ap.add_argument("--trial-batches", type=int, default=10)
     ap.add_argument("--trial-seconds", type=float, default=1.0)
-    ap.add_argument("--only", default=None, help="one workload: friends or photos")
+    ap.add_argument("--only", default=None, help="workloads, comma-separated: photos, friends, fly, dataset")
     ap.add_argument("--steps", default="0,30", help="simulated steps in ms (default 0,30)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--inline", action="store_true", help="only: small store batches inline vs 1 and 2 threads")
     args = ap.parse_args()
     steps = [float(s) for s in args.steps.split(",")]
+    if args.inline:
+        print(f"{'workload':<40} {'step':>5} {'inline r/s':>13} {'1 thread':>9} {'2 threads':>9}  (x inline)")
+        found = inline_vs_threads(Path(args.data), steps, args.trial_batches, args.trial_seconds)
+        if args.json:
+            Path(args.json).write_text(json.dumps(found, indent=2) + "\n")
+        return
     out = []
     print(
         f"{'workload':<28} {'step':>5} {'grid best r/s':>13} {'tuner/grid':>10} {'own/grid':>9} {'h2h':>5} "
-        f"{'time ratio':>10} {'trials':>7} {'defaults/grid':>13}  tuner's choice"
+        f"{'time ratio':>10} {'trials':>7} {'defaults/grid':>13} {'dflt h2h':>8}  tuner's choice"
     )
-    for name, what, batch in WORKLOADS:
-        if args.only and name != args.only:
+    t_run = time.perf_counter()
+    for name, what, batch, store, kind, make in workloads(Path(args.data)):
+        if args.only and name not in args.only.split(","):
             continue
-        store = Path(args.data) / "stores" / name
         for step in steps:
-            r = one(store, batch, step, args.trial_batches, args.trial_seconds)
+            r = one(store, kind, make, batch, step, args.trial_batches, args.trial_seconds)
             r["workload"] = f"{what} ({name}, batch {batch})"
             out.append(r)
             print(
@@ -122,9 +227,11 @@ def main() -> None:
                 f"{_f(r['tuner_choice_in_grid_over_grid_best']):>10} {_f(r['tuner_own_over_grid_best']):>9} "
                 f"{_f(r['head_to_head_tuner_over_grid_best']):>5} "
                 f"{_f(r['tuner_time_over_grid_time']):>10} {r['tuner_trials']:>3}/{r['grid_trials']:<3} "
-                f"{_f(r['defaults_over_grid_best']):>13}  {r['tuner_best']}  (grid best {r['grid_best']})",
+                f"{_f(r['defaults_over_grid_best']):>13} {_f(r['head_to_head_defaults_over_grid_best']):>8}  "
+                f"{r['tuner_best']}  (grid best {r['grid_best']}; defaults {r['defaults']})",
                 flush=True,
             )
+    print(f"run: {time.perf_counter() - t_run:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str) + "\n")
 
