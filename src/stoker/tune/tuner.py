@@ -271,11 +271,11 @@ def tune_script(
     except KeyboardInterrupt:
         interrupted = True
     best = trials.best()
-    name = str((runs[0].loader or {}).get("name", "stoker.Loader") if runs else "stoker.Loader").split("(")[0]
+    name = str((runs[0].loader or {}).get("name", "stoker.Loader") if runs else "stoker.Loader")
     call = None
-    if best is not None:
-        keywords = ", ".join(f"{k}={v!r}" for k, v in best.setting.items()) or "(its own settings)"
-        call = f"{name}(..., {keywords})" if best.setting else f"{name}: keep the script's own settings"
+    if best is not None:  # the keywords to give the script's loader (a stoker.Loader or stoker.text.Loader call)
+        keywords = ", ".join(f"{k}={v!r}" for k, v in best.setting.items())
+        call = f"{keywords}  # in the script's {name}" if keywords else f"keep the script's own settings ({name})"
     return TuneResult(
         store="-",
         kind="script",
