@@ -144,6 +144,12 @@ def _jsonl(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> I
         yield number, text, pair, value
 
 
+_EXTRA_FIELDS = {  # why a row may have more fields than its header, and the cure
+    "csv": '; a text holding a comma must be quoted ("a, b")',
+    "tsv": "; a TSV text cannot hold a tab (TSV has no quoting): replace tabs, or write CSV or JSONL",
+}
+
+
 def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
     """Rows of a CSV/TSV file; a record's place is the line it starts on. Lines go to the csv module
     with their newline, so that a quoted CSV field spanning lines keeps its line breaks (as ``\\n``)."""
@@ -174,9 +180,10 @@ def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) 
         if not row:
             yield BLANK
             continue
-        if len(row) < len(header):
+        if len(row) != len(header):
+            hint = "" if len(row) < len(header) else _EXTRA_FIELDS[fmt]
             raise InputError(
-                f"{path}, line {start}: {len(row)} fields, the header has {len(header)} ({header})",
+                f"{path}, line {start}: {len(row)} fields, the header has {len(header)} ({header}){hint}",
                 path=path,
                 line=start,
             )

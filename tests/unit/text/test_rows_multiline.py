@@ -1,4 +1,5 @@
-"""CSV records whose quoted text spans lines: the text keeps its line break, the example is placed on its first line."""
+"""CSV/TSV rows: a quoted text spanning lines keeps its line break and is placed on its first line; a row
+with more fields than the header is refused."""
 
 from __future__ import annotations
 
@@ -32,3 +33,22 @@ def test_tsv_rows_are_unchanged(tmp_path):
     path.write_text('text\tlabel\nhas "quote\tx\n\nsecond\ty\n')
     table = read_table(path)
     assert table.texts == ['has "quote', "second"] and table.lines.tolist() == [2, 4]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "match"),
+    [
+        ("q.csv", "text,label\nok,pos\nhello, world,pos\n", r"line 3: 3 fields, the header has 2 .*must be quoted"),
+        (
+            "q.tsv",
+            "text\tlabel\nok\tpos\nhello\tworld\tpos\n",
+            r"line 3: 3 fields, the header has 2 .*cannot hold a tab",
+        ),
+    ],
+)
+def test_a_row_with_more_fields_than_the_header_is_refused(tmp_path, name, content, match):
+    """An unquoted comma split the text: it was read as text 'hello' with label ' world'."""
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(InputError, match=match):
+        read_table(path)
