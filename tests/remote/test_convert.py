@@ -107,3 +107,31 @@ def test_cli_refuses_a_storage_option_that_is_not_key_value(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["convert", "arrays", "a.npz", "s3://b/x", "--storage-option", "novalue"])
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_storage_options_on_the_command_line_nest_parse_json_and_merge():
+    import argparse
+
+    from stoker.cli.convert_common import shared, shared_options
+
+    parser = argparse.ArgumentParser()
+    shared_options(parser, workers=None)
+    args = parser.parse_args(
+        [
+            "--storage-option",
+            "client_kwargs.region_name=eu-west-1",
+            "--storage-option",
+            "anon=true",
+            "--storage-option",
+            '{"client_kwargs": {"endpoint_url": "http://h:9000"}, "config_kwargs": {"read_timeout": 5}}',
+            "--storage-option",
+            "key=AKIA=with=equals",
+        ]
+    )
+    assert shared(args)["storage_options"] == {
+        "client_kwargs": {"region_name": "eu-west-1", "endpoint_url": "http://h:9000"},
+        "anon": True,
+        "config_kwargs": {"read_timeout": 5},
+        "key": "AKIA=with=equals",
+    }
+    assert "storage_options" not in shared(parser.parse_args([]))
