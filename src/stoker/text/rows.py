@@ -119,7 +119,8 @@ def _label_name(columns: TextColumns, found: Iterable[str]) -> str | None:
 
 
 def _jsonl(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
-    label: str | None | object = NO_LABEL
+    label: str | None | object = NO_LABEL  # the label key, chosen at the first record ("auto")
+    first = 0
     for number, line in _decoded(path, columns, replaced):
         if not line.strip():
             yield BLANK
@@ -139,7 +140,15 @@ def _jsonl(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> I
                 line=number,
             )
         if label is NO_LABEL:
-            label = _label_name(columns, record)
+            label, first = _label_name(columns, record), number
+        elif label is None and columns.label == AUTO and "label" in record:
+            raise InputError(
+                f"{path}, line {number} has a 'label' but line {first}, the first, has none, so the file was being "
+                "read without labels; pass label_column='label' (--label-column label; every line then needs one) "
+                "or label_column=None (--label-column none) to read no labels",
+                path=path,
+                line=number,
+            )
         text, pair, value = _pick(record, columns, label, f"{path}, line {number}", record)  # type: ignore[arg-type]
         yield number, text, pair, value
 
