@@ -163,14 +163,17 @@ class Remote:
                     f"{what}: access was refused ({self.describe(exc)}); check the credentials: the environment "
                     "(AWS_ACCESS_KEY_ID, ...), the profile (AWS_PROFILE) or storage_options=",
                 ) from None
-            except _NOT_TRANSIENT:
-                raise
-            except OSError as exc:
-                if exc.errno in _LOCAL_ERRNOS:  # the local disk (full, read-only): no retry cures it
+            except Exception as exc:
+                if _no_credentials(exc):  # no retry finds credentials that are not there
+                    raise StoreError(
+                        f"{what}: access was refused: no usable credentials for {self.url} "
+                        f"({self.describe(exc)}); {_where_credentials(self.url)}",
+                    ) from None
+                if isinstance(exc, _NOT_TRANSIENT):
                     raise
-                error: Exception = exc
-            except Exception as exc:  # a connection refused or reset, a timeout, a 5xx: worth another try
-                error = exc
+                if isinstance(exc, OSError) and exc.errno in _LOCAL_ERRNOS:  # the local disk (full, read-only)
+                    raise
+                error: Exception = exc  # a connection refused or reset, a timeout, a 5xx: worth another try
             if attempt + 1 == attempts:
                 raise StoreError(
                     f"{what}: failed {attempts} times, the last with {self.describe(error)}; check that the object "
@@ -180,6 +183,43 @@ class Remote:
                 self.retries += 1
             time.sleep(BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+# botocore's errors for credentials that are absent or named wrongly; no retry cures them
+_CREDENTIAL_ERRORS = ("NoCredentialsError", "PartialCredentialsError", "ProfileNotFound", "CredentialRetrievalError")
+# the cloud metadata endpoints (EC2 instance metadata, ECS task role) obstore asks when nothing else gives credentials
+_METADATA_HOSTS = ("169.254.169.254", "169.254.170.2", "[fd00:ec2::254]")
+
+
+def _no_credentials(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) says that no credentials were found, rather than a network fault.
+
+    fsspec (botocore) raises one of :data:`_CREDENTIAL_ERRORS`; obstore, with no key in the environment or the
+    options, falls back to the instance-metadata endpoint, which fails off a cloud instance: its error names
+    that endpoint.
+    """
+    seen: BaseException | None = exc
+    for _ in range(5):  # the error and the few it wraps
+        if seen is None:
+            return False
+        if type(seen).__name__ in _CREDENTIAL_ERRORS or any(host in str(seen) for host in _METADATA_HOSTS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _where_credentials(url: str) -> str:
+    """Where the client of ``url`` takes credentials from, as the advice of an error message."""
+    if scheme(url) in ("s3", "s3a"):
+        return (
+            "give them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), a profile that exists "
+            "(AWS_PROFILE, in ~/.aws/credentials or ~/.aws/config) or storage_options={'key': ..., 'secret': ...} "
+            "(CLI: --storage-option key=... --storage-option secret=...); for a public bucket, storage_options="
+            "{'anon': True}"
+        )
+    return (
+        "give them as the client library of this scheme reads them (its environment variables) or in storage_options="
+    )
 
 
 def _secrets(options: Mapping[str, Any]) -> list[str]:
