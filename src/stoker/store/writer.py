@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError
+from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError, StoreWriteError
 from stoker.store.columns import (
     Ragged,
     as_array,
@@ -126,6 +126,7 @@ class StoreWriter:
         sweep(self.path)
         if self.path.exists() and not overwrite:
             raise StoreExistsError(f"{self.path} exists; pass overwrite=True to replace it", path=self.path)
+        check_writable(self.path)  # a path that cannot be written fails now, not after all the work
         self._tmp: Path | None = None
         self._rows: list[Mapping[str, Any]] = []
         self._chunks: dict[str, list[Any]] = {}
@@ -279,13 +280,17 @@ class StoreWriter:
     # -- shards and the end -----------------------------------------------------------------
     def _tmpdir(self) -> Path:
         if self._tmp is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self._staging is not None:
-                self._staging.mkdir(parents=True, exist_ok=True)
-                self._tmp = self._staging
-            else:
-                self._tmp = hidden_dir(self.path, "tmp")
-                self._tmp.mkdir()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                if self._staging is not None:
+                    self._staging.mkdir(parents=True, exist_ok=True)
+                    self._tmp = self._staging
+                else:
+                    tmp = hidden_dir(self.path, "tmp")
+                    tmp.mkdir()
+                    self._tmp = tmp
+            except OSError as exc:
+                raise _unwritable(self.path, exc) from None
         return self._tmp
 
     def _write_shard(self) -> None:
@@ -380,6 +385,42 @@ class StoreWriter:
                 remove_tree(self._tmp)
             self._tmp = None
         self._unlock()
+
+
+def check_writable(path: Path) -> None:
+    """Raise StoreWriteError, naming ``path``, when a store cannot be made there; leaves nothing behind.
+
+    Every existing ancestor of ``path`` must be a directory, and the nearest one must take a new
+    directory (a probe made and removed at once): a file standing in the way, a missing or
+    read-only file system (``/proc``, a read-only mount) or no permission.
+    """
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        if ancestor.is_symlink():  # a dangling link: mkdir cannot go through it
+            break
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise StoreWriteError(
+            f"cannot write the store {path}: {ancestor} is a file, not a directory; choose another path for the store",
+            path=path,
+        )
+    try:
+        probe = hidden_dir(ancestor / path.name, "tmp")  # pid-named: swept if this process is killed here
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise _unwritable(path, exc, ancestor) from None
+
+
+def _unwritable(path: Path, exc: OSError, where: Path | None = None) -> StoreWriteError:
+    """The error of a store ``path`` whose directory (or its parent ``where``) cannot be made."""
+    place = f" in {where}" if where is not None and where != path.parent else ""
+    return StoreWriteError(
+        f"cannot write the store {path}: cannot make a directory{place} ({exc.strerror or exc}); "
+        "choose a path on a writable file system where you may create directories",
+        path=path,
+        errno=exc.errno,
+    )
 
 
 def remote_kwargs(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
