@@ -34,7 +34,7 @@ def test_convert_text_label_names_give_splits_one_map(tmp_path, capsys):
     src = tmp_path / "val.tsv"
     src.write_text("label\ttext\npos\tlovely\nneg\tawful\n")
     assert main(["convert", "text", str(src), str(tmp_path / "s"), "--label-names", "pos,neg"]) == 0
-    assert "labels (id order): pos, neg" in capsys.readouterr().out
+    assert 'labels (id order): ["pos", "neg"]' in capsys.readouterr().out
     ds = stoker.open(tmp_path / "s")
     assert ds.metadata["stoker.text"]["label_names"] == ["pos", "neg"] and ds[1]["labels"] == 1
     proc = subprocess.run(
