@@ -138,8 +138,8 @@ def summary(
     rate = f", {source_bytes / seconds / 1e6:,.0f} MB/s of input" if source_bytes and seconds > 0 else ""
     skip = f"; {result.skipped:,} skipped{f' ({skipped})' if skipped else ''}" if result.skipped else ""
     print(
-        f"wrote {where}: {result.rows:,} {noun}, {ds.num_shards} shards, {human_bytes(ds.nbytes)} "
-        f"in {seconds:.1f} s{rate}{skip}"
+        f"wrote {where}: {result.rows:,} {noun}, {ds.num_shards} shard{'' if ds.num_shards == 1 else 's'}, "
+        f"{human_bytes(ds.nbytes)} in {seconds:.1f} s{rate}{skip}"
     )
     print(f"  {ds}")
 
