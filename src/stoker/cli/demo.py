@@ -30,7 +30,12 @@ DESCRIPTION = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="build stores from real data and compare loaders", description=DESCRIPTION)
     p.add_argument("--data", default="data", help="data directory filled by scripts/fetch_data.py (default data/)")
-    p.add_argument("--seconds", type=float, default=3.0, help="seconds to measure each loader (default 3)")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=3.0,
+        help="seconds to measure each loader at least, in whole epochs (default 3; at least one epoch)",
+    )
     p.set_defaults(func=main)
 
 
@@ -41,20 +46,22 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def measure(make_iter: Callable[[], Iterable[Any]], count: Callable[[Any], int], seconds: float) -> float:
-    """Samples per second over whole passes, at least ``seconds`` long, after one warm-up batch."""
-    it = iter(make_iter())
-    next(it)
-    samples = 0
+def measure(make: Callable[[], Iterable[Any]], count: Callable[[Any], int], seconds: float) -> float:
+    """Samples per second over whole epochs: from ``make()`` (the loader's construction) to an epoch's last batch.
+
+    At least one whole epoch is timed, and more whole epochs until ``seconds`` have passed, so that
+    the rate is what a user's epochs see: a first epoch's start-up (worker start, an on-the-fly
+    loader's tokenizer pass) counts, and no partial epoch does.
+    """
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        for batch in it:
+    loader = make()
+    samples = 0
+    while True:
+        for batch in loader:
             samples += count(batch)
-            if time.perf_counter() - t0 >= seconds:
-                break
-        else:
-            it = iter(make_iter())
-    return samples / (time.perf_counter() - t0)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds:
+            return samples / max(elapsed, 1e-9)
 
 
 def print_rates(title: str, rates: list[tuple[str, float]]) -> None:
