@@ -42,6 +42,7 @@ class Report:
     bottleneck_stage: str | None = None
     bottleneck_resource: str | None = None
     message: str = ""
+    note: str = ""  # for a command that failed or fetched no batch: the interpreter that ran, an import it lacked
     command: list[str] | None = None
     exit_code: int | None = None
     gpu_status: str = "not sampled"

@@ -15,6 +15,7 @@ def _mb(x: float | None) -> str:
 def render(report: Report, file: TextIO | None = None, width: int | None = None) -> None:
     """Print the summary with rich (colour only on a terminal)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     out = file or sys.stdout
@@ -23,6 +24,8 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
     con.print(f"[{style}]stoker doctor: {report.verdict}[/] - {report.message}")
     if report.exit_code not in (None, 0):
         con.print(f"[yellow]the script exited with code {report.exit_code}; this report covers what ran[/]")
+    if report.note:
+        con.print(f"[yellow]{escape(report.note)}[/]")
     if report.loaders:
         con.print(f"bottleneck: stage [bold]{report.bottleneck_stage or '-'}[/]; resource {report.bottleneck_resource}")
         t = Table(title="loaders", title_justify="left")
