@@ -249,6 +249,8 @@ class ProcessPool:
             while sent - received < window and send_one():
                 pass
             while received < sent:
+                if knobs is not None:  # before waiting: the results already here beyond the one awaited
+                    knobs.ready, knobs.in_flight, knobs.threads = len(ready), sent - received, self.workers
                 while received not in ready:
                     g, n, status, payload = self._get(timeout, received, inflight)
                     slot = self._lent.pop((g, n), None)
@@ -259,8 +261,6 @@ class ProcessPool:
                         _release(slot, "error", None)
                         raise self._rebuild_error(payload, inflight[n])
                     ready[n] = (slot, payload)
-                if knobs is not None:
-                    knobs.ready, knobs.in_flight, knobs.threads = len(ready), sent - received, self.workers
                 slot, message = ready.pop(received)
                 layout, spec, overflow, needed = pickle.loads(message)
                 ring.learn(needed)

@@ -33,3 +33,15 @@ def test_workers_are_added_and_retired_while_mapping(shm_clean):
         assert again == list(range(10)) and pool.workers == 3
     finally:
         pool.close()
+
+
+def test_occupancy_is_read_before_waiting(shm_clean):
+    """One worker, one task in flight: when the consumer asks, nothing is ready yet and one task is out
+    (the tuner's busy share of processes is the tasks outstanding: 1 of 1 worker)."""
+    pool = ProcessPool(pid_of, 1, stage="occupancy")
+    knobs = Knobs(1, 1)
+    try:
+        seen = [(knobs.ready, knobs.in_flight) for _ in pool.map(range(5), depth=1, knobs=knobs)]
+        assert seen == [(0, 1)] * 5
+    finally:
+        pool.close()
