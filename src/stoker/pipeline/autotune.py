@@ -31,7 +31,7 @@ Policy, once per window, in this order:
    bottleneck (busy share >= :data:`BUSY_HIGH`) a worker is added; otherwise (workers idle
    between tasks: too few tasks in flight) the prefetch depth is doubled; when one knob cannot
    move (not tuned, at its bound or ceiling, or past the memory budget), the other is tried.
-   When one worker thread idles between tasks, cannot be helped by a deeper prefetch, and the
+   When one worker thread is left, neither a second one nor a deeper prefetch can be tried, and the
    consumer still waits, the batches are read in the consumer's thread (``"inline"``: no hand-off
    between threads, best for small cheap batches); kept only if the rate rises by :data:`GAIN`.
 4. **The consumer does not wait** (wait share < :data:`WAIT_LOW`, and a result was ready on average
@@ -378,10 +378,9 @@ class AutoTuner:
             self.workers == 1
             and self.tune_workers
             and not self.processes
-            and not bottleneck
             and not (floor is not None and now - floor[1] < FORGET_S and floor[0] >= 1)
-        ):  # one idle worker thread and no deeper prefetch helped: try reading in the consumer's thread
-            return self._change(m, "inline", 0, self.prefetch, "one worker idle between tasks, deeper did not help")
+        ):  # one worker thread left, and neither a second one nor a deeper prefetch helped: try reading inline
+            return self._change(m, "inline", 0, self.prefetch, "neither a second worker nor a deeper prefetch helped")
         reason = f"the consumer waits, but: {add}; {deepen}"
         if reason != self._held:
             self._held = reason

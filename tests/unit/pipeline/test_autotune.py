@@ -127,8 +127,9 @@ def test_memory_budget_bounds_what_is_added():
 
 
 def test_unknown_batch_size_with_a_budget_adds_nothing():
-    t, _ = tuner(budget=2**30)
-    assert t.step(window(100, 0.5, 0.95)).action == "hold"
+    t, _ = tuner(workers=2, budget=2**30)
+    d = t.step(window(100, 0.5, 0.95))
+    assert d.action == "hold" and (t.workers, t.prefetch) == (2, 1)
 
 
 def test_fixed_knobs_are_not_moved():
@@ -197,3 +198,9 @@ def test_a_window_spans_short_passes_but_not_a_long_gap_between_them():
         clock.t += 0.1
         t.handed(0.0)
     assert len(t.decisions) == n  # 0.3 s since the new window began: nothing decided yet
+
+
+def test_inline_is_tried_with_one_busy_worker_too_once_more_workers_and_depth_failed():
+    t, clock = tuner(workers=1, prefetch=8, max_workers=1)
+    d = t.step(window(100, 0.9, 0.95))  # the one worker is busy, the consumer waits: hand-off overhead?
+    assert d.action == "inline" and t.workers == 0
