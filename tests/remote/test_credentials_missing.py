@@ -69,3 +69,15 @@ def test_the_secret_given_is_never_in_the_message(no_credentials, monkeypatch):
         stoker.open(url, storage_options={"secret": SECRET, "endpoint_url": no_credentials.endpoint})
     assert SECRET not in str(info.value)
     assert url in str(info.value)
+
+
+def test_the_cli_says_where_credentials_come_from_in_flag_words(no_credentials, tmp_path, capsys):
+    from stoker.cli.main import main
+
+    src = tmp_path / "lines.txt"
+    src.write_text("one\ntwo\n")
+    url = f"s3://{no_credentials.bucket()}/store"
+    assert main(["convert", "text", str(src), url]) == 1
+    err = capsys.readouterr().err
+    assert url in err and "no usable credentials" in err
+    assert "--storage-option key=... --storage-option secret=..." in err and "--storage-option{" not in err

@@ -213,13 +213,11 @@ def _where_credentials(url: str) -> str:
     if scheme(url) in ("s3", "s3a"):
         return (
             "give them in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), a profile that exists "
-            "(AWS_PROFILE, in ~/.aws/credentials or ~/.aws/config) or storage_options={'key': ..., 'secret': ...} "
-            "(CLI: --storage-option key=... --storage-option secret=...); for a public bucket, storage_options="
-            "{'anon': True}"
+            "(AWS_PROFILE, in ~/.aws/credentials or ~/.aws/config) or storage_options with 'key' and 'secret' "
+            "(CLI: --storage-option key=... --storage-option secret=...); a public bucket needs none: storage_options "
+            "with 'anon': True (CLI: --storage-option anon=true)"
         )
-    return (
-        "give them as the client library of this scheme reads them (its environment variables) or in storage_options="
-    )
+    return "give them as the client library of this scheme reads them (its environment variables) or in storage_options"
 
 
 def _secrets(options: Mapping[str, Any]) -> list[str]:
