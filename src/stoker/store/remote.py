@@ -7,8 +7,9 @@ shard before mapping it (:meth:`RemoteShards.holding`). A shard is downloaded on
 and renamed into the cache only when its size and checksum match the manifest; a mismatch is
 fetched once more, then a ShardError naming the URL. :meth:`RemoteShards.prefetch` downloads
 the shards of rows about to be read on background threads (at most :data:`FETCH_THREADS`,
-started on the first prefetch; the store layer's only threads), so a batch's read finds its
-shards there, and the first batch comes as soon as its own shards have arrived.
+started when downloads are queued and ended when the queue is empty, so an opened store keeps
+no idle threads; the store layer's only threads), so a batch's read finds its shards there,
+and the first batch comes as soon as its own shards have arrived.
 
 Every network call runs through :meth:`Remote.call <stoker.store.location.Remote.call>`: a
 timeout, bounded retries with backoff, each retry counted in :meth:`RemoteShards.stats`.
@@ -17,12 +18,14 @@ timeout, bounded retries with backoff, each retry counted in :meth:`RemoteShards
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -87,6 +90,54 @@ def _parse_manifest(raw: bytes, manifest_url: str) -> tuple[Manifest, str]:
     return manifest, str(checksum)
 
 
+class Fetchers:
+    """Up to ``threads`` daemon threads running queued calls; a thread ends when the queue is empty.
+
+    Unlike a ``ThreadPoolExecutor``, nothing stays alive between bursts of downloads: a store
+    that is opened and dropped without a close leaves no threads behind.
+    """
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._threads = threads
+        self._name = name
+        self._lock = threading.Lock()
+        self._queue: deque[tuple[Future[None], Callable[[], None]]] = deque()
+        self._running = 0
+
+    def submit(self, fn: Callable[[], None]) -> Future[None]:
+        future: Future[None] = Future()
+        with self._lock:
+            self._queue.append((future, fn))
+            if self._running < self._threads:
+                self._running += 1
+                threading.Thread(target=self._work, name=f"{self._name}_{self._running}", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._running -= 1
+                    return
+                future, fn = self._queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+
+    def cancel(self) -> None:
+        """Cancel the calls not started yet; running ones finish."""
+        with self._lock:
+            queued = list(self._queue)
+            self._queue.clear()
+        for future, _ in queued:
+            future.cancel()
+
+
 class RemoteShards:
     """The shards of one remote store, fetched on demand or ahead into its local cache. Thread-safe."""
 
@@ -96,7 +147,7 @@ class RemoteShards:
         self.files = files
         self._lock = threading.Lock()
         self._pending: dict[int, Future[None]] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Fetchers | None = None
         self._counts = {"shards_fetched": 0, "bytes_fetched": 0, "cache_hits": 0, "checksum_retries": 0}
         self._pid = os.getpid()
 
@@ -173,8 +224,8 @@ class RemoteShards:
                 if queued and queued + info.bytes > self.files.limit // 2:
                     break
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="stoker-fetch")
-                self._pending[index] = self._pool.submit(self._fetch, index)
+                    self._pool = Fetchers(FETCH_THREADS, "stoker-fetch")
+                self._pending[index] = self._pool.submit(functools.partial(self._fetch, index))
                 queued += info.bytes
 
     def _wait_or_fetch(self, index: int) -> None:
@@ -271,7 +322,7 @@ class RemoteShards:
             pool, self._pool = self._pool, None
             self._pending.clear()
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.cancel()
 
 
 __all__ = ["FETCH_THREADS", "RemoteShards", "open_remote"]
