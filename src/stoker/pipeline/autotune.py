@@ -56,11 +56,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from stoker.pipeline.engine_choice import usable_cores
 from stoker.pipeline.threads import Knobs
+from stoker.pipeline.tuning import MAX_PREFETCH, Bounds, Decision, Measure, TuneReport, nbytes
 
 WINDOW_S = 1.0  # a decision at most once per this many seconds...
 MIN_BATCHES = 4  # ...and this many batches handed out
@@ -73,93 +73,6 @@ STEP_CHANGE = 1.5  # the consumer's step changed: its time per batch moved by th
 STEP_SHARE = 0.25  # ...and by this share of the time between batches
 FORGET_S = 10.0  # ceilings and floors expire after this many seconds
 MAX_WORKERS_PER_CORE = 2
-MAX_PREFETCH = 8
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """Where the tuner may move: workers and prefetch ranges, the bytes in flight at most."""
-
-    max_workers: int
-    max_prefetch: int = MAX_PREFETCH
-    memory_budget: int | None = None
-
-
-@dataclass(frozen=True)
-class Measure:
-    """One window's figures (see the module docstring)."""
-
-    wall: float
-    waited: float
-    batches: int
-    busy: float  # busy share of the workers, 0..1 (or more with tasks that began before the window)
-    ready: float = 0.0  # mean results done when the consumer asked
-    tasks: int = 0  # worker tasks that ended in the window
-
-    @property
-    def wait_share(self) -> float:
-        return self.waited / self.wall if self.wall > 0 else 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.batches / self.wall if self.wall > 0 else 0.0
-
-    @property
-    def step(self) -> float:
-        """The consumer's seconds per batch outside its wait."""
-        return max(0.0, self.wall - self.waited) / max(1, self.batches)
-
-    @property
-    def period(self) -> float:
-        """Seconds between batches."""
-        return self.wall / max(1, self.batches)
-
-    def figures(self, workers: int) -> str:
-        """The window's figures in words."""
-        read = f", {self.busy * workers * self.wall / self.tasks * 1e3:.1f} ms per task" if self.tasks else ""
-        return (
-            f"wait {self.wait_share:.0%}, {self.rate:.1f} batches/s, workers busy {self.busy:.0%}{read}, "
-            f"{self.ready:.1f} results ready when asked"
-        )
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One change (or a held setting) of the online tuner, with the figures it was made on.
-
-    Attributes:
-        at: ``time.perf_counter()`` when it was made.
-        since_start: seconds since the tuner's first pass began.
-        action: ``"add worker"``, ``"retire worker"``, ``"deepen"``, ``"undo"``, ``"hold"``,
-            ``"step changed"`` or ``"fixed"`` (a setting picked once, not tuned).
-        workers, prefetch: the settings from now on.
-        wait_share: the consumer's wait share over the window.
-        rate: batches per second over the window.
-        busy: the workers' busy share over the window.
-        reason: why, in words, with the window's figures (queue occupancy and time per task too).
-    """
-
-    at: float
-    since_start: float
-    action: str
-    workers: int
-    prefetch: int
-    wait_share: float
-    rate: float
-    busy: float
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.since_start:7.2f}s  {self.action:<13} -> {self.workers} worker(s), prefetch {self.prefetch}: {self.reason}"
-
-
-def nbytes(batch: Any) -> int:
-    """Bytes of the arrays and tensors of a batch (any nest of dicts, lists and tuples)."""
-    if isinstance(batch, dict):
-        return sum(nbytes(v) for v in batch.values())
-    if isinstance(batch, (list, tuple)):
-        return sum(nbytes(v) for v in batch)
-    return int(getattr(batch, "nbytes", 0) or 0)
 
 
 class AutoTuner:
@@ -462,26 +375,8 @@ def tuner_for(config: Any, resolved: Callable[[], int]) -> AutoTuner | None:
     return tuner
 
 
-@dataclass(frozen=True)
-class TuneReport:
-    """``loader.report()`` with online tuning: the settings now, every decision, and the report underneath."""
-
-    workers: int
-    prefetch: int
-    decisions: tuple[Decision, ...]
-    inner: Any
-
-    def __str__(self) -> str:
-        lines = [
-            f"online tuning: {self.workers} worker(s), prefetch {self.prefetch}; {len(self.decisions)} decision(s)"
-        ]
-        lines += [f"  {d}" for d in self.decisions]
-        if self.inner is not None:
-            lines.append(str(self.inner))
-        return "\n".join(lines)
-
-
 __all__ = [
+    "MAX_PREFETCH",
     "AutoTuner",
     "Bounds",
     "Decision",
