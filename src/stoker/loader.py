@@ -232,10 +232,12 @@ class Loader:
 
     # -- sizes and positions ------------------------------------------------------------------
     def __len__(self) -> int:
+        """Batches in one epoch for this rank (``drop_last`` and the rank split counted)."""
         return len(self.batch_sampler)
 
     @property
     def epoch(self) -> int:
+        """The epoch of the pass running or last run (0 before the first); a new pass takes the next one."""
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
