@@ -237,7 +237,8 @@ class Loader:
 
     @property
     def epoch(self) -> int:
-        """The epoch of the pass running or last run (0 before the first); a new pass takes the next one."""
+        """During a pass, its epoch; after a whole pass, the epoch the next pass reads (a pass left
+        early keeps its epoch here, and the next pass takes the one after it)."""
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
