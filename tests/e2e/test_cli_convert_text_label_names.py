@@ -9,8 +9,8 @@ import sys
 import stoker
 from stoker.cli.main import main
 
-TRAIN = 'label\ttext\nChandler, Joey\thow you doin\nMonica\tI know!\nRoss\twe were on a break\n'
-VAL = 'label\ttext\nRoss\tpivot\nChandler, Joey\tcould I be any more\n'
+TRAIN = "label\ttext\nChandler, Joey\thow you doin\nMonica\tI know!\nRoss\twe were on a break\n"
+VAL = "label\ttext\nRoss\tpivot\nChandler, Joey\tcould I be any more\n"
 
 
 def _labels_line(out: str) -> list[str]:
