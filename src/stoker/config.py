@@ -30,6 +30,8 @@ class LoaderConfig:
             ``"auto"`` tunes the count while the loader runs (``pipeline/autotune.py``: from one
             worker thread up to 2 per core, added while the consumer waits on busy workers and the
             rate rises, retired when they idle; worker processes too).
+        chunk_size: batches per worker task (>= 1); ``None`` sizes chunks to about 1 MiB of data, up to
+            64 batches. A pass's first tasks take 1, 2, 4, ... batches up to it, so the first batch comes fast.
         prefetch_factor: chunks of batches in flight per worker; ``"auto"`` tunes it while the loader
             runs (from 1 up to 8, deepened while the consumer waits on idle workers and the rate
             rises). Every decision of the tuner is in ``loader.report()`` and told to observers
@@ -91,6 +93,7 @@ class LoaderConfig:
     persistent_workers: bool = False
     engine: str | None = None
     memory_budget: int | str | None = None
+    chunk_size: int | None = None
 
     def __post_init__(self) -> None:
         def positive_int(name: str, value: Any, minimum: int = 1, auto: bool = False) -> None:
@@ -104,6 +107,8 @@ class LoaderConfig:
         positive_int("pad_to_multiple_of", self.pad_to_multiple_of)
         positive_int("block_size", self.block_size)
         positive_int("window", self.window)
+        if self.chunk_size is not None:
+            positive_int("chunk_size", self.chunk_size)
         if self.num_workers is not None and self.num_workers != AUTO:
             positive_int("num_workers", self.num_workers, 0, auto=True)
         if self.num_workers == 0 and self.prefetch_factor == AUTO:

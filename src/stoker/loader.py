@@ -67,7 +67,7 @@ class Loader:
             batch_size/shuffle/drop_last.
         **options: the other fields of :class:`stoker.LoaderConfig` (``seed``, ``rank``,
             ``world_size``, ``uneven``, ``block_size``, ``window``, ``columns``, ``pad_value``,
-            ``pad_to_multiple_of``, ``persistent_workers``, ``engine``, ``memory_budget``).
+            ``pad_to_multiple_of``, ``persistent_workers``, ``engine``, ``memory_budget``, ``chunk_size``).
         ``num_workers="auto"``, ``prefetch_factor="auto"``: tuned while the loader runs (``pipeline/autotune.py``).
 
     Rows inside a store batch come in storage order; which rows form each batch follows the
@@ -356,10 +356,11 @@ class Loader:
         epoch = self._epoch
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
         workers = self.num_workers
-        # Chunks of 1, 2, 4, ... batches up to the source's size (asked per chunk; pipeline/executor.py).
+        # Chunks of 1, 2, 4, ... batches up to chunk_size or the source's size (pipeline/executor.py).
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
-        per_chunk, tasks = pass_tasks(epoch, sampler.batches_from(epoch, self._begin), sized, ahead)
+        batches = sampler.batches_from(epoch, self._begin)
+        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, self.config.chunk_size)
         tuner = self._tuner if self._tuner is not None and (workers > 0 or self._tuner.tune_workers) else None
         if tuner is not None:  # the settings learned by earlier passes carry over
             tuner.begin_pass(per_chunk, sized())

@@ -165,6 +165,7 @@ def pass_tasks(
     batches: Iterable[np.ndarray],
     batch_bytes: Callable[[], float | None],
     upcoming: Callable[[list[np.ndarray]], None] | None = None,
+    most: int | None = None,
 ) -> tuple[int, Iterator[tuple[int, int, list[np.ndarray]]]]:
     """A pass's worker tasks ``(epoch, first batch, chunk)`` (see :func:`growing_chunks`), and the
     most batches a chunk holds: size buffers as ``batch_bytes() * that``.
@@ -173,12 +174,16 @@ def pass_tasks(
     is known at the start, no chunk exceeds what it said then (buffers sized by it hold every
     chunk); when it is None at the start (buffers learn their size), chunks grow to what it says
     once known. ``upcoming`` (the source's hook), when given, learns each batch one full chunk
-    ahead: the next that many batches beyond the tasks in flight (:func:`announced`).
+    ahead: the next that many batches beyond the tasks in flight (:func:`announced`). ``most`` (the
+    loader's ``chunk_size``), when given, bounds every chunk instead of the size derived from
+    ``batch_bytes``.
     """
     known = batch_bytes()
-    largest = chunk_size(known)
+    largest = chunk_size(known) if most is None else most
 
     def limit() -> int:
+        if most is not None:
+            return most
         size = chunk_size(batch_bytes())
         return size if known is None else min(size, largest)
 
