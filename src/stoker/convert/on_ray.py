@@ -17,9 +17,9 @@ input is cut into), ``cpus_per_task`` (Ray CPUs and converter threads per task) 
    the single-machine conversion numbers them, or the ``label_names=`` given) and every task gets
    them, so codes mean the same in every part; line numbers get each partition's offset. Images
    need none: the driver lists the files and their classes once.
-3. **Convert** (one Ray Data task per partition): the single-machine converter
-   (``from_text.convert`` / ``from_images.convert``) writes partition K's rows as the complete
-   store ``part-K`` (whole shards), then a ``part-K.json`` marker. A task whose marker is there and
+3. **Convert** (one Ray Data task per partition, all run as one map by ``ray_map.py``): the
+   single-machine converter (``from_text.convert`` / ``from_images.convert``) writes partition K's
+   rows as the complete store ``part-K`` (whole shards), then a ``part-K.json`` marker. A task whose marker is there and
    whose part-store matches its checksums returns at once: a re-run converts only what is missing.
 4. **Commit** (driver): ``stoker.merge`` links the part-stores' shards into one store, in partition
    order, writes one manifest and moves it into place atomically; the staging directory is removed.
@@ -47,18 +47,14 @@ import dataclasses
 import json
 import math
 import os
-import pickle
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.partitions import (
-    attempts,
     clear,
-    done_parts,
     even_ranges,
     load_plan,
     part_json,
@@ -67,8 +63,9 @@ from stoker.convert.partitions import (
     save_plan,
     staging_dir,
 )
-from stoker.convert.ray_tasks import convert_task, note, scan_task
-from stoker.errors import ConfigError, EmptyDatasetError, InputError, StoreExistsError, WorkerError
+from stoker.convert.ray_map import ray_data, run_map, slots
+from stoker.convert.ray_tasks import convert_task, scan_task
+from stoker.errors import ConfigError, EmptyDatasetError, InputError, StoreExistsError
 from stoker.store.location import is_remote
 from stoker.store.merge import merge, url_holds_store
 from stoker.store.writer import DEFAULT_SHARD_SIZE
@@ -78,7 +75,6 @@ __all__ = ["images", "text"]
 PathLike = str | os.PathLike[str]
 TEXT_PARTITION_BYTES = 64 * 2**20  # default partition of a text file (more when the cluster has more CPUs)
 IMAGE_PARTITION_FILES = 4096  # default partition of an image list (more when the cluster has more CPUs)
-EXIT_ENV = "STOKER_TEST_RAY_EXIT"  # test hook: partitions (comma-separated) whose task's worker exits at once
 
 
 def text(
@@ -117,7 +113,7 @@ def text(
     from stoker.text.tokenizer import resolve
 
     t0 = time.perf_counter()
-    ray = _ray()
+    ray = ray_data()
     path = _local(src, "src")
     target = _Target.of(store, staging, storage_options, overwrite)
     _check_run(partitions, cpus_per_task, retries)
@@ -145,12 +141,12 @@ def text(
     phases = {"plan": time.perf_counter() - t0}
     if plan is None:
         count = partitions or max(
-            math.ceil((stat.st_size if stat else 0) / TEXT_PARTITION_BYTES), _slots(ray, cpus_per_task)
+            math.ceil((stat.st_size if stat else 0) / TEXT_PARTITION_BYTES), slots(ray, cpus_per_task)
         )
         parts = plan_text(path, count)
         stage.mkdir(parents=True, exist_ok=True)
         job["parts"] = [part_json(p) for p in parts]
-        scans = _run(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, path, dest)
+        scans = run_map(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, path, dest)
         plan = {"key": key, "parts": job["parts"], "scans": [scans[p.index] for p in parts]}
         save_plan(stage, plan)
     phases["pre-pass"] = time.perf_counter() - t0 - sum(phases.values())
@@ -175,7 +171,7 @@ def text(
         raise EmptyDatasetError(
             f"{describe_source(src)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
         )
-    results = _run(ray, convert_task, wanted, job, cpus_per_task, retries, stage, path, dest)
+    results = run_map(ray, convert_task, wanted, job, cpus_per_task, retries, stage, path, dest)
     phases["convert"] = time.perf_counter() - t0 - sum(phases.values())
     summaries = [_summary(stage, i) for i in wanted]
     report = {
@@ -234,7 +230,7 @@ def images(
     from stoker.vision.readers import Skipped
 
     t0 = time.perf_counter()
-    ray = _ray()
+    ray = ray_data()
     target = _Target.of(store, staging, storage_options, overwrite)
     _check_run(partitions, cpus_per_task, retries)
     stage, dest = target.staging, target.dest
@@ -258,14 +254,14 @@ def images(
     }
     plan = load_plan(stage, key, overwrite)
     if plan is None:
-        count = partitions or max(math.ceil(len(found) / IMAGE_PARTITION_FILES), _slots(ray, cpus_per_task))
+        count = partitions or max(math.ceil(len(found) / IMAGE_PARTITION_FILES), slots(ray, cpus_per_task))
         plan = {"key": key, "ranges": even_ranges(len(found), count)}
         save_plan(stage, plan)
     ranges = [tuple(r) for r in plan["ranges"]]
     job = {"kind": "images", "images": found, "ranges": ranges, "opts": opts, **target.job()}
     job["options"] = dataclasses.replace(options, overwrite=True)
     indices = list(range(len(ranges)))
-    results = _run(ray, convert_task, indices, job, cpus_per_task, retries, stage, src, dest)
+    results = run_map(ray, convert_task, indices, job, cpus_per_task, retries, stage, src, dest)
     summaries = [_summary(stage, i) for i in indices]
     skipped = [Skipped(s["row"], s["file"], s["reason"]) for summary in summaries for s in summary["skipped"]]
     written = [i for i in indices if summaries[i]["rows"]]
@@ -293,16 +289,6 @@ def images(
 
 
 # -- the driver's side ----------------------------------------------------------------------------
-
-
-def _ray() -> Any:
-    try:
-        import ray.data  # binds ray as well
-    except ImportError as exc:
-        raise ConfigError(
-            f"stoker.convert.on_ray needs Ray Data: pip install 'stoker[ray]' ({exc})", option="on_ray"
-        ) from exc
-    return ray
 
 
 def _local(path: Any, option: str) -> Path:
@@ -366,13 +352,6 @@ class _Target:
         )
 
 
-def _slots(ray: Any, cpus_per_task: int) -> int:
-    """Tasks the cluster runs at once (starting a local Ray when none is connected)."""
-    if not ray.is_initialized():
-        ray.init()
-    return max(1, int(ray.cluster_resources().get("CPU", 1)) // cpus_per_task)
-
-
 def _agreed_labels(scans: list[dict[str, Any]], columns: Any, where: str) -> tuple[str, ...] | None:
     """The label names every partition codes by: the given map, or all names found, sorted."""
     if columns.label_names is not None:
@@ -383,62 +362,6 @@ def _agreed_labels(scans: list[dict[str, Any]], columns: Any, where: str) -> tup
     if "name" not in kinds:
         return None
     return tuple(sorted({n for s in scans for n in s["label_names"] or ()}))
-
-
-def _run(
-    ray: Any,
-    fn: Any,
-    indices: list[int],
-    job: dict[str, Any],
-    cpus: int,
-    retries: int,
-    staging: Path,
-    src: Any,
-    dest: Any,
-) -> dict[int, Any]:
-    """``fn(index, job)`` for every partition in ``indices``, as one Ray Data map; index -> what it returned."""
-    exits = {int(x) for x in os.environ.get(EXIT_ENV, "").split(",") if x.strip()}
-    items = [{"index": i, "exit": i in exits} for i in indices]
-    context = ray.data.DataContext.get_current()
-    bars = context.enable_progress_bars
-    context.enable_progress_bars = False
-    try:
-        ds = ray.data.from_items(items, override_num_blocks=len(items))
-        with warnings.catch_warnings():  # max_retries has no named parameter yet (Ray Data's default: retry forever)
-            warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-            mapped = ds.map(fn, fn_kwargs={"job": job}, num_cpus=cpus, max_retries=retries)
-        rows = mapped.take_all()
-    except Exception as exc:  # noqa: BLE001 - a worker that died, or Ray failing: a WorkerError naming the partition
-        raise _failure(exc, indices, staging, retries, src, dest) from exc
-    finally:
-        context.enable_progress_bars = bars
-    rows.sort(key=lambda r: int(r["index"]))
-    failed = [r for r in rows if r["error"]]
-    if failed:  # a partition's own StokerError (pickled by the task, as Ray pickles all it sends)
-        error = pickle.loads(failed[0]["error"])
-        note(error, f"in the Ray conversion of {src} into {dest}: {_resume(indices, staging)}")
-        raise error
-    return {int(r["index"]): json.loads(r["result"]) for r in rows}
-
-
-def _resume(indices: list[int], staging: Path) -> str:
-    done = len(done_parts(staging, indices))
-    return (
-        f"{done} of {len(indices)} partitions finished and are kept in {staging}; "
-        "run the same call again to convert only the rest"
-    )
-
-
-def _failure(exc: BaseException, indices: list[int], staging: Path, retries: int, src: Any, dest: Any) -> Exception:
-    unfinished = [i for i in indices if i not in set(done_parts(staging, indices))]
-    resume = _resume(indices, staging)
-    dead = [i for i in unfinished if attempts(staging, i) > retries] or unfinished
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
-    return WorkerError(
-        f"the Ray conversion of {src} into {dest} stopped: partition(s) {dead} failed "
-        f"{retries + 1} time(s) ({type(exc).__name__}: {first}); {resume}",
-        stage=f"ray partition {dead[0] if dead else '?'}",
-    )
 
 
 def _summary(staging: Path, index: int) -> dict[str, Any]:
