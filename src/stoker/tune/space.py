@@ -12,8 +12,9 @@ step, which a simulated step does not model: they are searched only when named. 
 loader's ``reduced_decode`` (JPEG decoded at 1/2, 1/4, 1/8 scale when that still covers the crop:
 other pixels, by a resampling step) and ``decode_device`` (``"cuda"``: nvJPEG decode and resampling
 on the GPU), options of its ``ImageSource``. ``pin_memory`` and ``decode_device`` only matter with a
-CUDA device: on the CPU they are left out (:func:`default_space` says so). The chunk size (batches
-per worker task, about 1 MiB of data) is no loader option: it is not searched.
+CUDA device: on the CPU they are left out (:func:`default_space` says so). ``chunk_size`` (batches
+per worker task; None: about 1 MiB of data) is searched only when named too: it adds a trial per
+candidate to every search, and its default already serves most sources.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ LOADER_DEFAULTS: dict[str, Any] = {
     "bucket_window": 100,
     "reduced_decode": True,
     "decode_device": "cpu",
+    "chunk_size": None,
 }
 
 
@@ -71,6 +73,7 @@ def candidates(kind: str, cores: int) -> dict[str, tuple[Any, ...]]:
         "engine": ENGINES,
         "prefetch_factor": (1, 2, 4, 8),
         "pin_memory": (False, True),
+        "chunk_size": (None, 1, 4, 16),
     }
     if kind == "text":
         values["pad_to_multiple_of"] = (1, 8, 64)
@@ -140,6 +143,7 @@ def default_space(kind: str, device: str = "cpu", cores: int | None = None, only
                 "reduced_decode and decode_device are not searched: they change the pixels (decode scale, "
                 "the GPU's resampling); name them with --only to search"
             )
+        notes.append("chunk_size is not searched: its default (about 1 MiB per task) is kept; name it with --only")
     else:
         names = check_names(only, kind, every)
     skipped = [n for n in CUDA_ONLY if not cuda and n in names]
@@ -199,6 +203,8 @@ def check_values(name: str, values: Sequence[Any]) -> None:
             ok = v in ("cpu", "cuda")
         elif name in ("pin_memory", "reduced_decode"):
             ok = isinstance(v, bool)
+        elif name == "chunk_size" and v is None:
+            ok = True
         else:
             ok = isinstance(v, int) and not isinstance(v, bool) and v >= (0 if name == "num_workers" else 1)
         if not ok:

@@ -82,3 +82,27 @@ def test_image_decode_settings_only_when_named_and_the_gpu_path_only_on_cuda():
     with pytest.raises(ConfigError, match="image loaders also take") as err:
         default_space("plain", cores=2, only=["reduced_decode"])
     assert err.value.option == "reduced_decode"
+
+
+def test_chunk_size_is_searched_when_named_and_its_values_checked():
+    space = default_space("plain", cores=2)
+    assert "chunk_size" not in space.values
+    assert any("chunk_size is not searched" in n for n in space.notes)
+    assert default_space("text", cores=2, only=["chunk_size"]).values == {"chunk_size": (None, 1, 4, 16)}
+    assert custom_space("plain", {"chunk_size": [None, 2]}, cores=2).values == {"chunk_size": (None, 2)}
+    for bad in (0, "4", True):
+        with pytest.raises(ConfigError, match="chunk_size") as err:
+            custom_space("plain", {"chunk_size": [bad]}, cores=2)
+        assert err.value.option == "chunk_size"
+
+
+def test_tune_searches_chunk_size_and_its_call_sets_it(plain_store):
+    import stoker
+    from stoker.tune import tune
+
+    result = tune(plain_store, space=["chunk_size"], batch_size=16, trial_batches=2, trial_seconds=0.0, step_ms=1)
+    assert {t.setting["chunk_size"] for t in result.trials} == {None, 1, 4, 16}
+    assert f"chunk_size={result.best.setting['chunk_size']!r}" in result.call
+    loader = eval(result.call, {"stoker": stoker})
+    assert loader.config.chunk_size == result.best.setting["chunk_size"]
+    loader.close()
