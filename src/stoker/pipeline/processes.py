@@ -22,6 +22,7 @@ Closing the pool unlinks them too, and a new pool sweeps segments whose consumer
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
 import pickle
 import queue
@@ -393,9 +394,14 @@ def _shutdown(procs: list[Any], tasks: list[Any], results: Any) -> None:
     # pipe exits only once it is read, and one killed mid-write would leave a partial message
     # that any later read of the pipe waits on forever. (Found by the sources work: a consumer
     # stopping early on an error hung here.)
+    # Between results, wait on the workers' sentinels, so the wait ends as soon as the last one exits.
     deadline = time.monotonic() + 2.0
-    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
-        _discard_result(results, timeout=0.05)
+    while time.monotonic() < deadline:
+        alive = [p for p in procs if p.is_alive()]
+        if not alive:
+            break
+        if not _discard_result(results, timeout=None):
+            mp_connection.wait([p.sentinel for p in alive], timeout=0.05)
     killed = False
     for p in procs:
         if p.is_alive():
