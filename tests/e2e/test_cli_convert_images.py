@@ -76,3 +76,15 @@ def test_demo_images_section_says_how_to_fetch_when_data_is_missing(tmp_path, ca
     assert "stoker.cli.demo_images" in demo.SECTIONS
     demo_images.run(tmp_path, 0.1)
     assert "scripts/fetch_data.py images" in capsys.readouterr().out
+
+
+def test_demo_images_names_the_engine_its_loader_runs_on(tmp_path, capsys):
+    from stoker.cli import demo_images
+
+    make_folder(tmp_path / "images")  # images/photos, as scripts/fetch_data.py lays it out
+    demo_images.run(tmp_path, 0.01)
+    out = capsys.readouterr().out
+    engine = stoker.Loader(
+        stoker.vision.ImageSource(tmp_path / "stores" / "photos", [stoker.vision.RandomResizedCrop(224)]), batch_size=8
+    ).engine
+    assert f"flip, {engine})" in out  # it said "threads" whatever the engine was

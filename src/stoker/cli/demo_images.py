@@ -67,7 +67,7 @@ def run(data: Path, seconds: float) -> None:
     count = lambda b: len(b["label"])  # noqa: E731
     rates = [
         (
-            "stoker encoded store (decode + RandomResizedCrop + flip, threads)",
+            f"stoker encoded store (decode + RandomResizedCrop + flip, {enc_loader.engine})",
             measure(lambda: enc_loader, count, seconds),
         ),
         ("stoker resized store (uint8 224, memory copy)", measure(lambda: res_loader, count, seconds)),
