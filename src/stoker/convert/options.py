@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.store.writer import DEFAULT_SHARD_SIZE, parse_size, remote_kwargs
+from stoker.store.location import remote_kwargs
+from stoker.store.writer import DEFAULT_SHARD_SIZE, parse_size
 
 Progress = bool | Callable[[int], None] | None
 

@@ -291,4 +291,19 @@ def _fsspec_client(url: str, protocol: str, options: dict[str, Any]) -> FsspecCl
     return FsspecClient(fs, root)
 
 
-__all__ = ["ATTEMPTS", "Remote", "as_url", "is_remote", "local_path", "remote", "scheme"]
+def remote_kwargs(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``{"storage_options": ...}`` for a writer of URL ``path``; ``{}`` without options; ConfigError for a local path."""
+    if storage_options is None:
+        return {}
+    if not isinstance(storage_options, Mapping):
+        raise ConfigError(f"storage_options must be a mapping, not {storage_options!r}", option="storage_options")
+    if not is_remote(path):
+        raise ConfigError(
+            f"storage_options were given, but {os.fspath(path)} is a local path: they are for an object-store URL "
+            "(s3://bucket/prefix); drop them or give a URL",
+            option="storage_options",
+        )
+    return {"storage_options": dict(storage_options)}
+
+
+__all__ = ["ATTEMPTS", "Remote", "as_url", "is_remote", "local_path", "remote", "remote_kwargs", "scheme"]

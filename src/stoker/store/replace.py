@@ -36,7 +36,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from stoker.errors import StoreExistsError
+from stoker.errors import StoreExistsError, StoreWriteError
 
 PAUSE_ENV = "STOKER_TEST_PAUSE_AT"
 _AT_FDCWD = -100
@@ -163,4 +163,51 @@ def replace_dir(tmp: Path, dest: Path, overwrite: bool) -> None:
     remove_tree(old)
 
 
-__all__ = ["PAUSE_ENV", "pause_point", "hidden_dir", "recover", "sweep", "remove_tree", "exchange", "replace_dir"]
+def check_writable(path: Path) -> None:
+    """Raise StoreWriteError, naming ``path``, when a store cannot be made there; leaves nothing behind.
+
+    Every existing ancestor of ``path`` must be a directory, and the nearest one must take a new
+    directory (a probe made and removed at once): a file standing in the way, a missing or
+    read-only file system (``/proc``, a read-only mount) or no permission.
+    """
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        if ancestor.is_symlink():  # a dangling link: mkdir cannot go through it
+            break
+        ancestor = ancestor.parent
+    if ancestor.exists() and not ancestor.is_dir():
+        raise StoreWriteError(
+            f"cannot write the store {path}: {ancestor} is a file, not a directory; choose another path for the store",
+            path=path,
+        )
+    try:
+        probe = hidden_dir(ancestor / path.name, "tmp")  # pid-named: swept if this process is killed here
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise unwritable(path, exc, ancestor) from None
+
+
+def unwritable(path: Path, exc: OSError, where: Path | None = None) -> StoreWriteError:
+    """The error of a store ``path`` whose directory (or its parent ``where``) cannot be made."""
+    place = f" in {where}" if where is not None and where != path.parent else ""
+    return StoreWriteError(
+        f"cannot write the store {path}: cannot make a directory{place} ({exc.strerror or exc}); "
+        "choose a path on a writable file system where you may create directories",
+        path=path,
+        errno=exc.errno,
+    )
+
+
+__all__ = [
+    "PAUSE_ENV",
+    "pause_point",
+    "hidden_dir",
+    "recover",
+    "sweep",
+    "remove_tree",
+    "exchange",
+    "replace_dir",
+    "check_writable",
+    "unwritable",
+]

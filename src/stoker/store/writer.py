@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError, StoreWriteError
+from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError
 from stoker.store.columns import (
     Ragged,
     as_array,
@@ -56,8 +56,17 @@ from stoker.store.journal import (
     unlock_staging,
     write_journal,
 )
-from stoker.store.location import is_remote
-from stoker.store.replace import hidden_dir, pause_point, recover, remove_tree, replace_dir, sweep
+from stoker.store.location import is_remote, remote_kwargs
+from stoker.store.replace import (
+    check_writable,
+    hidden_dir,
+    pause_point,
+    recover,
+    remove_tree,
+    replace_dir,
+    sweep,
+    unwritable,
+)
 from stoker.store.shardfile import ShardTask, record_batch
 from stoker.store.sizes import parse_size
 
@@ -290,7 +299,7 @@ class StoreWriter:
                     tmp.mkdir()
                     self._tmp = tmp
             except OSError as exc:
-                raise _unwritable(self.path, exc) from None
+                raise unwritable(self.path, exc) from None
         return self._tmp
 
     def _write_shard(self) -> None:
@@ -385,57 +394,6 @@ class StoreWriter:
                 remove_tree(self._tmp)
             self._tmp = None
         self._unlock()
-
-
-def check_writable(path: Path) -> None:
-    """Raise StoreWriteError, naming ``path``, when a store cannot be made there; leaves nothing behind.
-
-    Every existing ancestor of ``path`` must be a directory, and the nearest one must take a new
-    directory (a probe made and removed at once): a file standing in the way, a missing or
-    read-only file system (``/proc``, a read-only mount) or no permission.
-    """
-    ancestor = path.absolute().parent
-    while not ancestor.exists():
-        if ancestor.is_symlink():  # a dangling link: mkdir cannot go through it
-            break
-        ancestor = ancestor.parent
-    if ancestor.exists() and not ancestor.is_dir():
-        raise StoreWriteError(
-            f"cannot write the store {path}: {ancestor} is a file, not a directory; choose another path for the store",
-            path=path,
-        )
-    try:
-        probe = hidden_dir(ancestor / path.name, "tmp")  # pid-named: swept if this process is killed here
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as exc:
-        raise _unwritable(path, exc, ancestor) from None
-
-
-def _unwritable(path: Path, exc: OSError, where: Path | None = None) -> StoreWriteError:
-    """The error of a store ``path`` whose directory (or its parent ``where``) cannot be made."""
-    place = f" in {where}" if where is not None and where != path.parent else ""
-    return StoreWriteError(
-        f"cannot write the store {path}: cannot make a directory{place} ({exc.strerror or exc}); "
-        "choose a path on a writable file system where you may create directories",
-        path=path,
-        errno=exc.errno,
-    )
-
-
-def remote_kwargs(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``{"storage_options": ...}`` for a writer of URL ``path``; ``{}`` without options; ConfigError for a local path."""
-    if storage_options is None:
-        return {}
-    if not isinstance(storage_options, Mapping):
-        raise ConfigError(f"storage_options must be a mapping, not {storage_options!r}", option="storage_options")
-    if not is_remote(path):
-        raise ConfigError(
-            f"storage_options were given, but {os.fspath(path)} is a local path: they are for an object-store URL "
-            "(s3://bucket/prefix); drop them or give a URL",
-            option="storage_options",
-        )
-    return {"storage_options": dict(storage_options)}
 
 
 def write(
