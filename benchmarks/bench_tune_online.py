@@ -37,65 +37,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-import stoker
-import stoker.text
+from bench_tune import workloads as tune_workloads  # run from benchmarks/, as every bench script
 from stoker.tune import tune
-from stoker.tune.loaders import plan_for
 from stoker.tune.trial import busy_step, rows_of
 
 RAMP_S = 15.0
 TRAIL_S = 2.0
 CHANGE_AT = 8.0
 CHANGE_AFTER = 10.0
-FLY_LINES = 8000
 AUTO = {"num_workers": "auto", "prefetch_factor": "auto"}
 
 Make = Callable[[dict[str, Any]], Any]
 
 
-class Patches(torch.utils.data.Dataset):
-    """A user Dataset: per sample a random 48x48 crop of a 64x64 image, a flip, a float scale (numpy)."""
-
-    def __init__(self, n: int = 4096) -> None:
-        self.images = np.random.default_rng(0).integers(0, 255, size=(256, 64, 64, 3), dtype=np.uint8)
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        rng = np.random.default_rng(i)
-        y, x = (int(v) for v in rng.integers(0, 16, size=2))
-        crop = self.images[i % len(self.images), y : y + 48, x : x + 48]
-        if rng.random() < 0.5:
-            crop = crop[:, ::-1]
-        pixels = (crop.astype(np.float32) / 255.0 - 0.5) / 0.25
-        return {"x": torch.from_numpy(np.ascontiguousarray(pixels)), "y": i % 10}
-
-
 def workloads(data: Path) -> list[tuple[str, Path | None, str, Make]]:
-    """(name, store or None, kind, make) of each workload."""
-    photos, friends = data / "stores" / "photos", data / "stores" / "friends"
-    lines = (data / "text" / "friends.txt").read_text(encoding="utf-8").splitlines()[:FLY_LINES]
-    vocab = str(data / "text" / "vocab.txt")
-    dataset = Patches()
-
-    def fly(setting: dict[str, Any]) -> Any:
-        return stoker.text.Loader(
-            lines, tokenizer=vocab, batch_size=64, max_length=128, shuffle=True, seed=0, **setting
-        )
-
-    def user(setting: dict[str, Any]) -> Any:
-        return stoker.Loader(dataset, 64, shuffle=True, seed=0, **setting)
-
-    return [
-        ("photos", photos, "images", plan_for(photos, 32).make),
-        ("friends", friends, "text", plan_for(friends, 64).make),
-        ("fly", None, "text", fly),
-        ("dataset", None, "plain", user),
-    ]
+    """(name, store or None, kind, make) of bench_tune.py's four workloads (the same data and loaders)."""
+    return [(name, store, kind, make) for name, _, _, store, kind, make in tune_workloads(data)]
 
 
 def read_for(loader: Any, seconds: float, step_ms: Callable[[float], float]) -> list[tuple[float, int, float]]:
