@@ -1,18 +1,8 @@
 """Column kinds of a store: the declared type of a column (:class:`Column`) and its Arrow type.
 
-=========  ===========================================  ==========================
-kind       numpy side                                   Arrow type
-=========  ===========================================  ==========================
-tensor     fixed shape ``(*shape)`` of a numeric dtype  ``dtype`` (shape ``()``) or
-                                                        ``fixed_size_list<dtype>[prod(shape)]``
-sequence   1-D arrays of varying length (token ids)     ``large_list<dtype>``
-binary     bytes of any length (encoded images)         ``large_binary``
-string     str                                          ``large_string``
-=========  ===========================================  ==========================
-
-``bool`` tensors are stored as ``uint8``; dtypes without an Arrow counterpart as ``fixed_size_binary``
-of their bytes. Tensor fields carry their numpy shape and dtype in the Arrow field metadata
-(:data:`SHAPE_KEY`, :data:`DTYPE_KEY`). The whole format is described in :mod:`stoker.store.format`.
+The four kinds (tensor, sequence, binary, string), their numpy sides and Arrow types are tabled in
+:mod:`stoker.store.format`, which describes the whole format. Tensor fields carry their numpy shape
+and dtype in the Arrow field metadata (:data:`SHAPE_KEY`, :data:`DTYPE_KEY`).
 """
 
 from __future__ import annotations
