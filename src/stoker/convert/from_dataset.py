@@ -178,21 +178,13 @@ def convert(
         "rows": n,
         "names": list(names) if names else None,
     }
-    meta = options.with_metadata({"source": source})
     collate = Columnize(tuple(names) if names else None, dict(schema) if schema else None)
     guarded = Guarded(dataset)
     # the workers start first and read the fingerprint: this process never calls __getitem__
     pool = ProcessPool(_Task(guarded, collate, names), workers, stage="convert") if workers else None
     try:
-        writer = StoreWriter(
-            store,
-            None,
-            shard_size=options.shard_size,
-            overwrite=options.overwrite,
-            metadata=meta,
-            staging=staging,
-            fingerprint=_fingerprint_in(pool, dataset, names),
-            **options.remote(store),
+        writer = options.writer(
+            store, None, {"source": source}, staging=staging, fingerprint=_fingerprint_in(pool, dataset, names)
         )
     except BaseException:
         if pool is not None:

@@ -32,7 +32,6 @@ from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.threads import default_workers, one_torch_thread_here, ordered_map
 from stoker.store.format import Binary, Scalar, String, Tensor
-from stoker.store.writer import StoreWriter
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, decode, encode_jpeg, probe, read_file
 from stoker.vision.errors import ImageError
 from stoker.vision.finder import ImageList, find_images
@@ -175,15 +174,7 @@ def convert(
     if opts.mode == "resized":
         metadata.update(layout="CHW", size=list(convert_chunk.shape[1:]))
     chunks: Iterator[np.ndarray] = iter(np.array_split(np.arange(len(images)), max(1, -(-len(images) // 32))))
-    meta = options.with_metadata(metadata)
-    writer = StoreWriter(
-        store,
-        schema,
-        shard_size=options.shard_size,
-        overwrite=options.overwrite,
-        metadata=meta,
-        **options.remote(store),
-    )
+    writer = options.writer(store, schema, metadata)
     with writer, options.bar(len(images), "images", unit="img") as bar:
         results = cast(
             Generator[Chunk, None, None],

@@ -22,7 +22,6 @@ from stoker.errors import ConfigError, EmptyDatasetError, SchemaError
 from stoker.store.columns import Ragged
 from stoker.store.format import Binary, Column, Scalar, String, Tensor
 from stoker.store.format import Sequence as SequenceColumn
-from stoker.store.writer import StoreWriter
 
 FORMATS = {
     ".parquet": "parquet",
@@ -175,15 +174,7 @@ def convert(
     try:
         schema_arrow, batches, rows = _open(path, fmt, selected)
         schema = {f.name: column_for(f.name, f.type, path) for f in schema_arrow}
-        meta = options.with_metadata({"source": source})
-        writer = StoreWriter(
-            store,
-            schema,
-            shard_size=options.shard_size,
-            overwrite=options.overwrite,
-            metadata=meta,
-            **options.remote(store),
-        )
+        writer = options.writer(store, schema, {"source": source})
         with writer, options.bar(rows or 0, f"{fmt} {path.name}") as bar:
             for batch in batches:
                 first = writer.rows_written

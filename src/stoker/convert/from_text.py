@@ -32,7 +32,6 @@ from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.threads import default_workers, ordered_map
 from stoker.store.format import Scalar, Sequence
-from stoker.store.writer import StoreWriter
 from stoker.text.batches import METADATA_KEY
 from stoker.text.inputs import TextBlock, TextColumns, describe_source, iter_blocks, row_unit, scan_labels
 from stoker.text.tokenizer import Encoded, resolve, smallest_uint
@@ -74,14 +73,7 @@ def convert(
         "truncated": Scalar(np.uint8),
         "line": Scalar(np.int64),
     }
-    writer = StoreWriter(
-        store,
-        None,
-        shard_size=options.shard_size,
-        overwrite=options.overwrite,
-        metadata=options.with_metadata({}),
-        **options.remote(store),
-    )
+    writer = options.writer(store, None, {})
     with writer, options.bar(None, "tokenizing") as bar:
         blocks = cast(
             Generator[tuple[TextBlock, Encoded], None, None],

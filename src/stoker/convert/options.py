@@ -17,7 +17,7 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.store.location import remote_kwargs
-from stoker.store.writer import DEFAULT_SHARD_SIZE, parse_size
+from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
 
 Progress = bool | Callable[[int], None] | None
 
@@ -78,6 +78,15 @@ class ConvertOptions:
                     option="storage_options",
                 )
             object.__setattr__(self, "storage_options", dict(self.storage_options))
+
+    def writer(
+        self, store: str | os.PathLike[str], schema: Any, metadata: Mapping[str, Any], **keywords: Any
+    ) -> StoreWriter:
+        """A ``StoreWriter`` of ``store`` with these options: shard size, overwrite, ``metadata`` (what the
+        conversion records) updated with the user's, ``storage_options``; ``keywords`` add to or replace them."""
+        options: dict[str, Any] = {"shard_size": self.shard_size, "overwrite": self.overwrite}
+        options.update(metadata=self.with_metadata(metadata), **self.remote(store), **keywords)
+        return StoreWriter(store, schema, **options)
 
     def remote(self, store: str | os.PathLike[str]) -> dict[str, Any]:
         """The keywords that carry ``storage_options`` to a ``StoreWriter`` of ``store`` (a ConfigError for a local one)."""

@@ -24,7 +24,6 @@ from stoker.errors import EmptyDatasetError
 from stoker.pipeline.threads import default_workers
 from stoker.store.format import Column
 from stoker.store.shardfile import ShardTask
-from stoker.store.writer import StoreWriter
 
 Slab = dict[str, "np.ndarray | Callable[[], np.ndarray]"]
 ReadSlab = Callable[[int, int, int], Slab]
@@ -89,15 +88,7 @@ def write_slabs(
     if ahead is not None:
         for start, stop in slabs[:depth]:
             ahead(start, stop)
-    meta = options.with_metadata(metadata)
-    with StoreWriter(
-        store,
-        schema,
-        shard_size=step * row_bytes,
-        overwrite=options.overwrite,
-        metadata=meta,
-        **options.remote(store),
-    ) as writer:
+    with options.writer(store, schema, metadata, shard_size=step * row_bytes) as writer:
         bar = options.bar(rows, desc)
         inflight: deque[cf.Future[ShardTask]] = deque()
         written = deque(slabs)  # the slab of each shard in flight, oldest first
