@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -144,23 +143,6 @@ def child(argv: list[str]) -> None:
 
 
 # -- the parent: stoker's venv ---------------------------------------------------------------------------------------
-def _server() -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    proc = subprocess.Popen(
-        [exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    for _ in range(400):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{port}"
-
-
 def _run_child(peer: str, extra: list[str], work: Path, endpoint: str) -> dict[str, float] | str:
     """The child's JSON answer, or why there is none (missing venv, a failure: its last lines)."""
     python = PEERS[peer]
@@ -186,6 +168,7 @@ def parent(argv: list[str]) -> None:
     import numpy as np
 
     import stoker
+    from bench_remote import _server  # the parent runs in stoker's venv; the peers' children never import it
 
     peers = [p for p in args.peers.split(",") if p]
     rows = args.mb * 2**20 // (3 * 64 * 64 + 8)
