@@ -27,86 +27,19 @@ import os
 import pickle
 import queue
 import secrets
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from stoker.errors import ConcurrentIterationError, WorkerError
-from stoker.pipeline.collate import flatten
 from stoker.pipeline.deaths import exit_words, oom_kills
+from stoker.pipeline.process_worker import worker_main
 from stoker.pipeline.segments import sweep_stale_segments, unlink_all, unlink_segment
 from stoker.pipeline.slots import Slot, SlotPlan, SlotRing, SlotWriter, read_result
 
 _POLL = 0.25  # seconds between liveness checks while waiting for a result
-_WATCH = 0.2  # seconds between a worker's checks that its consumer process is still there
 _END = object()
-
-
-# -- the worker ---------------------------------------------------------------------------------
-def _watch_parent(parent: int, token: str, writing: threading.Lock) -> None:
-    """End this worker when its consumer process ``parent`` is gone, unlinking its pool's files.
-
-    A daemon thread polls ``getppid()`` (a dead parent's children are re-parented). It then takes
-    ``writing`` (held while a result is placed and sent) so no segment is made after the sweep.
-    """
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(_WATCH)
-        writing.acquire(timeout=10.0)
-        unlink_all(token)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="stoker-watch-consumer", daemon=True).start()
-
-
-def _worker(
-    fn: Callable[[Any], Any],
-    writer: SlotWriter,
-    token: str,
-    parent: int,
-    queues: tuple[Any, Any],
-    current: Any,
-    doing: Any,
-    me: int,
-) -> None:
-    tasks, results = queues
-    if "torch" in sys.modules:  # the workers run in parallel already: one torch thread each, as DataLoader's
-        sys.modules["torch"].set_num_threads(1)
-    writing = threading.Lock()
-    _watch_parent(parent, token, writing)
-    while True:
-        task = tasks.get()
-        if task is None:
-            return
-        gen, n, payload, slot, forget = task
-        writer.forget(forget)
-        if gen != current.value:  # the consumer abandoned that iteration: hand the slot back
-            results.put((gen, n, "skipped", None))
-            continue
-        overflow = None
-        doing[2 * me], doing[2 * me + 1] = gen, n  # what this worker is on, should it die
-        try:
-            writer.begin(slot)
-            leaves, spec = flatten(fn(payload))
-            with writing:
-                layout, overflow, needed = writer.place(leaves, f"stoker_{token}_{gen}_{n}")
-                message = pickle.dumps((layout, spec, overflow, needed), protocol=pickle.HIGHEST_PROTOCOL)
-                results.put((gen, n, "ok", message))
-        except Exception as exc:  # noqa: BLE001 - sent back and re-raised in the consumer
-            if overflow is not None:
-                unlink_segment(overflow)
-            try:
-                pickled = pickle.dumps(exc)
-            except Exception:  # noqa: BLE001
-                pickled = None
-            results.put((gen, n, "error", (pickled, traceback.format_exc())))
-        finally:
-            writer.end()
-            leaves = []  # no view of the slot is kept past its task
 
 
 # -- the consumer -------------------------------------------------------------------------------
@@ -180,7 +113,7 @@ class ProcessPool:
         self._tasks[w], self._told[w] = ctx.Queue(), 0
         queues = (self._tasks[w], self._results)
         args = (self.fn, writer, self.token, os.getpid(), queues, self._current, self._doing, w)
-        self._procs[w] = ctx.Process(target=_worker, args=args, daemon=True, name=f"stoker-{self.stage}-{w}")
+        self._procs[w] = ctx.Process(target=worker_main, args=args, daemon=True, name=f"stoker-{self.stage}-{w}")
         self._procs[w].start()
         self._active.append(w)
         return True
