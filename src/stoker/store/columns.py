@@ -9,6 +9,7 @@ A *chunk* is how the writer buffers n rows of one column:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,3 +249,40 @@ def concat_chunks(col: Column, chunks: list[Any]) -> Any:
         np.cumsum(lengths, out=offsets[1:])
         return Ragged(values, offsets)
     return [v for c in chunks for v in c]
+
+
+def stack_rows(rows: list[Mapping[str, Any]], schema: Mapping[str, Column], first: int) -> dict[str, Any]:
+    """Turn sample dicts (rows ``first``, ``first + 1``, ...) into columns for the writer.
+
+    Tensor columns become one stacked ndarray; sequences, blobs and text stay lists of rows.
+    A row whose columns differ from ``schema``, or a tensor whose shape differs from its
+    column's, is a ``SchemaError`` naming the row.
+    """
+    columns: dict[str, list[Any]] = {name: [] for name in schema}
+    for i, row in enumerate(rows):
+        if row.keys() != columns.keys():
+            missing = sorted(set(columns) - set(row))
+            extra = sorted(set(row) - set(columns))
+            raise SchemaError(
+                f"row {first + i} has columns {sorted(row)}, the store has {sorted(columns)} "
+                f"(missing {missing}, unexpected {extra})",
+                row=first + i,
+            )
+        for name, value in row.items():
+            columns[name].append(value)
+    stacked: dict[str, Any] = dict(columns)
+    for name, values in columns.items():
+        col = schema[name]
+        if col.kind == "tensor":
+            arrays = [as_array(v) for v in values]
+            shapes = {a.shape for a in arrays}
+            if len(shapes) > 1:
+                bad = next(i for i, a in enumerate(arrays) if a.shape != col.shape)
+                raise SchemaError(
+                    f"row {first + bad}, column {name!r}: shape {arrays[bad].shape}, the column holds {col.shape}; "
+                    f"declare schema={{{name!r}: stoker.Sequence(...)}} if the length varies",
+                    row=first + bad,
+                    column=name,
+                )
+            stacked[name] = np.stack(arrays)
+    return stacked

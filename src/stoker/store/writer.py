@@ -37,12 +37,12 @@ import numpy as np
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, StoreExistsError
 from stoker.store.columns import (
     Ragged,
-    as_array,
     chunk_row_bytes,
     concat_chunks,
     infer_from_batch,
     infer_from_sample,
     slice_chunk,
+    stack_rows,
     to_chunk,
 )
 from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo
@@ -215,35 +215,8 @@ class StoreWriter:
         if not self._rows:
             return
         rows, self._rows = self._rows, []
-        schema = self._schema()
         first = self.rows_written
-        columns: dict[str, list[Any]] = {name: [] for name in schema}
-        for i, row in enumerate(rows):
-            if row.keys() != columns.keys():
-                missing = sorted(set(columns) - set(row))
-                extra = sorted(set(row) - set(columns))
-                raise SchemaError(
-                    f"row {first + i} has columns {sorted(row)}, the store has {sorted(columns)} "
-                    f"(missing {missing}, unexpected {extra})",
-                    row=first + i,
-                )
-            for name, value in row.items():
-                columns[name].append(value)
-        stacked: dict[str, Any] = dict(columns)  # sequences, blobs and text stay lists of rows
-        for name, values in columns.items():
-            col = schema[name]
-            if col.kind == "tensor":
-                arrays = [as_array(v) for v in values]
-                shapes = {a.shape for a in arrays}
-                if len(shapes) > 1:
-                    bad = next(i for i, a in enumerate(arrays) if a.shape != col.shape)
-                    raise SchemaError(
-                        f"row {first + bad}, column {name!r}: shape {arrays[bad].shape}, the column holds {col.shape}; "
-                        f"declare schema={{{name!r}: stoker.Sequence(...)}} if the length varies",
-                        row=first + bad,
-                        column=name,
-                    )
-                stacked[name] = np.stack(arrays)
+        stacked = stack_rows(rows, self._schema(), first)
         self._add_columns(stacked, first_row=first)
 
     def _add_columns(self, columns: Mapping[str, Any], first_row: int | None = None) -> None:
