@@ -32,13 +32,14 @@ from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.threads import default_workers, one_torch_thread_here, ordered_map
 from stoker.store.format import Binary, Scalar, String, Tensor
+from stoker.vision.compose import Compose
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, decode, encode_jpeg, probe, read_file
 from stoker.vision.errors import ImageError
 from stoker.vision.finder import ImageList, find_images
 from stoker.vision.readers import Skipped
 from stoker.vision.render import render_bytes, resample
 from stoker.vision.source import PATH_COLUMN
-from stoker.vision.transforms import CenterCrop, Compose, Resize, View
+from stoker.vision.transforms import CenterCrop, Resize, View
 
 MODES = ("encoded", "resized")
 _MAX_REPORTED = 1000  # skipped files listed in the manifest (all are counted)

@@ -11,6 +11,7 @@ See README.md in this folder for the file map and the life of a batch.
 """
 
 from stoker.vision.batch_ops import ColorJitter, CutMix, MixUp, RandomErasing
+from stoker.vision.compose import Compose, eval_transforms, train_transforms
 from stoker.vision.decode import decode, probe
 from stoker.vision.errors import ImageError
 from stoker.vision.finder import (
@@ -29,14 +30,11 @@ from stoker.vision.transforms import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     CenterCrop,
-    Compose,
     Normalize,
     RandomCrop,
     RandomHorizontalFlip,
     RandomResizedCrop,
     Resize,
-    eval_transforms,
-    train_transforms,
 )
 
 __all__ = [

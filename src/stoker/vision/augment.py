@@ -27,7 +27,8 @@ import torch
 
 from stoker.errors import ConfigError
 from stoker.vision.batch_ops import BatchOp, Draw
-from stoker.vision.transforms import Compose, Normalize
+from stoker.vision.compose import Compose
+from stoker.vision.transforms import Normalize
 
 WORKERS = "workers, per sample"
 DEVICE = "device, batched (finalize)"

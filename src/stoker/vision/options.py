@@ -12,8 +12,8 @@ from typing import Any
 import torch
 
 from stoker.errors import ConfigError
+from stoker.vision.compose import Compose, as_compose
 from stoker.vision.decode import DEFAULT_MAX_PIXELS
-from stoker.vision.transforms import Compose, as_compose
 
 _DTYPES = {
     "uint8": torch.uint8,

@@ -31,6 +31,7 @@ from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import default_workers, one_torch_thread_here
 from stoker.store.reader import Store
 from stoker.vision.augment import Augment
+from stoker.vision.compose import as_compose
 from stoker.vision.finder import ImageList, find_images
 from stoker.vision.gpu import GpuDecode, gpu_available
 from stoker.vision.options import ImageOptions
@@ -45,7 +46,6 @@ from stoker.vision.readers import (
     Skipped,
     StoreBytes,
 )
-from stoker.vision.transforms import as_compose
 
 
 def _is_store(data: Any) -> bool:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from stoker.errors import ConfigError
+from stoker.vision import compose as C
 from stoker.vision import transforms as T
 from stoker.vision.errors import ImageError
 
@@ -15,15 +16,15 @@ def rng(i: int = 0) -> np.random.Generator:
 
 
 def test_resize_int_sizes_the_shorter_side_like_torchvision():
-    view = T.Compose((T.Resize(256),)).plan(375, 500, None)
+    view = C.Compose((T.Resize(256),)).plan(375, 500, None)
     assert (view.height, view.width) == (256, 341)  # int(256 * 500 / 375)
-    view = T.Compose((T.Resize(256),)).plan(500, 375, None)
+    view = C.Compose((T.Resize(256),)).plan(500, 375, None)
     assert (view.height, view.width) == (341, 256)
     assert (view.left, view.top, view.right, view.bottom) == (0, 0, 375, 500)
 
 
 def test_resize_then_center_crop_maps_back_to_source_pixels():
-    view = T.Compose((T.Resize(100), T.CenterCrop(50))).plan(200, 400, None)
+    view = C.Compose((T.Resize(100), T.CenterCrop(50))).plan(200, 400, None)
     assert (view.height, view.width) == (50, 50)
     # 200x400 -> 100x200; center 50x50 is x 75..125, y 25..75; in source pixels x2
     assert (view.left, view.top, view.right, view.bottom) == (150, 50, 250, 150)
@@ -32,7 +33,7 @@ def test_resize_then_center_crop_maps_back_to_source_pixels():
 def test_random_resized_crop_stays_inside_and_follows_scale_and_ratio():
     op = T.RandomResizedCrop(64, scale=(0.2, 0.5), ratio=(0.75, 1.333))
     for i in range(200):
-        v = T.Compose((op,)).plan(300, 400, rng(i))
+        v = C.Compose((op,)).plan(300, 400, rng(i))
         assert (v.height, v.width) == (64, 64)
         assert 0 <= v.left < v.right <= 400 and 0 <= v.top < v.bottom <= 300
         area = (v.right - v.left) * (v.bottom - v.top) / (300 * 400)
@@ -41,22 +42,22 @@ def test_random_resized_crop_stays_inside_and_follows_scale_and_ratio():
 
 
 def test_random_resized_crop_falls_back_to_a_central_crop_on_extreme_images():
-    v = T.Compose((T.RandomResizedCrop(32, scale=(0.9, 1.0), ratio=(1.0, 1.0)),)).plan(10, 1000, rng())
+    v = C.Compose((T.RandomResizedCrop(32, scale=(0.9, 1.0), ratio=(1.0, 1.0)),)).plan(10, 1000, rng())
     assert (v.right - v.left, v.bottom - v.top) == (10, 10)
     assert v.left == (1000 - 10) // 2
 
 
 def test_same_rng_same_plan_different_rows_differ():
-    c = T.train_transforms(224)
+    c = C.train_transforms(224)
     plans = [c.plan(375, 500, rng(i)) for i in range(20)]
     assert c.plan(375, 500, rng(3)) == plans[3]
     assert len(set(plans)) > 15
 
 
 def test_flip_mirrors_a_later_crop():
-    c = T.Compose((T.RandomHorizontalFlip(p=1.0), T.RandomCrop((10, 20))))
+    c = C.Compose((T.RandomHorizontalFlip(p=1.0), T.RandomCrop((10, 20))))
     v = c.plan(10, 100, np.random.default_rng(5))
-    unflipped = T.Compose((T.RandomCrop((10, 20)),)).plan(10, 100, _after_one_draw(5))
+    unflipped = C.Compose((T.RandomCrop((10, 20)),)).plan(10, 100, _after_one_draw(5))
     assert v.flip and v.left == 100 - unflipped.right
 
 
@@ -67,22 +68,22 @@ def _after_one_draw(seed: int) -> np.random.Generator:
 
 
 def test_flip_probability():
-    c = T.Compose((T.RandomHorizontalFlip(0.3),))
+    c = C.Compose((T.RandomHorizontalFlip(0.3),))
     flips = np.mean([c.plan(8, 8, rng(i)).flip for i in range(2000)])
     assert 0.25 < flips < 0.35
 
 
 def test_center_crop_larger_than_image_is_an_image_error():
     with pytest.raises(ImageError, match="smaller than the 64x64 crop"):
-        T.Compose((T.CenterCrop(64),)).plan(32, 100, None)
+        C.Compose((T.CenterCrop(64),)).plan(32, 100, None)
 
 
 def test_out_size_is_declared_before_running():
-    assert T.train_transforms(224).out_size() == (224, 224)
-    assert T.eval_transforms(224).out_size() == (224, 224)
-    assert T.Compose((T.Resize(256),)).out_size() is None
-    assert T.Compose((T.Resize((30, 40)),)).out_size() == (30, 40)
-    assert T.Compose((T.RandomHorizontalFlip(),)).out_size((5, 6)) == (5, 6)
+    assert C.train_transforms(224).out_size() == (224, 224)
+    assert C.eval_transforms(224).out_size() == (224, 224)
+    assert C.Compose((T.Resize(256),)).out_size() is None
+    assert C.Compose((T.Resize((30, 40)),)).out_size() == (30, 40)
+    assert C.Compose((T.RandomHorizontalFlip(),)).out_size((5, 6)) == (5, 6)
 
 
 def test_torchvision_interpolation_mode_values_are_accepted():
@@ -102,8 +103,8 @@ def test_torchvision_interpolation_mode_values_are_accepted():
         lambda: T.RandomResizedCrop(8, scale=(0.5, 0.1)),
         lambda: T.RandomHorizontalFlip(1.5),
         lambda: T.Normalize((0.5, 0.5), (1, 1, 1)),
-        lambda: T.Compose((T.Normalize(), T.CenterCrop(3))),
-        lambda: T.Compose((object(),)),
+        lambda: C.Compose((T.Normalize(), T.CenterCrop(3))),
+        lambda: C.Compose((object(),)),
     ],
 )
 def test_bad_options_are_config_errors(bad):
@@ -120,9 +121,9 @@ def test_as_compose_takes_lists_and_compose_like_objects():
     class TorchvisionCompose:
         transforms = [T.CenterCrop(4)]
 
-    assert T.as_compose([T.CenterCrop(4)]).out_size() == (4, 4)
-    assert T.as_compose(TorchvisionCompose()).out_size() == (4, 4)
-    assert T.as_compose(None).transforms == ()
+    assert C.as_compose([T.CenterCrop(4)]).out_size() == (4, 4)
+    assert C.as_compose(TorchvisionCompose()).out_size() == (4, 4)
+    assert C.as_compose(None).transforms == ()
 
 
 def test_compose_survives_pickling_and_compares_by_its_transforms():
@@ -130,7 +131,7 @@ def test_compose_survives_pickling_and_compares_by_its_transforms():
     import random
 
     from stoker.vision import RandomHorizontalFlip, RandomResizedCrop
-    from stoker.vision.transforms import Compose
+    from stoker.vision.compose import Compose
 
     c = Compose((RandomResizedCrop(32, interpolation="bicubic"), RandomHorizontalFlip()))
     back = pickle.loads(pickle.dumps(c))
