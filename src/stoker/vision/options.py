@@ -30,7 +30,7 @@ class ImageOptions:
     """How an ImageSource makes its batches.
 
     Attributes:
-        transforms: a :class:`~stoker.vision.transforms.Compose` (or list): geometric ops that end
+        transforms: a :class:`~stoker.vision.compose.Compose` (or list): geometric ops that end
             at a fixed size, then any of ColorJitter, RandomErasing, MixUp, CutMix, Normalize and
             callables (``vision/augment.py`` says where each runs).
         layout: ``"NCHW"`` (torch's default) or ``"NHWC"`` for the image batches.
