@@ -3,76 +3,101 @@ depth sized while the loader runs, from what it measures, in the style of tf.dat
 
 The controller runs on the consumer's side, no thread of its own: each batch handed out is
 counted (:meth:`AutoTuner.handed`, with the consumer's wait for it), each worker task is timed
-(:meth:`AutoTuner.timed`), and once a *window* of at least :data:`WINDOW_S` seconds and
-:data:`MIN_BATCHES` batches has passed it looks at the window's figures and may change the
-running map's :class:`~stoker.pipeline.threads.Knobs` (workers and depth take effect from the
-next batch; nothing in flight is dropped, and the order of the batches never changes).
+(:meth:`AutoTuner.timed`), and once a *window* has passed it looks at the window's figures and may
+change the running map's :class:`~stoker.pipeline.threads.Knobs` (workers and depth take effect
+from the next batch; nothing in flight is dropped, and the order of the batches never changes).
+A window lasts :data:`WINDOW_S` seconds, or :data:`SEARCH_WINDOW_S` while the tuner searches (a
+change to verify, or the consumer waited more than :data:`WAIT_SEARCH` in the last window), and
+:data:`MIN_BATCHES` batches at least.
 
 Figures of a window: the consumer's *wait share* (seconds blocked waiting for batches over the
 window's wall time), the *rate* (batches handed out per second), the workers' *busy share*
 (seconds worker tasks ran over ``workers × wall``), the queue's occupancy (results already done
-when the consumer asked) and the consumer's *step* (its time between batches, outside the wait).
+when the consumer asked), the spread of the task times and the consumer's *step* (its time between
+batches, outside the wait). The mean rate of each setting tried is kept (forgotten when the step
+changes): a change is judged against it, not against one window.
 
 Policy, once per window, in this order:
 
 1. **Step change.** When the consumer's step time moved by :data:`STEP_CHANGE` (1.5x) or more from
    the one the settings were found for, and by at least :data:`STEP_SHARE` (a quarter) of the time
-   between batches (a step of 0.1 ms that becomes 0.2 ms changes nothing while batches come every
-   60 ms), every ceiling and floor learned so far is forgotten: the
-   search starts again from the current settings (a step 4x faster makes the consumer wait, and
-   workers are added again; a slower one leaves them idle, and they are retired).
-2. **Check the last change.** A worker added or a depth deepened stays only if the rate rose by
-   :data:`GAIN` (5 %) or more over the window before it; else it is undone and that value becomes
-   a ceiling. A worker retired is put back if the consumer then waited more than
-   :data:`WAIT_HIGH` and the rate fell by more than :data:`GAIN`; that count becomes a floor.
-   Ceilings and floors expire after :data:`FORGET_S` seconds (a noisy window does not block a
-   setting for good).
+   between batches, every rate, ceiling and floor learned so far is forgotten, and the rules below
+   apply at once to the same window (a 4x faster step jumps to the worker count it needs).
+2. **Verify the last change.** A change that added workers, deepened or read inline stays when the
+   rate rose by :data:`GAIN` (5 %) over the mean rate of the setting before it, or when the
+   consumer's wait share halved and the rate did not fall by :data:`GAIN`. When the rate fell by
+   :data:`GAIN` or more it is undone at once, and that value becomes a ceiling; in between a second
+   window decides on the mean of both (one noisy window neither keeps nor undoes it). A retired
+   worker is put back if the consumer then waited more than :data:`WAIT_HIGH` and the rate fell by
+   more than :data:`GAIN`; that count becomes a floor. Ceilings and floors expire after
+   :data:`FORGET_S` seconds.
 3. **The consumer waits** (wait share > :data:`WAIT_HIGH`, 5 %): when the workers are the
-   bottleneck (busy share >= :data:`BUSY_HIGH`) a worker is added; otherwise (workers idle
-   between tasks: too few tasks in flight) the prefetch depth is doubled; when one knob cannot
-   move (not tuned, at its bound or ceiling, or past the memory budget), the other is tried.
-   When one worker thread is left, neither a second one nor a deeper prefetch can be tried, and the
-   consumer still waits, the batches are read in the consumer's thread (``"inline"``: no hand-off
-   between threads, best for small cheap batches); kept only if the rate rises by :data:`GAIN`.
+   bottleneck (busy share >= :data:`BUSY_HIGH`), workers are added up to the *estimate*: the
+   workers' seconds per batch over the consumer's step, ``ceil(workers × busy / (1 - wait))``, at
+   least one more, at most :attr:`Bounds.jump_to` (the cores) at once, below any ceiling and within
+   the memory budget. Otherwise (workers idle between tasks: too few tasks in flight) the prefetch
+   depth is doubled (at least ``1 + 2 × the spread of the task times``). When one knob cannot move
+   the other is tried; when one worker thread is left and neither moves, the batches are read in
+   the consumer's thread (``"inline"``), kept like any change only if the rate rises.
 4. **The consumer does not wait** (wait share < :data:`WAIT_LOW`, and a result was ready on average
-   when it asked) and the workers idle: a worker is retired when the others could do its work at
-   most :data:`BUSY_RETIRE` busy (``busy × workers <= BUSY_RETIRE × (workers - 1)``).
+   when it asked): workers are retired down to the count that would be at most :data:`BUSY_RETIRE`
+   busy doing the same work (``ceil(busy × workers / BUSY_RETIRE)``), one at least.
 
-Bounds: workers from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores (threads that wait on
-I/O or a lock can use more than one per core; a worker that does not raise the rate is undone);
-prefetch (chunks in flight per worker) from 1 to :data:`MAX_PREFETCH`; and, with
-``memory_budget``, the bytes in flight (``workers × prefetch × batches per chunk × batch bytes``)
-at most the budget. With ``num_workers="auto"`` the search starts from one worker, with
-``prefetch_factor="auto"`` from a prefetch of 1 (the worst setting: what it reaches is measured
-from there, ``benchmarks/bench_tune_online.py``); what it learned carries over to the next pass
-of the same loader. Chunk sizes are not tuned (the executor's growing chunks, ``executor.py``).
-Worker threads and worker processes are both resized while they run (``ProcessPool.resize``: a
-retired process ends after the tasks it was sent). A process's tasks are not timed here, so with
-processes the busy share is the share of workers with a task outstanding when the consumer asks.
+Bounds: workers from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores
+(threads that wait on I/O or a lock can use more than one per core; past the cores they are added one
+at a time, and one that does not raise the rate is undone); prefetch (chunks in flight per worker)
+from 1 to :data:`MAX_PREFETCH`; and, with ``memory_budget``, the bytes in flight (``workers ×
+prefetch × batches per chunk × batch bytes``) at most the budget. With ``num_workers="auto"`` the
+search starts from one worker, with ``prefetch_factor="auto"`` from a prefetch of 1 (the worst
+setting: what it reaches is measured from there, ``benchmarks/bench_tune_online.py``); what it
+learned carries over to the next pass of the same loader. Chunk sizes are not tuned (the executor's
+growing chunks, ``executor.py``). Worker threads and worker processes are both resized while they
+run (``ProcessPool.resize``: a retired process ends after the tasks it was sent). A process's tasks
+are not timed here, so with processes the busy share is the share of workers with a task
+outstanding when the consumer asks.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.pipeline.engine_choice import usable_cores
 from stoker.pipeline.threads import Knobs
 from stoker.pipeline.tuning import MAX_PREFETCH, Bounds, Decision, Measure, TuneReport, nbytes
 
-WINDOW_S = 1.0  # a decision at most once per this many seconds...
+WINDOW_S = 1.0  # a decision at most once per this many seconds once settled...
+SEARCH_WINDOW_S = 0.3  # ...or this many while searching (a change to verify, or the consumer waits)
 MIN_BATCHES = 4  # ...and this many batches handed out
+WAIT_SEARCH = 0.2  # the consumer waits a lot: shorter windows
 WAIT_HIGH = 0.05  # the consumer waits: more than this share of the window blocked on batches
 WAIT_LOW = 0.02  # the consumer does not wait: less than this share
 BUSY_HIGH = 0.75  # the workers are the bottleneck: busy at least this share of their time
-BUSY_RETIRE = 0.6  # retire a worker when the rest would be at most this busy
-GAIN = 0.05  # a step stays if the rate rose by at least this share
+BUSY_RETIRE = 0.6  # retire workers down to the count that would be at most this busy
+GAIN = 0.05  # a change stays if the rate rose by at least this share (and is undone if it fell by it)
 STEP_CHANGE = 1.5  # the consumer's step changed: its time per batch moved by this factor...
 STEP_SHARE = 0.25  # ...and by this share of the time between batches
 FORGET_S = 10.0  # ceilings and floors expire after this many seconds
 MAX_WORKERS_PER_CORE = 2
+ADDS = ("add worker", "deepen", "inline")  # changes kept only when the rate rises
+
+
+@dataclass
+class _Trial:
+    """A change to verify: what it was, the setting before it, that setting's mean rate and the wait
+    share it was made on, and the figures of the windows seen since."""
+
+    action: str
+    before: float
+    waited: float
+    workers: int
+    prefetch: int
+    rates: list[float] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
 
 
 class AutoTuner:
@@ -108,12 +133,14 @@ class AutoTuner:
         self.batch_bytes: float | None = None  # bytes of one batch (the source's, or measured)
         self.per_chunk = 1  # batches per worker task at most
         self._lock = threading.Lock()
-        self._busy = 0.0  # task seconds since the window began (worker threads add to it)
+        self._busy = self._busy2 = 0.0  # task seconds (and their squares) since the window began
         self._tasks = 0  # tasks ended since the window began
         self._began: float | None = None  # the first pass's start
         self._reset_window()
         self._last = self._start  # when the consumer got its last batch
-        self._pending: tuple[str, float, int, int] | None = None  # (action, rate before, workers, prefetch)
+        self._last_wait = 1.0  # the last window's wait share (nothing measured yet: search)
+        self._pending: _Trial | None = None  # a change to verify
+        self._rates: dict[tuple[int, int], tuple[float, int]] = {}  # setting -> (mean rate, windows)
         self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, since when)
         self._floor: tuple[int, float] | None = None  # workers not to retire below, since when
         self._step_ref: float | None = None  # the consumer's step the settings were found for
@@ -127,7 +154,7 @@ class AutoTuner:
         self._ready = 0
         self._outstanding = 0.0  # sum over batches of the share of workers with a task not done
         with self._lock:
-            self._busy, self._tasks = 0.0, 0
+            self._busy, self._busy2, self._tasks = 0.0, 0.0, 0
 
     def begin_pass(self, per_chunk: int = 1, batch_bytes: float | None = None) -> Knobs:
         """A pass begins (its chunks hold ``per_chunk`` batches at most, of ``batch_bytes`` each when the
@@ -154,9 +181,14 @@ class AutoTuner:
                 spent = clock() - t0
                 with lock:
                     self._busy += spent
+                    self._busy2 += spent * spent
                     self._tasks += 1
 
         return measured
+
+    def searching(self) -> bool:
+        """Whether the next window is a short one: a change to verify, or the consumer waited a lot."""
+        return self._pending is not None or self._last_wait > WAIT_SEARCH
 
     def handed(self, waited: float, batch: Any = None) -> Decision | None:
         """The consumer got a batch after waiting ``waited`` seconds (call from its thread). At the
@@ -170,13 +202,17 @@ class AutoTuner:
             self.batch_bytes = float(nbytes(batch)) or None
         now = self._last = self.clock()
         wall = now - self._start
-        if wall < WINDOW_S or self._batches < MIN_BATCHES:
+        if wall < (min(WINDOW_S, SEARCH_WINDOW_S) if self.searching() else WINDOW_S) or self._batches < MIN_BATCHES:
             return None
         with self._lock:
-            busy, tasks = self._busy, self._tasks
+            busy, busy2, tasks = self._busy, self._busy2, self._tasks
         threads = max(1, self.knobs.threads or self.workers)
         busy_share = self._outstanding / self._batches if self.processes else busy / (threads * wall)
-        measure = Measure(wall, self._waited, self._batches, busy_share, self._ready / self._batches, tasks)
+        jitter = 0.0
+        if tasks > 1 and busy > 0:
+            mean = busy / tasks
+            jitter = max(0.0, busy2 / tasks - mean * mean) ** 0.5 / mean
+        measure = Measure(wall, self._waited, self._batches, busy_share, self._ready / self._batches, tasks, jitter)
         self._reset_window()
         return self.step(measure)
 
@@ -211,6 +247,17 @@ class AutoTuner:
             return f"{n} workers would pass memory_budget={self.bounds.memory_budget}"
         return None
 
+    def _estimate(self, m: Measure, now: float) -> int:
+        """The workers the consumer's step needs (:meth:`step`, rule 3), one more at least, within the
+        bounds, below a ceiling and within the memory budget (call when one more can be added)."""
+        n = self.workers
+        want = n * m.busy / max(1e-3, 1.0 - m.wait_share)
+        jump = self.bounds.jump_to or self.bounds.max_workers
+        target = max(n + 1, min(math.ceil(want - 1e-6), max(jump, n + 1), self.bounds.max_workers))
+        while target > n + 1 and (self._blocked("workers", target, now) or not self._fits(target, self.prefetch)):
+            target -= 1
+        return target
+
     def _can_deepen(self, now: float) -> str | None:
         if not self.tune_prefetch:
             return "prefetch_factor is fixed"
@@ -225,24 +272,45 @@ class AutoTuner:
             return f"prefetch {p} would pass memory_budget={self.bounds.memory_budget}"
         return None
 
+    def _deeper(self, m: Measure, now: float) -> int:
+        """The next depth (call when doubling is allowed): twice this one, or ``1 + 2 × jitter`` rounded up
+        to a power of two when the task times spread more, within the bounds, a ceiling and the budget."""
+        p = 2 * self.prefetch
+        while p < min(self.bounds.max_prefetch, 1 + 2 * m.jitter):
+            p *= 2
+        p = min(p, self.bounds.max_prefetch)
+        while p > 2 * self.prefetch and (self._blocked("prefetch", p, now) or not self._fits(self.workers, p)):
+            p //= 2
+        return p
+
+    def _remember(self, m: Measure) -> None:
+        """Add the window's rate to the mean of the setting it ran with."""
+        key = (self.workers, self.prefetch)
+        mean, n = self._rates.get(key, (0.0, 0))
+        n = min(n, 3)  # the last few windows weigh most (the load on the machine drifts)
+        self._rates[key] = ((mean * n + m.rate) / (n + 1), n + 1)
+
     def step(self, m: Measure) -> Decision | None:
         """Apply the policy (module docstring) to one window's figures ``m``; the decision, if any."""
         now = self.clock()
+        self._last_wait = m.wait_share
         if self._step_ref is None:
             self._step_ref = m.step
         elif self._step_changed(m):
             before = self._step_ref
             self._step_ref = m.step
             self._ceiling.clear()
+            self._rates.clear()
             self._floor = None
             self._pending = None
             self._record(
                 m, "step changed", f"the consumer's step went from {before * 1e3:.1f} to {m.step * 1e3:.1f} ms"
             )
+        self._remember(m)
         pending, self._pending = self._pending, None
         if pending is not None:
             undone = self._check(pending, m, now)
-            if undone is not None:
+            if undone is not None or self._pending is not None:
                 return undone
         if m.wait_share > WAIT_HIGH:
             return self._more(m, now)
@@ -256,24 +324,35 @@ class AutoTuner:
             return False
         return max(m.step / ref, ref / m.step) >= STEP_CHANGE and abs(m.step - ref) >= STEP_SHARE * m.period
 
-    def _check(self, pending: tuple[str, float, int, int], m: Measure, now: float) -> Decision | None:
-        action, before, workers, prefetch = pending
-        if action in ("add worker", "deepen", "inline"):
-            if m.rate >= before * (1 + GAIN):
+    def _check(self, trial: _Trial, m: Measure, now: float) -> Decision | None:
+        """Verify the change ``trial`` on this window: keep it (None), undo it (the decision), or wait
+        for one more window when the rate is within :data:`GAIN` of the mean before it."""
+        if trial.action in ADDS:
+            trial.rates.append(m.rate)
+            trial.waits.append(m.wait_share)
+            rate, waited = sum(trial.rates) / len(trial.rates), sum(trial.waits) / len(trial.waits)
+            if rate >= trial.before * (1 + GAIN) or (waited <= trial.waited / 2 and rate > trial.before * (1 - GAIN)):
+                return None  # faster, or the consumer's wait halved without a slower rate
+            if rate > trial.before * (1 - GAIN) and len(trial.rates) < 2:
+                self._pending = trial  # not clear: one more window decides
                 return None
-            if action == "inline":
-                self._floor = (workers, now)  # a worker thread again, and not below it for a while
+            if trial.action == "inline":
+                self._floor = (trial.workers, now)  # a worker thread again, and not below it for a while
             else:
-                knob, value = ("workers", self.workers) if action == "add worker" else ("prefetch", self.prefetch)
+                knob, value = ("workers", self.workers) if trial.action == "add worker" else ("prefetch", self.prefetch)
                 self._ceiling[knob] = (value, now)
-            self._set(workers, prefetch)
+            self._set(trial.workers, trial.prefetch)
             return self._record(
-                m, "undo", f"{action} did not raise the rate by {GAIN:.0%} ({before:.1f} -> {m.rate:.1f} batches/s)"
+                m,
+                "undo",
+                f"{trial.action} did not raise the rate by {GAIN:.0%} ({trial.before:.1f} -> {rate:.1f} batches/s)",
             )
-        if action == "retire worker" and m.wait_share > WAIT_HIGH and m.rate < before * (1 - GAIN):
-            self._floor = (workers, now)
-            self._set(workers, prefetch)
-            return self._record(m, "undo", f"the consumer waited after a worker retired ({before:.1f} -> {m.rate:.1f})")
+        if trial.action == "retire worker" and m.wait_share > WAIT_HIGH and m.rate < trial.before * (1 - GAIN):
+            self._floor = (trial.workers, now)
+            self._set(trial.workers, trial.prefetch)
+            return self._record(
+                m, "undo", f"the consumer waited after a worker retired ({trial.before:.1f} -> {m.rate:.1f})"
+            )
         return None
 
     def _more(self, m: Measure, now: float) -> Decision | None:
@@ -282,9 +361,12 @@ class AutoTuner:
         order = ("add worker", "deepen") if bottleneck else ("deepen", "add worker")
         for action in order:
             if action == "add worker" and add is None:
-                return self._change(m, action, self.workers + 1, self.prefetch, "workers busy" if bottleneck else "")
+                n = self._estimate(m, now)
+                why = f"estimate {n} workers" if n > self.workers + 1 else ""
+                why = ", ".join(x for x in ("workers busy" if bottleneck else "", why) if x)
+                return self._change(m, action, n, self.prefetch, why)
             if action == "deepen" and deepen is None:
-                p = min(self.bounds.max_prefetch, 2 * self.prefetch)
+                p = self._deeper(m, now)
                 return self._change(m, action, self.workers, p, "workers idle between tasks" if not bottleneck else "")
         floor = self._floor
         if (
@@ -301,16 +383,17 @@ class AutoTuner:
         return None
 
     def _fewer(self, m: Measure, now: float) -> Decision | None:
-        n = self.workers - 1
+        n = max(1, math.ceil(m.busy * self.workers / BUSY_RETIRE - 1e-6))
         floor = self._floor
-        if floor is not None and now - floor[1] < FORGET_S and n < floor[0]:
-            return None
-        if m.busy * self.workers > BUSY_RETIRE * n or m.ready < 1:
+        if floor is not None and now - floor[1] < FORGET_S:
+            n = max(n, floor[0])
+        if n >= self.workers or m.ready < 1:
             return None
         return self._change(m, "retire worker", n, self.prefetch, "workers idle and the consumer does not wait")
 
     def _change(self, m: Measure, action: str, workers: int, prefetch: int, why: str) -> Decision:
-        self._pending = (action, m.rate, self.workers, self.prefetch)
+        before = self._rates.get((self.workers, self.prefetch), (m.rate, 1))[0]
+        self._pending = _Trial(action, before, m.wait_share, self.workers, self.prefetch)
         self._held = ""
         self._set(workers, prefetch)
         reason = f"the consumer waited {m.wait_share:.0%}" if m.wait_share > WAIT_HIGH else f"{why}"
@@ -367,7 +450,7 @@ def tuner_for(config: Any, resolved: Callable[[], int]) -> AutoTuner | None:
         1 if auto_prefetch else int(config.prefetch_factor),
         auto_workers,
         auto_prefetch,
-        Bounds(MAX_WORKERS_PER_CORE * usable_cores(), memory_budget=config.memory_budget),
+        Bounds(MAX_WORKERS_PER_CORE * usable_cores(), memory_budget=config.memory_budget, jump_to=usable_cores()),
     )
     if workers == 0:
         tuner.tune_prefetch = False

@@ -16,6 +16,7 @@ class Bounds:
     max_workers: int
     max_prefetch: int = MAX_PREFETCH
     memory_budget: int | None = None
+    jump_to: int | None = None  # the most workers an estimate jumps to (the cores; past it one at a time)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Measure:
     busy: float  # busy share of the workers, 0..1 (or more with tasks that began before the window)
     ready: float = 0.0  # mean results done when the consumer asked
     tasks: int = 0  # worker tasks that ended in the window
+    jitter: float = 0.0  # the spread of the task times: their standard deviation / their mean
 
     @property
     def wait_share(self) -> float:
@@ -63,8 +65,9 @@ class Decision:
     Attributes:
         at: ``time.perf_counter()`` when it was made.
         since_start: seconds since the tuner's first pass began.
-        action: ``"add worker"``, ``"retire worker"``, ``"deepen"``, ``"undo"``, ``"hold"``,
-            ``"step changed"`` or ``"fixed"`` (a setting picked once, not tuned).
+        action: ``"add worker"`` (one or more, to the estimate), ``"retire worker"`` (one or more),
+            ``"deepen"``, ``"inline"``, ``"undo"``, ``"hold"``, ``"step changed"`` or ``"fixed"``
+            (a setting picked once, not tuned).
         workers, prefetch: the settings from now on.
         wait_share: the consumer's wait share over the window.
         rate: batches per second over the window.

@@ -1,11 +1,13 @@
 """The online tuner's policy, driven by injected window figures and a fake clock (no timing)."""
 
+import math
+
 import pytest
 
 from stoker.pipeline.autotune import (
     FORGET_S,
     MIN_BATCHES,
-    WINDOW_S,
+    SEARCH_WINDOW_S,
     AutoTuner,
     Bounds,
     Measure,
@@ -20,9 +22,10 @@ class Clock:
         return self.t
 
 
-def tuner(workers=1, prefetch=1, max_workers=4, budget=None, tune_workers=True, tune_prefetch=True):
+def tuner(workers=1, prefetch=1, max_workers=4, budget=None, tune_workers=True, tune_prefetch=True, jump_to=None):
     clock = Clock()
-    t = AutoTuner(workers, prefetch, tune_workers, tune_prefetch, Bounds(max_workers, 8, budget), clock=clock)
+    bounds = Bounds(max_workers, 8, budget, jump_to)
+    t = AutoTuner(workers, prefetch, tune_workers, tune_prefetch, bounds, clock=clock)
     t.begin_pass()
     return t, clock
 
@@ -45,16 +48,18 @@ def test_adds_a_worker_while_the_consumer_waits_on_busy_workers_and_keeps_it_whe
 
 
 def test_undoes_a_worker_that_did_not_raise_the_rate_and_stops_adding():
-    t, clock = tuner(workers=2)
+    t, clock = tuner(workers=2, max_workers=3)
     assert t.step(window(100, 0.5, 0.95)).action == "add worker"
     clock.t += 1
-    d = t.step(window(101, 0.5, 0.95))
+    assert t.step(window(101, 0.5, 0.95)) is None  # within 5 % of the rate before: one more window decides
+    clock.t += 1
+    d = t.step(window(100, 0.5, 0.95))
     assert d.action == "undo" and t.workers == 2 and t.knobs.workers == 2
     clock.t += 1
     d = t.step(window(100, 0.5, 0.95))  # 3 workers are now a ceiling: deepen instead
     assert d.action == "deepen" and (t.workers, t.prefetch) == (2, 2)
     clock.t += 1
-    assert t.step(window(100, 0.5, 0.95)).action == "undo"
+    assert t.step(window(90, 0.5, 0.95)).action == "undo"  # 10 % slower: undone at once
     clock.t += 1
     d = t.step(window(100, 0.5, 0.95))
     assert d.action == "hold" and "did not raise the rate" in d.reason
@@ -63,14 +68,59 @@ def test_undoes_a_worker_that_did_not_raise_the_rate_and_stops_adding():
 
 
 def test_ceilings_expire():
-    t, clock = tuner(workers=2, tune_prefetch=False)
+    t, clock = tuner(workers=2, tune_prefetch=False, max_workers=3)
     t.step(window(100, 0.5, 0.95))
     clock.t += 1
-    assert t.step(window(100, 0.5, 0.95)).action == "undo"
+    assert t.step(window(90, 0.5, 0.95)).action == "undo"
     clock.t += 1
     assert t.step(window(100, 0.5, 0.95)).action == "hold"
     clock.t += FORGET_S
     assert t.step(window(100, 0.5, 0.95)).action == "add worker"
+
+
+def test_a_jump_that_does_not_pay_is_undone_and_smaller_ones_are_tried_below_it():
+    t, clock = tuner(workers=1, max_workers=4, jump_to=4)
+    d = t.step(window(100, 0.9, 0.95))  # no step to speak of: the estimate is the most workers
+    assert d.action == "add worker" and t.workers == 4 and "estimate 4 workers" in d.reason
+    clock.t += 1
+    assert t.step(window(80, 0.9, 0.95)).action == "undo" and t.workers == 1  # slower (a lock, a GIL)
+    clock.t += 1
+    d = t.step(window(100, 0.9, 0.95))
+    assert d.action == "add worker" and t.workers == 3  # below the ceiling of 4
+    clock.t += 1
+    d = t.step(window(130, 0.9, 0.95))  # 30 % faster than 1 worker: kept (and, at the ceiling, deeper)
+    assert d.action == "deepen" and t.workers == 3
+
+
+def test_a_kept_setting_is_judged_on_its_mean_rate_not_one_noisy_window():
+    t, clock = tuner(workers=2, max_workers=4, jump_to=3)
+    for rate in (100, 110, 90, 100):  # 2 workers: 100 batches/s on average, noisy
+        t._last_wait = 0.0
+        t.step(window(rate, 0.04, 0.95))  # below the wait that makes it add
+        clock.t += 1
+    d = t.step(window(100, 0.5, 0.95))
+    assert d.action == "add worker" and t.workers == 3
+    clock.t += 1
+    assert t.step(window(104, 0.5, 0.95)) is None and t._pending is not None  # +4 %: not clear yet
+    clock.t += 1
+    d = t.step(window(112, 0.5, 0.95))  # +8 % over both windows: kept, and the consumer still waits
+    assert d.action == "add worker" and t.workers == 4
+
+
+def test_the_first_windows_and_a_change_to_verify_are_short():
+    t, clock = tuner()
+    assert t.searching()  # nothing measured yet
+    t.step(window(100, 0.5, 0.95))
+    assert t.searching()  # a change to verify
+    clock.t += 1
+    t.step(window(200, 0.01, 0.5, ready=2))  # kept, and the consumer does not wait: settled
+    assert not t.searching()
+
+
+def test_deeper_prefetch_follows_the_spread_of_task_times():
+    t, _ = tuner(workers=2)
+    d = t.step(Measure(1.0, 0.4, 100, 0.5, 0.0, 50, jitter=2.0))  # task times spread: 1 + 2 x 2 = 5 -> 8
+    assert d.action == "deepen" and t.prefetch == 8
 
 
 def test_deepens_when_workers_idle_between_tasks():
@@ -79,18 +129,17 @@ def test_deepens_when_workers_idle_between_tasks():
     assert d.action == "deepen" and (t.workers, t.prefetch) == (2, 2) and t.knobs.depth == 4
 
 
-def test_retires_idle_workers_when_the_consumer_does_not_wait_and_puts_one_back_if_it_then_waits():
+def test_retires_idle_workers_when_the_consumer_does_not_wait_and_puts_them_back_if_it_then_waits():
     t, clock = tuner(workers=4)
-    d = t.step(window(50, 0.0, 0.2, ready=3))
-    assert d.action == "retire worker" and t.workers == 3
-    clock.t += 1
-    d = t.step(window(50, 0.0, 0.25, ready=3))  # 0.25 x 3 <= 0.6 x 2: still idle, retire again
+    d = t.step(window(50, 0.0, 0.2, ready=3))  # 4 x 20 % busy: 2 workers would be 40 % busy, 1 worker 80 %
     assert d.action == "retire worker" and t.workers == 2
     clock.t += 1
-    d = t.step(window(30, 0.3, 0.95))  # the consumer waits now and the rate fell: back to 3
-    assert d.action == "undo" and t.workers == 3
+    d = t.step(window(30, 0.3, 0.95))  # the consumer waits now and the rate fell: back to 4
+    assert d.action == "undo" and t.workers == 4
     clock.t += 1
-    assert t.step(window(50, 0.0, 0.3, ready=3)) is None  # 3 is a floor for a while
+    assert t.step(window(50, 0.0, 0.2, ready=3)) is None  # 4 is a floor for a while
+    clock.t += FORGET_S
+    assert t.step(window(50, 0.0, 0.25, ready=3)).action == "retire worker" and t.workers == 2
 
 
 def test_does_not_retire_busy_workers_or_below_one():
@@ -100,15 +149,17 @@ def test_does_not_retire_busy_workers_or_below_one():
     assert t1.step(window(50, 0.0, 0.0, ready=2)) is None
 
 
-def test_a_4x_faster_step_makes_it_add_again():
-    t, clock = tuner(workers=2)
-    # settled: 2 workers feed a 20 ms step; a third did not help
+def test_a_4x_faster_step_jumps_to_the_workers_it_needs():
+    t, clock = tuner(workers=2, max_workers=8)
+    # settled: 2 workers feed a 20 ms step
     assert t.step(Measure(1.0, 0.0, 50, 0.6, 2.0)) is None
     # the step gets 4x faster: 5 ms; the consumer now waits 60 % of each 12.5 ms
     clock.t += 1
     d = t.step(Measure(1.0, 0.6, 80, 0.95, 0.0))
     kinds = [x.action for x in t.decisions]
-    assert kinds[-2:] == ["step changed", "add worker"] and d.action == "add worker" and t.workers == 3
+    # 2 workers busy 95 % give 40 % of what the step asks for: ceil(2 x 0.95 / 0.4) = 5 at once
+    assert kinds[-2:] == ["step changed", "add worker"] and d.action == "add worker" and t.workers == 5
+    assert "estimate 5 workers" in d.reason
 
 
 def test_a_tiny_step_that_doubles_is_not_a_change():
@@ -142,20 +193,20 @@ def test_fixed_knobs_are_not_moved():
 
 
 def test_handed_decides_once_per_window_from_measured_figures():
-    t, clock = tuner()
+    t, clock = tuner(jump_to=2)
     timed = t.timed(lambda task: clock.__setattr__("t", clock.t + 0.125) or task)  # a task "takes" 1/8 s
     decisions = []
     for i in range(40):
         timed(i)  # the worker reads (here inline, the fake clock moves)
         decisions.append(t.handed(0.1))  # the consumer waited 100 ms of those 125
     made = [n for n, d in enumerate(decisions) if d is not None]
-    # a window ends after WINDOW_S seconds and MIN_BATCHES batches: every 8 batches here
-    per_window = max(MIN_BATCHES, round(WINDOW_S / 0.125))
-    assert made[:2] == [per_window - 1, 2 * per_window - 1]
+    # the consumer waits 80 %: the tuner searches, and a window ends after SEARCH_WINDOW_S and MIN_BATCHES
+    per_window = max(MIN_BATCHES, math.ceil(SEARCH_WINDOW_S / 0.125))
+    assert made[:2] == [per_window - 1, 3 * per_window - 1]
     first = decisions[made[0]]
     assert first.action == "add worker" and first.wait_share == pytest.approx(0.8) and first.busy == pytest.approx(1.0)
-    assert first.rate == pytest.approx(8.0)
-    assert decisions[made[1]].action == "undo"  # same rate with two workers
+    assert first.rate == pytest.approx(8.0) and first.workers == 2  # ceil(1 x 1.0 / 0.2) = 5, at most 2 cores here
+    assert decisions[made[1]].action == "undo"  # the same rate with two workers, over two windows
 
 
 def test_one_idle_worker_that_nothing_helps_tries_reading_inline_and_keeps_it_if_faster():
@@ -204,3 +255,13 @@ def test_inline_is_tried_with_one_busy_worker_too_once_more_workers_and_depth_fa
     t, clock = tuner(workers=1, prefetch=8, max_workers=1)
     d = t.step(window(100, 0.9, 0.95))  # the one worker is busy, the consumer waits: hand-off overhead?
     assert d.action == "inline" and t.workers == 0
+
+
+def test_a_change_that_halves_the_consumers_wait_stays_though_the_rate_rose_less_than_5_percent():
+    t, clock = tuner(workers=1, tune_workers=False)
+    d = t.step(window(100, 0.06, 0.5))  # the consumer waits 6 %: at most 6 % faster to gain
+    assert d.action == "deepen" and t.prefetch == 2
+    clock.t += 1
+    assert t.step(window(102, 0.02, 0.5)) is None and t._pending is None and t.prefetch == 2  # kept
+    clock.t += 1
+    assert t.step(window(100, 0.01, 0.5)) is None and t.prefetch == 2
