@@ -12,15 +12,20 @@ holding the GIL after each batch):
 For each, in this order:
   grid    every setting of the tuner's space (workers 0..2x cores, threads|processes, prefetch
           1/2/4/8; settings that do not apply without workers left out), one full trial each
-  tuner   stoker.tune.tune's search from the defaults: first trials that end when their rate is
-          stable, the fastest measured again with a full trial
-Reported: the grid's best rate; the tuner's choice as the grid measured it / the grid's best;
-h2h: the tuner's choice over the grid's best when both are measured again, 3 full trials each,
-alternating (the grid's best is the maximum of 25 single noisy trials, which favours a lucky one;
-target >= 0.95); the tuner's trial time / the grid's trial time (target <= 0.20; trial time: the sum
-of the trials' own seconds, building the loader included, the limits left out); the defaults
-(no keyword given) / the grid's best, measured head to head too, 3 full trials each (target >= 0.80).
-Other engineers share these 2 cores: rates drift between trials; read the ratios with that in mind.
+  tuner   stoker.tune.tune's search from the defaults
+Reported:
+  tuner/grid  the tuner's choice as the grid measured it / the grid's best (one noisy trial each)
+  h2h     the tuner's choice over the grid's best, measured again in PAIRS interleaved pairs of
+          short trials (half --trial-seconds each, the order swapped every pair): the median of the
+          pairs' ratios and the order-statistic interval holding the true median with >= 90 %
+          probability. Target: >= 0.95 ("met" when the interval's low end is >= 0.95, "missed"
+          when its high end is below, else "open": the noise here cannot tell)
+  time share  the tuner's search time / the grid's (``TuneResult.search_seconds``: every loader
+          the search built and every trial it ran, confirmations included, the limits left out;
+          target <= 0.20)
+  dflt h2h    the defaults (no keyword given) over the grid's best, the same way (target >= 0.80)
+Other engineers share these 2 cores: rates drift between trials; the pairs and the interval are
+there so that a ratio comes with its spread.
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_tune.py [--data data] [--json out.json]
 
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +54,9 @@ from stoker.tune.loaders import plan_for
 from stoker.tune.trial import run_trial
 
 STEPS = (0.0, 30.0)
-ROUNDS = 3  # head-to-head full trials of each contender
+ROUNDS = 3  # --inline: full trials of each contender
+PAIRS = 8  # head-to-head: interleaved pairs of short trials per comparison
+PAIR_SHARE = 0.5  # a head-to-head trial times this share of --trial-seconds (and at least --trial-batches)
 FLY_LINES = 8000
 
 
@@ -114,9 +122,10 @@ def one(
     chosen_in_grid = rates.get(json.dumps(chosen, sort_keys=True))
     defaults_in_grid = rates.get(json.dumps(tuner.defaults_setting, sort_keys=True))
     assert grid.best is not None, "every grid trial failed"
-    length = (trial_batches, trial_seconds)
-    head = _head_to_head(make, step_ms, length, grid.best.setting, chosen)
-    defaults_h2h = _head_to_head(make, step_ms, length, grid.best.setting, {})
+    length = (trial_batches, trial_seconds * PAIR_SHARE)
+    head = head_to_head(make, step_ms, length, grid.best.setting, chosen)
+    defaults = {} if tuner.defaults_setting != grid.best.setting else grid.best.setting  # {}: no keyword given
+    defaults_h2h = head_to_head(make, step_ms, length, grid.best.setting, defaults)
     grid_time = sum(t.seconds for t in grid.trials)
     tuner_time = sum(t.seconds for t in tuner.trials)
     return {
@@ -129,8 +138,11 @@ def one(
         "tuner_best_own_rate": tuner.best.rate if tuner.best else None,
         "tuner_choice_in_grid_over_grid_best": None if chosen_in_grid is None else chosen_in_grid / grid_best,
         "tuner_own_over_grid_best": (tuner.best.rate or 0) / grid_best if tuner.best else None,
-        "tuner_time_over_grid_time": tuner_time / grid_time,
+        "tuner_time_over_grid_time": _search(tuner) / _search(grid),
+        "tuner_trial_time_over_grid_trial_time": tuner_time / grid_time,
         "head_to_head_tuner_over_grid_best": head,
+        "tuner_search_s": _search(tuner),
+        "grid_search_s": _search(grid),
         "tuner_wall_s": tuner_wall,
         "grid_wall_s": grid_wall,
         "defaults": tuner.defaults_setting,
@@ -143,19 +155,59 @@ def one(
     }
 
 
-def _head_to_head(make: Make, step_ms: float, length: tuple[int, float], grid_best: Any, chosen: Any) -> float:
-    """``chosen`` over the grid's best, each measured ROUNDS more times, alternating (mean rates).
+def _search(result: Any) -> float:
+    """Seconds the search ran: everything it built and measured (confirming trials too), the
+    limits' trial left out (both the grid and the tuner measure the same limits)."""
+    return float(result.search_seconds)
 
-    The grid's best is the maximum of one noisy trial per setting, which favours a lucky one; here
-    both settings are measured again on equal terms."""
-    if grid_best == chosen:
-        return 1.0
-    rates: dict[str, list[float]] = {"grid": [], "tuner": []}
-    for _ in range(ROUNDS):
-        for name, setting in (("grid", grid_best), ("tuner", chosen)):
+
+def head_to_head(make: Make, step_ms: float, length: tuple[int, float], reference: Any, other: Any) -> dict[str, Any]:
+    """``other``'s rate over ``reference``'s, measured in PAIRS interleaved pairs of short trials.
+
+    Each pair runs both settings back to back (the order swapped every pair, so that a drift of
+    the machine's load favours neither) and gives one ratio; the result is the median ratio, its
+    quartiles and the order-statistic interval that holds the true median with >= 90 %
+    probability (:func:`median_interval`). The same setting on both sides is 1.0 without a run."""
+    if reference == other:
+        return {"median": 1.0, "q1": 1.0, "q3": 1.0, "lo": 1.0, "hi": 1.0, "pairs": 0, "same": True}
+    ratios = []
+    for i in range(PAIRS):
+        order = ((0, reference), (1, other)) if i % 2 == 0 else ((1, other), (0, reference))
+        rate = [0.0, 0.0]
+        for side, setting in order:
             trial = run_trial(make, setting, batches=length[0], step_ms=step_ms, min_seconds=length[1])
-            rates[name].append(trial.rate or 0.0)
-    return (sum(rates["tuner"]) / ROUNDS) / (sum(rates["grid"]) / ROUNDS)
+            rate[side] = trial.rate or 0.0
+        ratios.append(rate[1] / rate[0] if rate[0] else float("nan"))
+    ratios.sort()
+    lo, hi = median_interval(ratios)
+    return {
+        "median": float(np.median(ratios)),
+        "q1": float(np.quantile(ratios, 0.25)),
+        "q3": float(np.quantile(ratios, 0.75)),
+        "lo": lo,
+        "hi": hi,
+        "pairs": len(ratios),
+        "ratios": ratios,
+    }
+
+
+def median_interval(ordered: list[float], confidence: float = 0.90) -> tuple[float, float]:
+    """The distribution-free interval of the median: order statistics ``(x_k, x_{n-k+1})`` with the
+    largest ``k`` whose binomial coverage is still >= ``confidence`` (pairs independent)."""
+    n = len(ordered)
+    best = 1
+    for k in range(1, n // 2 + 1):
+        miss = 2 * sum(math.comb(n, j) for j in range(k)) / 2**n  # P(median outside [x_k, x_{n-k+1}])
+        if 1 - miss >= confidence:
+            best = k
+    return ordered[best - 1], ordered[n - best]
+
+
+def verdict(h2h: dict[str, Any], target: float) -> str:
+    """``met`` when the interval's low end is >= ``target``, ``missed`` when its high end is below, else ``open``."""
+    if h2h["lo"] >= target:
+        return "met"
+    return "missed" if h2h["hi"] < target else "open"
 
 
 def inline_vs_threads(data: Path, steps: list[float], batches: int, seconds: float) -> list[dict[str, Any]]:
@@ -192,6 +244,12 @@ def _f(x: float | None, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _ci(h2h: dict[str, Any]) -> str:
+    if h2h.get("same"):
+        return "same setting"
+    return f"{h2h['median']:.2f} [{h2h['lo']:.2f}-{h2h['hi']:.2f}]"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data")
@@ -211,8 +269,8 @@ def main() -> None:
         return
     out = []
     print(
-        f"{'workload':<28} {'step':>5} {'grid best r/s':>13} {'tuner/grid':>10} {'own/grid':>9} {'h2h':>5} "
-        f"{'time ratio':>10} {'trials':>7} {'defaults/grid':>13} {'dflt h2h':>8}  tuner's choice"
+        f"{'workload':<28} {'step':>5} {'grid best r/s':>13} {'tuner/grid':>10} {'h2h median [90% CI]':>22} "
+        f"{'time share':>10} {'trials':>7} {'dflt h2h median [90% CI]':>26}  tuner's choice"
     )
     t_run = time.perf_counter()
     for name, what, batch, store, kind, make in workloads(Path(args.data)):
@@ -221,14 +279,18 @@ def main() -> None:
         for step in steps:
             r = one(store, kind, make, batch, step, args.trial_batches, args.trial_seconds)
             r["workload"] = f"{what} ({name}, batch {batch})"
+            h, d = r["head_to_head_tuner_over_grid_best"], r["head_to_head_defaults_over_grid_best"]
+            r["verdict_tuner_within_5pct"] = verdict(h, 0.95)
+            r["verdict_defaults_within_20pct"] = verdict(d, 0.80)
             out.append(r)
             print(
                 f"{name + ' ' + what:<28} {step:>5.0f} {r['grid_best_rate']:>13,.0f} "
-                f"{_f(r['tuner_choice_in_grid_over_grid_best']):>10} {_f(r['tuner_own_over_grid_best']):>9} "
-                f"{_f(r['head_to_head_tuner_over_grid_best']):>5} "
+                f"{_f(r['tuner_choice_in_grid_over_grid_best']):>10} {_ci(h):>22} "
                 f"{_f(r['tuner_time_over_grid_time']):>10} {r['tuner_trials']:>3}/{r['grid_trials']:<3} "
-                f"{_f(r['defaults_over_grid_best']):>13} {_f(r['head_to_head_defaults_over_grid_best']):>8}  "
-                f"{r['tuner_best']}  (grid best {r['grid_best']}; defaults {r['defaults']})",
+                f"{_ci(d):>26}  {r['tuner_best']}  (grid best {r['grid_best']}; defaults {r['defaults']}; "
+                f"search {r['tuner_search_s']:.1f} s / {r['grid_search_s']:.1f} s; "
+                f"within 5 %: {r['verdict_tuner_within_5pct']}, defaults within 20 %: "
+                f"{r['verdict_defaults_within_20pct']})",
                 flush=True,
             )
     print(f"run: {time.perf_counter() - t_run:.0f} s")

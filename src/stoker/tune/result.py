@@ -30,6 +30,8 @@ class TuneResult:
         notes: settings left out and why.
         interrupted: True when Ctrl-C ended the search (``best`` is the best so far).
         command: the script run by each trial (``stoker tune -- python train.py``), else None.
+        search_seconds: wall seconds of the search: every loader it built and every trial it ran
+            (the confirming ones included), the limits' trial left out; None when not timed.
     """
 
     store: str
@@ -48,6 +50,7 @@ class TuneResult:
     notes: tuple[str, ...] = ()
     interrupted: bool = False
     command: list[str] | None = None
+    search_seconds: float | None = None
 
     @property
     def defaults(self) -> Trial | None:
@@ -87,6 +90,7 @@ class TuneResult:
             "defaults_rows_per_s": None if d is None else d.rate,
             "limits": None if self.limits is None else self.limits.to_json(),
             "share_of_limit": self.share_of_limit,
+            "search_seconds": self.search_seconds,
         }
 
     def write_json(self, path: str | Path) -> None:

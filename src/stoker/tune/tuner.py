@@ -9,6 +9,7 @@ ends it: the result holds the trials so far, the best of them, and ``interrupted
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -102,6 +103,8 @@ def tune(
     interrupted = False
     defaults: dict[str, Any] = {}
     limits = None
+    t_search = time.perf_counter()
+    searched = None
     try:
         resolved = {**LOADER_DEFAULTS, **_resolved_defaults(build)}
         if str(device).startswith("cuda"):
@@ -114,9 +117,12 @@ def tune(
             grid(chosen, trials)
         else:
             descend(chosen, trials, resolved, ceiling=step_rate(step_ms, batch_size), near=NEAR)
+        searched = time.perf_counter() - t_search
         limits = _limits(build, (trial_batches, trial_seconds), step_ms, batch_size, trials.best(), cores)
     except KeyboardInterrupt:
         interrupted = True
+    if searched is None:
+        searched = time.perf_counter() - t_search
     best = trials.best()
     bound = step_rate(step_ms, batch_size)
     stopped: tuple[str, ...] = ()
@@ -141,6 +147,7 @@ def tune(
         space={k: list(v) for k, v in chosen.values.items()},
         notes=(*chosen.notes, *stopped),
         interrupted=interrupted,
+        search_seconds=searched,
     )
 
 
