@@ -2,7 +2,8 @@
 
 Both clients do the same six things to the objects of one store, named relative to its root
 (``manifest.json``, ``shard-00000-....arrow``): :meth:`read`, :meth:`download` (into a local
-file), :meth:`upload`, :meth:`size`, :meth:`exists`, :meth:`delete`. A missing object is
+file, each piece handed to an optional ``seen`` callback as it is written, so that a checksum is
+taken in the same pass), :meth:`upload`, :meth:`size`, :meth:`exists`, :meth:`delete`. A missing object is
 ``FileNotFoundError`` and a refused access ``PermissionError`` from either client, so that
 ``Remote.call`` (``location.py``) treats them alike; neither retries on its own (stoker's
 loop retries and counts).
@@ -26,7 +27,7 @@ by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +40,8 @@ CLIENTS = ("auto", "obstore", "fsspec")
 OBSTORE_SCHEMES = ("s3", "s3a", "gs", "az")
 RANGED_MIN = 32 * 2**20  # objects this large download as concurrent ranged GETs (obstore)
 RANGE_BYTES = 8 * 2**20  # the size of one such range
+STREAM_CHUNK = 2**20  # the least a streamed GET hands back at once (obstore gathers smaller network reads)
+BLOCK = 4 * 2**20  # downloads are written one aligned block of the file per write() (see _AlignedWrites)
 _S3_KEYS = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token", "endpoint_url": "endpoint"}
 
 
@@ -56,8 +59,17 @@ class FsspecClient:
     def read(self, name: str) -> bytes:
         return bytes(self.fs.cat_file(self._path(name)))
 
-    def download(self, name: str, local: Path, size: int | None = None) -> None:
+    def download(
+        self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
+    ) -> None:
+        """The object into ``local``; with ``seen``, the file's bytes are read back and handed to it."""
         self.fs.get_file(self._path(name), str(local))
+        if seen is not None:
+            buf = bytearray(RANGE_BYTES)
+            view = memoryview(buf)
+            with open(local, "rb", buffering=0) as f:
+                while n := f.readinto(buf):
+                    seen(view[:n])
 
     def upload(self, local: Path, name: str) -> None:
         self.fs.put_file(str(local), self._path(name))
@@ -85,20 +97,32 @@ class ObstoreClient:
 
         return _translated(lambda: bytes(obstore.get(self.store, name).bytes()))
 
-    def download(self, name: str, local: Path, size: int | None = None) -> None:
-        """The object into ``local``: one streamed GET, or concurrent ranged GETs when ``size`` is large."""
+    def download(
+        self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
+    ) -> None:
+        """The object into ``local``: one streamed GET, or concurrent ranged GETs when ``size`` is large.
+
+        Each piece is written as it arrives and handed to ``seen`` (a checksum taken on the way:
+        the file is never read back).
+        """
         import obstore
 
         def run() -> None:
-            with open(local, "wb") as f:
+            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                pieces: Iterable[Any]
                 if size is not None and size >= RANGED_MIN:
                     starts = list(range(0, size, RANGE_BYTES))
                     ends = [min(s + RANGE_BYTES, size) for s in starts]
-                    for part in obstore.get_ranges(self.store, name, starts=starts, ends=ends, coalesce=0):
-                        f.write(memoryview(part))
-                    return
-                for chunk in obstore.get(self.store, name).stream(min_chunk_size=RANGE_BYTES):
-                    f.write(memoryview(chunk))
+                    pieces = obstore.get_ranges(self.store, name, starts=starts, ends=ends, coalesce=0)
+                else:
+                    pieces = obstore.get(self.store, name).stream(min_chunk_size=STREAM_CHUNK)
+                out = _AlignedWrites(fd, seen)
+                for piece in pieces:
+                    out.add(memoryview(piece))
+                out.flush()
+            finally:
+                os.close(fd)
 
         _translated(run)
 
@@ -123,6 +147,48 @@ class ObstoreClient:
         import obstore
 
         _translated(lambda: obstore.delete(self.store, name))
+
+
+class _AlignedWrites:
+    """Pieces of a file written in order so that each aligned :data:`BLOCK` of it is one ``write()``.
+
+    The page cache then keeps each aligned 2 MiB of a cached shard as one large folio, which a
+    reader's map takes as one huge-page entry, as it does for a store written locally
+    (``shardfile.slices``); pieces as the network cuts them would leave most blocks in small
+    folios. Pieces are gathered into one block-sized buffer; whole blocks that arrive aligned are
+    written straight from the piece. Each written piece goes to ``seen`` first.
+    """
+
+    def __init__(self, fd: int, seen: Callable[[memoryview], None] | None) -> None:
+        self.fd, self.seen = fd, seen
+        self.buf = memoryview(bytearray(BLOCK))
+        self.fill = 0
+
+    def add(self, piece: memoryview) -> None:
+        while piece:
+            if self.fill == 0 and len(piece) >= BLOCK:  # at a block boundary: whole blocks need no copy
+                n = len(piece) - len(piece) % BLOCK
+                self._out(piece[:n])
+                piece = piece[n:]
+                continue
+            k = min(BLOCK - self.fill, len(piece))
+            self.buf[self.fill : self.fill + k] = piece[:k]
+            self.fill += k
+            piece = piece[k:]
+            if self.fill == BLOCK:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write what the buffer holds (the file's last, short block)."""
+        if self.fill:
+            self._out(self.buf[: self.fill])
+            self.fill = 0
+
+    def _out(self, view: memoryview) -> None:
+        if self.seen is not None:
+            self.seen(view)
+        while view:
+            view = view[os.write(self.fd, view) :]
 
 
 def _translated(fn: Callable[[], T]) -> T:

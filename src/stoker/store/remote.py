@@ -34,7 +34,7 @@ from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundE
 from stoker.store.cache import ShardFiles, cache_key, default_root, parse_limit
 from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
 from stoker.store.location import Remote, remote
-from stoker.store.shardfile import file_checksum
+from stoker.store.shardfile import file_checksum, new_hasher
 
 FETCH_THREADS = 4  # shards downloaded at once by one process
 _LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the cache's disk, not the network
@@ -262,7 +262,7 @@ class RemoteShards:
         problem = ""
         for attempt in range(2):  # a bad arrival is fetched once more
             try:
-                self.remote.call(f"downloading {url}", lambda: self.remote.client.download(info.file, part, info.bytes))
+                digest = self.remote.call(f"downloading {url}", functools.partial(self._arrive, info, part))
             except FileNotFoundError:
                 part.unlink(missing_ok=True)
                 raise ShardError(
@@ -274,7 +274,7 @@ class RemoteShards:
                 if isinstance(exc, StokerError) or exc.errno not in _LOCAL_ERRNOS:
                     raise
                 raise StoreWriteError.from_os_error(exc, part) from None
-            problem = self._check(part, info)
+            problem = self._check(part, info, digest)
             if not problem:
                 os.replace(part, final)
                 with self._lock:
@@ -289,13 +289,23 @@ class RemoteShards:
             f"write the store at {self.remote.url} again (overwrite=True), or restore the object"
         )
 
+    def _arrive(self, info: ShardInfo, part: Path) -> str:
+        """Download shard ``info`` into ``part`` (one try), its checksum taken on the way; the checksum."""
+        hasher = new_hasher(info.algorithm)
+        self.remote.client.download(info.file, part, info.bytes, hasher.update)
+        return str(hasher.hexdigest())
+
     @staticmethod
-    def _check(part: Path, info: ShardInfo) -> str:
-        """What is wrong with a downloaded shard (size, then checksum), or "" when it is the manifest's."""
+    def _check(part: Path, info: ShardInfo, digest: str | None = None) -> str:
+        """What is wrong with a shard file (size, then checksum), or "" when it is the manifest's.
+
+        ``digest``: the checksum taken as the file was written; None reads the file to take it.
+        """
         size = part.stat().st_size
         if size != info.bytes:
             return f"{size} bytes where the manifest says {info.bytes}"
-        digest = file_checksum(part, info.algorithm)
+        if digest is None:
+            digest = file_checksum(part, info.algorithm)
         if digest != info.checksum:
             return f"{info.algorithm} {digest[:16]}... where the manifest says {info.checksum[:16]}..."
         return ""
