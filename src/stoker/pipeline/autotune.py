@@ -43,32 +43,25 @@ Policy, once per window, in this order:
    when it asked): workers are retired down to the count that would be at most :data:`BUSY_RETIRE`
    busy doing the same work (``ceil(busy × workers / BUSY_RETIRE)``), one at least.
 
-Bounds: workers from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores
-(threads that wait on I/O or a lock can use more than one per core; past the cores they are added one
-at a time, and one that does not raise the rate is undone); prefetch (chunks in flight per worker)
-from 1 to :data:`MAX_PREFETCH`; and, with ``memory_budget``, the bytes in flight (``workers ×
-prefetch × batches per chunk × batch bytes``) at most the budget. With ``num_workers="auto"`` the
-search starts from one worker, with ``prefetch_factor="auto"`` from a prefetch of 1 (the worst
-setting: what it reaches is measured from there, ``benchmarks/bench_tune_online.py``); what it
-learned carries over to the next pass of the same loader. Chunk sizes are not tuned (the executor's
-growing chunks, ``executor.py``). Worker threads and worker processes are both resized while they
-run (``ProcessPool.resize``: a retired process ends after the tasks it was sent). A process's tasks
-are not timed here, so with processes the busy share is the share of workers with a task
-outstanding when the consumer asks.
+Bounds (``docs/autotune.md``): workers from 1 (0: inline, threads only) to
+:data:`MAX_WORKERS_PER_CORE` x the usable cores, past the cores one at a time; prefetch 1 to
+:data:`MAX_PREFETCH`; with ``memory_budget``, ``workers × prefetch × batches per chunk × batch
+bytes`` at most the budget. ``"auto"`` starts from one worker and a prefetch of 1; what was learned
+carries over to the next pass. Chunk sizes are not tuned (``executor.py``). Threads and processes
+are both resized while they run; a process's tasks are not timed here, so with processes the busy
+share is the share of workers with a task outstanding when the consumer asks.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.pipeline.engine_choice import usable_cores
 from stoker.pipeline.threads import Knobs
-from stoker.pipeline.tuning import MAX_PREFETCH, Bounds, Decision, Measure, TuneReport, nbytes
+from stoker.pipeline.tuning import MAX_PREFETCH, Bounds, Decision, Measure, Trial, TuneReport, Window, nbytes
 
 WINDOW_S = 1.0  # a decision at most once per this many seconds once settled...
 SEARCH_WINDOW_S = 0.3  # ...or this many while searching (a change to verify, or the consumer waits)
@@ -84,20 +77,6 @@ STEP_SHARE = 0.25  # ...and by this share of the time between batches
 FORGET_S = 10.0  # ceilings and floors expire after this many seconds
 MAX_WORKERS_PER_CORE = 2
 ADDS = ("add worker", "deepen", "inline")  # changes kept only when the rate rises
-
-
-@dataclass
-class _Trial:
-    """A change to verify: what it was, the setting before it, that setting's mean rate and the wait
-    share it was made on, and the figures of the windows seen since."""
-
-    action: str
-    before: float
-    waited: float
-    workers: int
-    prefetch: int
-    rates: list[float] = field(default_factory=list)
-    waits: list[float] = field(default_factory=list)
 
 
 class AutoTuner:
@@ -132,14 +111,11 @@ class AutoTuner:
         self.processes = False  # workers are processes: busy share from the tasks outstanding
         self.batch_bytes: float | None = None  # bytes of one batch (the source's, or measured)
         self.per_chunk = 1  # batches per worker task at most
-        self._lock = threading.Lock()
-        self._busy = self._busy2 = 0.0  # task seconds (and their squares) since the window began
-        self._tasks = 0  # tasks ended since the window began
         self._began: float | None = None  # the first pass's start
-        self._reset_window()
-        self._last = self._start  # when the consumer got its last batch
+        self._window = Window(self.clock())
+        self._last = self._window.start  # when the consumer got its last batch
         self._last_wait = 1.0  # the last window's wait share (nothing measured yet: search)
-        self._pending: _Trial | None = None  # a change to verify
+        self._pending: Trial | None = None  # a change to verify
         self._rates: dict[tuple[int, int], tuple[float, int]] = {}  # setting -> (mean rate, windows)
         self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, since when)
         self._floor: tuple[int, float] | None = None  # workers not to retire below, since when
@@ -147,15 +123,6 @@ class AutoTuner:
         self._held = ""
 
     # -- measuring ------------------------------------------------------------------------------
-    def _reset_window(self) -> None:
-        self._start = self.clock()
-        self._waited = 0.0
-        self._batches = 0
-        self._ready = 0
-        self._outstanding = 0.0  # sum over batches of the share of workers with a task not done
-        with self._lock:
-            self._busy, self._busy2, self._tasks = 0.0, 0.0, 0
-
     def begin_pass(self, per_chunk: int = 1, batch_bytes: float | None = None) -> Knobs:
         """A pass begins (its chunks hold ``per_chunk`` batches at most, of ``batch_bytes`` each when the
         source knows); returns the knobs its map runs with. The window goes on across passes (short
@@ -163,7 +130,7 @@ class AutoTuner:
         batch is older than a window: then a fresh one begins (the time between passes is not the loop's)."""
         self.per_chunk, self.batch_bytes = per_chunk, batch_bytes if batch_bytes is not None else self.batch_bytes
         if self._began is None or self.clock() - self._last > WINDOW_S:
-            self._reset_window()  # a change still to check is checked in the new window
+            self._window = Window(self.clock())  # a change still to check is checked in the new window
         if self._began is None:
             self._began = self.clock()
         self._set(self.workers, self.prefetch)
@@ -171,18 +138,14 @@ class AutoTuner:
 
     def timed(self, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``fn`` with each call's time added to the workers' busy time (runs in worker threads)."""
-        clock, lock = self.clock, self._lock
+        clock = self.clock
 
         def measured(task: Any) -> Any:
             t0 = clock()
             try:
                 return fn(task)
             finally:
-                spent = clock() - t0
-                with lock:
-                    self._busy += spent
-                    self._busy2 += spent * spent
-                    self._tasks += 1
+                self._window.task(clock() - t0)
 
         return measured
 
@@ -193,28 +156,18 @@ class AutoTuner:
     def handed(self, waited: float, batch: Any = None) -> Decision | None:
         """The consumer got a batch after waiting ``waited`` seconds (call from its thread). At the
         end of a window, decides and returns the decision (None when nothing changed)."""
-        self._waited += waited
-        self._batches += 1
-        knobs = self.knobs
-        self._ready += knobs.ready
-        self._outstanding += min(1.0, max(0, knobs.in_flight - knobs.ready) / max(1, knobs.threads or self.workers))
+        window, knobs = self._window, self.knobs
+        threads = max(1, knobs.threads or self.workers)
+        window.batch(waited, knobs.ready, min(1.0, max(0, knobs.in_flight - knobs.ready) / threads))
         if self.batch_bytes is None and batch is not None:
             self.batch_bytes = float(nbytes(batch)) or None
         now = self._last = self.clock()
-        wall = now - self._start
-        if wall < (min(WINDOW_S, SEARCH_WINDOW_S) if self.searching() else WINDOW_S) or self._batches < MIN_BATCHES:
+        if now - window.start < (min(WINDOW_S, SEARCH_WINDOW_S) if self.searching() else WINDOW_S):
             return None
-        with self._lock:
-            busy, busy2, tasks = self._busy, self._busy2, self._tasks
-        threads = max(1, self.knobs.threads or self.workers)
-        busy_share = self._outstanding / self._batches if self.processes else busy / (threads * wall)
-        jitter = 0.0
-        if tasks > 1 and busy > 0:
-            mean = busy / tasks
-            jitter = max(0.0, busy2 / tasks - mean * mean) ** 0.5 / mean
-        measure = Measure(wall, self._waited, self._batches, busy_share, self._ready / self._batches, tasks, jitter)
-        self._reset_window()
-        return self.step(measure)
+        if window.batches < MIN_BATCHES:
+            return None
+        self._window = Window(now)
+        return self.step(window.measure(now, threads, self.processes))
 
     # -- deciding -------------------------------------------------------------------------------
     def in_flight_bytes(self, workers: int, prefetch: int) -> float | None:
@@ -324,7 +277,7 @@ class AutoTuner:
             return False
         return max(m.step / ref, ref / m.step) >= STEP_CHANGE and abs(m.step - ref) >= STEP_SHARE * m.period
 
-    def _check(self, trial: _Trial, m: Measure, now: float) -> Decision | None:
+    def _check(self, trial: Trial, m: Measure, now: float) -> Decision | None:
         """Verify the change ``trial`` on this window: keep it (None), undo it (the decision), or wait
         for one more window when the rate is within :data:`GAIN` of the mean before it."""
         if trial.action in ADDS:
@@ -393,7 +346,7 @@ class AutoTuner:
 
     def _change(self, m: Measure, action: str, workers: int, prefetch: int, why: str) -> Decision:
         before = self._rates.get((self.workers, self.prefetch), (m.rate, 1))[0]
-        self._pending = _Trial(action, before, m.wait_share, self.workers, self.prefetch)
+        self._pending = Trial(action, before, m.wait_share, self.workers, self.prefetch)
         self._held = ""
         self._set(workers, prefetch)
         reason = f"the consumer waited {m.wait_share:.0%}" if m.wait_share > WAIT_HIGH else f"{why}"

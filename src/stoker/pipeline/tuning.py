@@ -1,9 +1,10 @@
-"""The online tuner's records (``pipeline/autotune.py``): its bounds, one window's figures, one
-decision, and the report ``loader.report()`` gives with ``"auto"`` settings."""
+"""The online tuner's records (``pipeline/autotune.py``): its bounds, one window's figures (counted,
+then measured), a change still to verify, one decision, and the report ``loader.report()`` gives with ``"auto"`` settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PREFETCH = 8  # chunks in flight per worker at most
@@ -56,6 +57,61 @@ class Measure:
             f"wait {self.wait_share:.0%}, {self.rate:.1f} batches/s, workers busy {self.busy:.0%}{read}, "
             f"{self.ready:.1f} results ready when asked"
         )
+
+
+class Window:
+    """One window's figures as they are counted: batches, the consumer's wait and the queue's
+    occupancy in the consumer's thread (:meth:`batch`), task times in the worker threads (:meth:`task`)."""
+
+    def __init__(self, start: float) -> None:
+        self.start = start
+        self.waited = 0.0
+        self.batches = 0
+        self.ready = 0
+        self.outstanding = 0.0  # sum over batches of the share of workers with a task not done
+        self._lock = threading.Lock()
+        self.busy = self.busy2 = 0.0  # task seconds, and the sum of their squares
+        self.tasks = 0
+
+    def batch(self, waited: float, ready: int, outstanding: float) -> None:
+        self.waited += waited
+        self.batches += 1
+        self.ready += ready
+        self.outstanding += outstanding
+
+    def task(self, spent: float) -> None:
+        with self._lock:
+            self.busy += spent
+            self.busy2 += spent * spent
+            self.tasks += 1
+
+    def measure(self, now: float, threads: int, processes: bool) -> Measure:
+        """The window's :class:`Measure` at ``now``, for ``threads`` workers (``processes``: busy share
+        from the tasks outstanding, their tasks are not timed here)."""
+        wall = now - self.start
+        with self._lock:
+            busy, busy2, tasks = self.busy, self.busy2, self.tasks
+        batches = max(1, self.batches)
+        share = self.outstanding / batches if processes else busy / (threads * wall) if wall > 0 else 0.0
+        jitter = 0.0
+        if tasks > 1 and busy > 0:
+            mean = busy / tasks
+            jitter = max(0.0, busy2 / tasks - mean * mean) ** 0.5 / mean
+        return Measure(wall, self.waited, self.batches, share, self.ready / batches, tasks, jitter)
+
+
+@dataclass
+class Trial:
+    """A change of the online tuner still to verify: what it was, the setting before it, that setting's mean rate and the wait
+    share it was made on, and the figures of the windows seen since."""
+
+    action: str
+    before: float
+    waited: float
+    workers: int
+    prefetch: int
+    rates: list[float] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -117,4 +173,4 @@ class TuneReport:
         return "\n".join(lines)
 
 
-__all__ = ["Bounds", "Decision", "Measure", "TuneReport", "nbytes"]
+__all__ = ["Bounds", "Decision", "Measure", "Trial", "TuneReport", "Window", "nbytes"]
