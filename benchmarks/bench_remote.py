@@ -3,7 +3,8 @@
 The same store, written once locally and once to an S3-protocol server on loopback (moto_server,
 in its own process), read by ``stoker.Loader`` (threads, ``shuffle="block"``), cold then warm:
 
-  local cold   the shard files dropped from the page cache (posix_fadvise DONTNEED) first;
+  local cold   the shard files written back (fsync) and dropped from the page cache (posix_fadvise
+               DONTNEED) first; what stayed resident is printed (fincore);
   local warm   the epochs after, the shards in the page cache;
   remote cold  a fresh, empty cache_dir: every shard downloaded during the epoch (obstore, the
                default client; and once more through fsspec/s3fs, STOKER_REMOTE_CLIENT=fsspec);
@@ -16,8 +17,10 @@ moto is a Python server sharing this machine's cores with the reader, so "remote
 the server can give stoker takes; "remote cold / local cold" says how far that is from a local disk.
 
 Targets: remote cold >= 0.8x local cold, remote warm >= 0.95x local warm. Each round runs both
-cold epochs, then ``--warm`` warm epochs of each, alternated; the ratios printed are medians of
-the paired ratios (cold: one pair per round; warm: every alternated pair). Also
+cold epochs, then ``--warm`` pairs of warm epochs (local first, then remote first, in turns); the
+ratios printed are medians of the paired ratios (cold: one pair per round; warm: every pair), with
+the share of each store's mapped shard bytes that the kernel maps as 2 MiB pages (a file read back
+from disk through a map gets small page-cache folios; one written in aligned blocks, large ones). Also
 printed, per cache_limit tried: the shard traffic of one block-shuffled epoch (bytes fetched /
 store bytes). Rows are synthetic 3x64x64 uint8 images + int64 labels.
 
@@ -64,21 +67,61 @@ def _server() -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def _drop(store: Path) -> None:
-    for shard in store.glob("*.arrow"):
+def _drop(store: Path) -> str:
+    """Drop ``store``'s shard files from the page cache; what stayed resident, as ``fincore`` tells it.
+
+    Dirty pages are not dropped by DONTNEED: a store just written stays in memory unless it is
+    written back first (fsync), and its "cold" epoch would read memory.
+    """
+    shards = sorted(store.glob("*.arrow"))
+    for shard in shards:
         fd = os.open(shard, os.O_RDONLY)
         try:
+            os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
+    fincore = shutil.which("fincore")
+    if fincore is None:
+        return "resident after the drop: not checked (no fincore)"
+    out = subprocess.run([fincore, "-b", "-n", "-o", "RES", *map(str, shards)], capture_output=True, text=True)
+    resident = sum(int(x) for x in out.stdout.split()) if out.returncode == 0 else -1
+    return f"resident after the drop: {resident / 2**20:.1f} MiB" if resident >= 0 else "resident: fincore failed"
 
 
-def _epoch(ds: stoker.Store, batch_size: int) -> float:
-    """Rows per second of one block-shuffled epoch over ``ds`` (a new loader: the same order every time)."""
+def _epoch(ds: stoker.Store, batch_size: int) -> tuple[float, float]:
+    """Rows per second of one block-shuffled epoch over ``ds`` (a new loader: the same order every time),
+    and the seconds to its first batch."""
     loader = stoker.Loader(ds, batch_size=batch_size, shuffle="block", seed=1)
     t = time.perf_counter()
-    n = sum(len(b["label"]) for b in loader)
-    return n / (time.perf_counter() - t)
+    first = 0.0
+    n = 0
+    for b in loader:
+        if not n:
+            first = time.perf_counter() - t
+        n += len(b["label"])
+    return n / (time.perf_counter() - t), first
+
+
+def _huge_share(directory: Path) -> float:
+    """The share of this process's mapped bytes of ``directory``'s shard files mapped as 2 MiB pages."""
+    rss = pmd = 0
+    name = ""
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if parts and "-" in parts[0] and len(parts) >= 5:  # a mapping's header line
+                name = parts[5] if len(parts) >= 6 else ""
+            elif name.startswith(str(directory)) and name.endswith(".arrow"):
+                if parts[0] == "Rss:":
+                    rss += int(parts[1])
+                elif parts[0] == "FilePmdMapped:":
+                    pmd += int(parts[1])
+    return pmd / rss if rss else 0.0
+
+
+def _load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _ceiling(endpoint: str, url: str, names: list[str]) -> float:
@@ -118,7 +161,7 @@ def main() -> None:
     ap.add_argument("--shard", default="8MB")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--warm", type=int, default=3, help="warm epochs per round, local and remote alternated")
+    ap.add_argument("--warm", type=int, default=10, help="warm epoch pairs per round, local and remote in turns")
     args = ap.parse_args()
     rows = args.mb * 2**20 // (3 * 64 * 64 + 8)
     work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
@@ -147,35 +190,44 @@ def main() -> None:
         for r in range(args.rounds):
             ceiling = _ceiling(endpoint, url, names)
             slow = _open_with("fsspec", url, work / f"fsspec-{r}", options)
-            fc = _epoch(slow, args.batch)
+            fc, _ = _epoch(slow, args.batch)
             shutil.rmtree(work / f"fsspec-{r}", ignore_errors=True)
-            _drop(local)
+            dropped = _drop(local)
             near = stoker.open(local)
             far = _open_with("obstore", url, work / f"cache-{r}", options)
-            lc, rc = _epoch(near, args.batch), _epoch(far, args.batch)
+            (lc, lfirst), (rc, rfirst) = _epoch(near, args.batch), _epoch(far, args.batch)
             ratios["cold"].append(rc / lc)
             ratios["fsspec"].append(fc / lc)
             ratios["ceiling"].append(rc * store_bytes / rows / ceiling)
             warm = []
-            for _ in range(args.warm):  # alternated, so that the machine's drifts hit both alike
-                lw, rw = _epoch(near, args.batch), _epoch(far, args.batch)
+            for k in range(args.warm):  # pairs in turns (local first, then remote first): drifts hit both alike
+                if k % 2:
+                    rw, lw = _epoch(far, args.batch)[0], _epoch(near, args.batch)[0]
+                else:
+                    lw, rw = _epoch(near, args.batch)[0], _epoch(far, args.batch)[0]
                 warm.append(rw / lw)
                 ratios["warm"].append(rw / lw)
+            huge = (_huge_share(local), _huge_share(work / f"cache-{r}"))
             del near, far  # unmapped, so that the next round's DONTNEED can drop the local shards
             gc.collect()
             shutil.rmtree(work / f"cache-{r}", ignore_errors=True)
             print(
-                f"round {r}: server ceiling {ceiling / 1e6:,.0f} MB/s; local cold {lc:,.0f} rows/s, remote cold "
-                f"{rc:,.0f} rows/s ({rc / lc:.2f}x, {rc * store_bytes / rows / 1e6:,.0f} MB/s), through fsspec "
-                f"{fc:,.0f} rows/s ({fc / lc:.2f}x); "
-                f"warm remote/local, {args.warm} alternated epochs: median {statistics.median(warm):.2f}x",
+                f"round {r} ({_load()}): server ceiling {ceiling / 1e6:,.0f} MB/s; local cold {lc:,.0f} rows/s "
+                f"(first batch {lfirst * 1e3:.0f} ms; {dropped}), remote cold {rc:,.0f} rows/s ({rc / lc:.2f}x, "
+                f"{rc * store_bytes / rows / 1e6:,.0f} MB/s, first batch {rfirst * 1e3:.0f} ms), through fsspec "
+                f"{fc:,.0f} rows/s ({fc / lc:.2f}x); warm remote/local, {args.warm} pairs: median "
+                f"{statistics.median(warm):.2f}x (shards mapped as 2 MiB pages: local {huge[0]:.0%}, "
+                f"remote {huge[1]:.0%})",
                 flush=True,
             )
         print(f"store: {rows:,} rows, {args.mb} MiB in {args.shard} shards; batch {args.batch}, shuffle='block'")
         print(f"remote cold / local cold: {statistics.median(ratios['cold']):.2f}x   (target >= 0.8x)")
         print(f"remote cold / server ceiling (bytes/s): {statistics.median(ratios['ceiling']):.2f}")
         print(f"remote cold through fsspec / local cold: {statistics.median(ratios['fsspec']):.2f}x")
-        print(f"remote warm / local warm: {statistics.median(ratios['warm']):.2f}x   (target >= 0.95x)")
+        print(
+            f"remote warm / local warm: {statistics.median(ratios['warm']):.2f}x   (target >= 0.95x; median of "
+            f"{len(ratios['warm'])} pairs)"
+        )
         shard = max(s.bytes for s in stoker.open(local).manifest.shards)
         per_shard = stoker.open(local).manifest.shards[0].rows
         orders = {
