@@ -23,14 +23,14 @@ Policy, once per window, in this order:
    the one the settings were found for, and by at least :data:`STEP_SHARE` (a quarter) of the time
    between batches, every rate, ceiling and floor learned so far is forgotten, and the rules below
    apply at once to the same window (a 4x faster step jumps to the worker count it needs).
-2. **Verify the last change.** A change that added workers, deepened or read inline stays when the
-   rate rose by :data:`GAIN` (5 %) over the mean rate of the setting before it, or when the
-   consumer's wait share halved and the rate did not fall by :data:`GAIN`. When the rate fell by
-   :data:`GAIN` or more it is undone at once, and that value becomes a ceiling; in between a second
-   window decides on the mean of both (one noisy window neither keeps nor undoes it). A retired
-   worker is put back if the consumer then waited more than :data:`WAIT_HIGH` and the rate fell by
-   more than :data:`GAIN`; that count becomes a floor. Ceilings and floors expire after
-   :data:`FORGET_S` seconds.
+2. **Verify the last change.** A change that added workers, deepened or read inline is judged on
+   the mean of :data:`VERIFY_WINDOWS` windows (one noisy window neither keeps nor undoes it): it
+   stays when the rate rose by :data:`GAIN` (5 %) over the mean rate of the setting before it, or
+   when the consumer's wait share halved and the rate did not fall by :data:`GAIN`; otherwise it is
+   undone and that value becomes a ceiling. A retired worker is put back if the consumer then waited
+   more than :data:`WAIT_HIGH` and the rate fell by more than :data:`GAIN`; that count becomes a
+   floor. A ceiling or floor lasts :data:`BLOCK_S` seconds, doubled each time the same value fails
+   again, up to :data:`FORGET_S`.
 3. **The consumer waits** (wait share > :data:`WAIT_HIGH`, 5 %): when the workers are the
    bottleneck (busy share >= :data:`BUSY_HIGH`), workers are added up to the *estimate*: the
    workers' seconds per batch over the consumer's step, ``ceil(workers × busy / (1 - wait))``, at
@@ -74,7 +74,9 @@ BUSY_RETIRE = 0.6  # retire workers down to the count that would be at most this
 GAIN = 0.05  # a change stays if the rate rose by at least this share (and is undone if it fell by it)
 STEP_CHANGE = 1.5  # the consumer's step changed: its time per batch moved by this factor...
 STEP_SHARE = 0.25  # ...and by this share of the time between batches
-FORGET_S = 10.0  # ceilings and floors expire after this many seconds
+BLOCK_S = 2.5  # a ceiling or floor lasts this many seconds, doubled each time the same value fails again...
+FORGET_S = 20.0  # ...up to this many
+VERIFY_WINDOWS = 2  # a change is judged on the mean of this many windows
 MAX_WORKERS_PER_CORE = 2
 ADDS = ("add worker", "deepen", "inline")  # changes kept only when the rate rises
 
@@ -117,8 +119,9 @@ class AutoTuner:
         self._last_wait = 1.0  # the last window's wait share (nothing measured yet: search)
         self._pending: Trial | None = None  # a change to verify
         self._rates: dict[tuple[int, int], tuple[float, int]] = {}  # setting -> (mean rate, windows)
-        self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, since when)
-        self._floor: tuple[int, float] | None = None  # workers not to retire below, since when
+        self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, until when)
+        self._floor: tuple[int, float] | None = None  # workers not to retire below, until when
+        self._strikes: dict[tuple[str, int], int] = {}  # (knob, value) -> times it failed
         self._step_ref: float | None = None  # the consumer's step the settings were found for
         self._held = ""
 
@@ -185,7 +188,14 @@ class AutoTuner:
 
     def _blocked(self, knob: str, value: int, now: float) -> bool:
         ceiling = self._ceiling.get(knob)
-        return ceiling is not None and now - ceiling[1] < FORGET_S and value >= ceiling[0]
+        return ceiling is not None and now < ceiling[1] and value >= ceiling[0]
+
+    def _until(self, knob: str, value: int, now: float) -> float:
+        """Until when a value that failed stays blocked: :data:`BLOCK_S`, doubled for each earlier failure
+        of the same value, :data:`FORGET_S` at most (a noisy window does not block a good value for long)."""
+        strikes = self._strikes.get((knob, value), 0)
+        self._strikes[(knob, value)] = strikes + 1
+        return now + min(FORGET_S, BLOCK_S * 2**strikes)
 
     def _can_add(self, now: float) -> str | None:
         """Why a worker cannot be added, or None when it can."""
@@ -253,6 +263,7 @@ class AutoTuner:
             before = self._step_ref
             self._step_ref = m.step
             self._ceiling.clear()
+            self._strikes.clear()
             self._rates.clear()
             self._floor = None
             self._pending = None
@@ -284,16 +295,16 @@ class AutoTuner:
             trial.rates.append(m.rate)
             trial.waits.append(m.wait_share)
             rate, waited = sum(trial.rates) / len(trial.rates), sum(trial.waits) / len(trial.waits)
+            if len(trial.rates) < VERIFY_WINDOWS:
+                self._pending = trial  # the next window decides, on the mean of both
+                return None
             if rate >= trial.before * (1 + GAIN) or (waited <= trial.waited / 2 and rate > trial.before * (1 - GAIN)):
                 return None  # faster, or the consumer's wait halved without a slower rate
-            if rate > trial.before * (1 - GAIN) and len(trial.rates) < 2:
-                self._pending = trial  # not clear: one more window decides
-                return None
             if trial.action == "inline":
-                self._floor = (trial.workers, now)  # a worker thread again, and not below it for a while
+                self._floor = (trial.workers, self._until("floor", trial.workers, now))  # not inline for a while
             else:
                 knob, value = ("workers", self.workers) if trial.action == "add worker" else ("prefetch", self.prefetch)
-                self._ceiling[knob] = (value, now)
+                self._ceiling[knob] = (value, self._until(knob, value, now))
             self._set(trial.workers, trial.prefetch)
             return self._record(
                 m,
@@ -301,7 +312,7 @@ class AutoTuner:
                 f"{trial.action} did not raise the rate by {GAIN:.0%} ({trial.before:.1f} -> {rate:.1f} batches/s)",
             )
         if trial.action == "retire worker" and m.wait_share > WAIT_HIGH and m.rate < trial.before * (1 - GAIN):
-            self._floor = (trial.workers, now)
+            self._floor = (trial.workers, self._until("floor", trial.workers, now))
             self._set(trial.workers, trial.prefetch)
             return self._record(
                 m, "undo", f"the consumer waited after a worker retired ({trial.before:.1f} -> {m.rate:.1f})"
@@ -326,7 +337,7 @@ class AutoTuner:
             self.workers == 1
             and self.tune_workers
             and not self.processes
-            and not (floor is not None and now - floor[1] < FORGET_S and floor[0] >= 1)
+            and not (floor is not None and now < floor[1] and floor[0] >= 1)
         ):  # one worker thread left, and neither a second one nor a deeper prefetch helped: try reading inline
             return self._change(m, "inline", 0, self.prefetch, "neither a second worker nor a deeper prefetch helped")
         reason = f"the consumer waits, but: {add}; {deepen}"
@@ -338,7 +349,7 @@ class AutoTuner:
     def _fewer(self, m: Measure, now: float) -> Decision | None:
         n = max(1, math.ceil(m.busy * self.workers / BUSY_RETIRE - 1e-6))
         floor = self._floor
-        if floor is not None and now - floor[1] < FORGET_S:
+        if floor is not None and now < floor[1]:
             n = max(n, floor[0])
         if n >= self.workers or m.ready < 1:
             return None

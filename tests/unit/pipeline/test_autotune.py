@@ -5,6 +5,7 @@ import math
 import pytest
 
 from stoker.pipeline.autotune import (
+    BLOCK_S,
     FORGET_S,
     MIN_BATCHES,
     SEARCH_WINDOW_S,
@@ -37,58 +38,66 @@ def window(rate, wait, busy, step_ms=None, ready=0.0):
     return Measure(1.0, waited, batches, busy, ready)
 
 
+def verify(t, clock, m):
+    """Two windows with the figures ``m`` (a change is judged on the mean of two): the second's decision."""
+    clock.t += 1
+    assert t.step(m) is None and t._pending is not None  # one window decides nothing
+    clock.t += 1
+    return t.step(m)
+
+
 def test_adds_a_worker_while_the_consumer_waits_on_busy_workers_and_keeps_it_when_the_rate_rises():
     t, clock = tuner()
     d = t.step(window(100, 0.5, 0.95))
     assert d.action == "add worker" and (t.workers, t.prefetch) == (2, 1)
     assert (t.knobs.workers, t.knobs.depth) == (2, 2)
-    clock.t += 1
-    d = t.step(window(180, 0.3, 0.95))  # rate rose 80 %: kept, and the consumer still waits: another
+    d = verify(t, clock, window(180, 0.3, 0.95))  # rate rose 80 %: kept, and the consumer still waits: another
     assert d.action == "add worker" and t.workers == 3
 
 
 def test_undoes_a_worker_that_did_not_raise_the_rate_and_stops_adding():
     t, clock = tuner(workers=2, max_workers=3)
     assert t.step(window(100, 0.5, 0.95)).action == "add worker"
-    clock.t += 1
-    assert t.step(window(101, 0.5, 0.95)) is None  # within 5 % of the rate before: one more window decides
-    clock.t += 1
-    d = t.step(window(100, 0.5, 0.95))
+    d = verify(t, clock, window(101, 0.5, 0.95))  # 1 % faster: not enough
     assert d.action == "undo" and t.workers == 2 and t.knobs.workers == 2
-    clock.t += 1
+    clock.t += 0.1
     d = t.step(window(100, 0.5, 0.95))  # 3 workers are now a ceiling: deepen instead
     assert d.action == "deepen" and (t.workers, t.prefetch) == (2, 2)
-    clock.t += 1
-    assert t.step(window(90, 0.5, 0.95)).action == "undo"  # 10 % slower: undone at once
-    clock.t += 1
+    assert verify(t, clock, window(90, 0.5, 0.95)).action == "undo"
+    clock.t += 0.1
     d = t.step(window(100, 0.5, 0.95))
     assert d.action == "hold" and "did not raise the rate" in d.reason
-    clock.t += 1
+    clock.t += 0.1
     assert t.step(window(100, 0.5, 0.95)) is None  # the same hold is said once
 
 
 def test_ceilings_expire():
     t, clock = tuner(workers=2, tune_prefetch=False, max_workers=3)
     t.step(window(100, 0.5, 0.95))
-    clock.t += 1
-    assert t.step(window(90, 0.5, 0.95)).action == "undo"
-    clock.t += 1
+    assert verify(t, clock, window(90, 0.5, 0.95)).action == "undo"
+    clock.t += 0.1
     assert t.step(window(100, 0.5, 0.95)).action == "hold"
-    clock.t += FORGET_S
+    clock.t += BLOCK_S
+    assert t.step(window(100, 0.5, 0.95)).action == "add worker"  # the first failure blocks for BLOCK_S
+    assert verify(t, clock, window(90, 0.5, 0.95)).action == "undo"
+    clock.t += BLOCK_S
+    assert t.step(window(100, 0.5, 0.95)).action == "hold"  # the second failure of 3 workers: twice as long
+    clock.t += BLOCK_S
     assert t.step(window(100, 0.5, 0.95)).action == "add worker"
+    assert verify(t, clock, window(90, 0.5, 0.95)).action == "undo"
+    clock.t += FORGET_S
+    assert t.step(window(100, 0.5, 0.95)).action == "add worker"  # never blocked longer than FORGET_S
 
 
 def test_a_jump_that_does_not_pay_is_undone_and_smaller_ones_are_tried_below_it():
     t, clock = tuner(workers=1, max_workers=4, jump_to=4)
     d = t.step(window(100, 0.9, 0.95))  # no step to speak of: the estimate is the most workers
     assert d.action == "add worker" and t.workers == 4 and "estimate 4 workers" in d.reason
-    clock.t += 1
-    assert t.step(window(80, 0.9, 0.95)).action == "undo" and t.workers == 1  # slower (a lock, a GIL)
-    clock.t += 1
+    assert verify(t, clock, window(80, 0.9, 0.95)).action == "undo" and t.workers == 1  # slower (a lock, a GIL)
+    clock.t += 0.1
     d = t.step(window(100, 0.9, 0.95))
     assert d.action == "add worker" and t.workers == 3  # below the ceiling of 4
-    clock.t += 1
-    d = t.step(window(130, 0.9, 0.95))  # 30 % faster than 1 worker: kept (and, at the ceiling, deeper)
+    d = verify(t, clock, window(130, 0.9, 0.95))  # 30 % faster than 1 worker: kept (and, at the ceiling, deeper)
     assert d.action == "deepen" and t.workers == 3
 
 
@@ -101,9 +110,9 @@ def test_a_kept_setting_is_judged_on_its_mean_rate_not_one_noisy_window():
     d = t.step(window(100, 0.5, 0.95))
     assert d.action == "add worker" and t.workers == 3
     clock.t += 1
-    assert t.step(window(104, 0.5, 0.95)) is None and t._pending is not None  # +4 %: not clear yet
+    assert t.step(window(90, 0.5, 0.95)) is None and t._pending is not None  # -10 %: one window is not enough
     clock.t += 1
-    d = t.step(window(112, 0.5, 0.95))  # +8 % over both windows: kept, and the consumer still waits
+    d = t.step(window(130, 0.5, 0.95))  # +10 % over both windows: kept, and the consumer still waits
     assert d.action == "add worker" and t.workers == 4
 
 
@@ -112,8 +121,7 @@ def test_the_first_windows_and_a_change_to_verify_are_short():
     assert t.searching()  # nothing measured yet
     t.step(window(100, 0.5, 0.95))
     assert t.searching()  # a change to verify
-    clock.t += 1
-    t.step(window(200, 0.01, 0.5, ready=2))  # kept, and the consumer does not wait: settled
+    verify(t, clock, window(200, 0.01, 0.5, ready=2))  # kept, and the consumer does not wait: settled
     assert not t.searching()
 
 
@@ -221,8 +229,7 @@ def test_one_idle_worker_that_nothing_helps_tries_reading_inline_and_keeps_it_if
 def test_inline_that_is_slower_is_undone_and_not_tried_again_for_a_while():
     t, clock = tuner(workers=1, prefetch=8, max_workers=1)
     assert t.step(window(100, 0.6, 0.3)).action == "inline"
-    clock.t += 1
-    d = t.step(window(80, 0.6, 0.9))
+    d = verify(t, clock, window(80, 0.6, 0.9))
     assert d.action == "undo" and t.workers == 1
     clock.t += 1
     assert t.step(window(100, 0.6, 0.3)).action == "hold"
@@ -261,7 +268,6 @@ def test_a_change_that_halves_the_consumers_wait_stays_though_the_rate_rose_less
     t, clock = tuner(workers=1, tune_workers=False)
     d = t.step(window(100, 0.06, 0.5))  # the consumer waits 6 %: at most 6 % faster to gain
     assert d.action == "deepen" and t.prefetch == 2
-    clock.t += 1
-    assert t.step(window(102, 0.02, 0.5)) is None and t._pending is None and t.prefetch == 2  # kept
+    assert verify(t, clock, window(102, 0.02, 0.5)) is None and t._pending is None and t.prefetch == 2  # kept
     clock.t += 1
     assert t.step(window(100, 0.01, 0.5)) is None and t.prefetch == 2
