@@ -22,7 +22,8 @@ Policy, once per window, in this order:
 1. **Step change.** When the consumer's step time moved by :data:`STEP_CHANGE` (1.5x) or more from
    the one the settings were found for, and by at least :data:`STEP_SHARE` (a quarter) of the time
    between batches, every rate, ceiling and floor learned so far is forgotten, and the rules below
-   apply at once to the same window (a 4x faster step jumps to the worker count it needs).
+   apply at once to the same window (a 4x faster step jumps to the worker count it needs). The
+   next window's step becomes the reference (the window of the change holds both steps).
 2. **Verify the last change.** A change that added workers, deepened or read inline is judged on
    the mean of :data:`VERIFY_WINDOWS` windows (one noisy window neither keeps nor undoes it): it
    stays when the rate rose by :data:`GAIN` (5 %) over the mean rate of the setting before it, or
@@ -123,6 +124,7 @@ class AutoTuner:
         self._floor: tuple[int, float] | None = None  # workers not to retire below, until when
         self._strikes: dict[tuple[str, int], int] = {}  # (knob, value) -> times it failed
         self._step_ref: float | None = None  # the consumer's step the settings were found for
+        self._step_new = False  # the step changed in the last window: the next one sets the reference
         self._held = ""
 
     # -- measuring ------------------------------------------------------------------------------
@@ -257,11 +259,11 @@ class AutoTuner:
         """Apply the policy (module docstring) to one window's figures ``m``; the decision, if any."""
         now = self.clock()
         self._last_wait = m.wait_share
-        if self._step_ref is None:
-            self._step_ref = m.step
+        if self._step_ref is None or self._step_new:  # (the window of a change holds both steps)
+            self._step_ref, self._step_new = m.step, False
         elif self._step_changed(m):
             before = self._step_ref
-            self._step_ref = m.step
+            self._step_ref, self._step_new = m.step, True
             self._ceiling.clear()
             self._strikes.clear()
             self._rates.clear()

@@ -170,6 +170,16 @@ def test_a_4x_faster_step_jumps_to_the_workers_it_needs():
     assert "estimate 5 workers" in d.reason
 
 
+def test_a_step_change_spread_over_two_windows_is_one_change():
+    t, clock = tuner(workers=2, max_workers=8)
+    assert t.step(Measure(1.0, 0.0, 50, 0.6, 2.0)) is None  # a 20 ms step
+    clock.t += 1
+    t.step(Measure(1.0, 0.4, 75, 0.95, 0.0))  # the change mid-window: 8 ms a batch on average
+    clock.t += 1
+    t.step(Measure(1.0, 0.5, 100, 0.95, 0.0))  # all 5 ms now: not a second change
+    assert [d.action for d in t.decisions].count("step changed") == 1
+
+
 def test_a_tiny_step_that_doubles_is_not_a_change():
     t, clock = tuner(workers=2)
     t.step(Measure(1.0, 0.99, 20, 0.95, 0.0))  # step 0.5 ms, batches every 50 ms
