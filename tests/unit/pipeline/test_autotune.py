@@ -281,3 +281,21 @@ def test_a_change_that_halves_the_consumers_wait_stays_though_the_rate_rose_less
     assert verify(t, clock, window(102, 0.02, 0.5)) is None and t._pending is None and t.prefetch == 2  # kept
     clock.t += 1
     assert t.step(window(100, 0.01, 0.5)) is None and t.prefetch == 2
+
+
+def test_the_estimate_stops_at_the_memory_budget_and_at_a_ceiling():
+    t, _ = tuner(workers=1, max_workers=8, jump_to=8, budget=3 * 2**20)
+    t.batch_bytes, t.per_chunk = 2**20, 1  # 1 MiB a worker at prefetch 1: 3 fit
+    d = t.step(window(100, 0.9, 0.95))  # the estimate is 8 workers (ceil(0.95 / 0.1) = 10, at most 8)
+    assert d.action == "add worker" and t.workers == 3
+    t2, clock = tuner(workers=1, max_workers=8, jump_to=8)
+    t2._ceiling["workers"] = (5, clock.t + 1)  # 5 workers failed a moment ago
+    assert t2.step(window(100, 0.9, 0.95)).action == "add worker" and t2.workers == 4
+
+
+def test_a_slower_step_retires_idle_workers_in_one_decision():
+    t, clock = tuner(workers=4, max_workers=8)
+    assert t.step(Measure(1.0, 0.0, 100, 0.6, 3.0)) is None  # 4 workers 60 % busy on a 10 ms step
+    clock.t += 1
+    d = t.step(Measure(1.0, 0.0, 25, 0.15, 3.0))  # the step is 4x slower: 4 x 15 % = 0.6 worker busy
+    assert [x.action for x in t.decisions][-2:] == ["step changed", "retire worker"] and d.workers == 1
