@@ -48,8 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--stable",
         type=float,
-        default=0.05,
-        help="a first trial ends when its rate is stable within this fraction (0.05; 0: every trial full length)",
+        default=0.10,
+        help="a first trial ends when its rate is known within this fraction (its 90%% confidence interval; "
+        "0.10; 0: every trial full length)",
     )
     p.add_argument(
         "--timeout", type=float, default=300.0, help="with a script: seconds one run of it may take in all (300)"

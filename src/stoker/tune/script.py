@@ -45,7 +45,7 @@ class ScriptTrials:
     batches: int = 30
     warmup: int = 5
     min_seconds: float = 0.5
-    stable: float | None = 0.05
+    stable: float | None = 0.10
     max_seconds: float | None = 10.0
     timeout: float = 300.0
 

@@ -28,28 +28,41 @@ from stoker.tune.space import LOADER_DEFAULTS, Space, normalize
 from stoker.tune.trial import Trial
 
 Measure = Callable[[dict[str, Any]], Trial]
+Race = Callable[[dict[str, Any], float], Trial]  # a measure told the rate to beat (it may end early below it)
 
 
 class Trials:
     """The trials measured so far, one per setting, in order; the best one."""
 
     def __init__(
-        self, measure: Measure, on_trial: Callable[[Trial], None] | None = None, full: Measure | None = None
+        self,
+        measure: Measure,
+        on_trial: Callable[[Trial], None] | None = None,
+        full: Measure | None = None,
+        race: Race | None = None,
     ) -> None:
         self._measure = measure
         self._full = full or measure
+        self._race = race
         self._on_trial = on_trial
         self.done: list[Trial] = []
 
-    def rate(self, setting: dict[str, Any], again: bool = False) -> float:
+    def rate(self, setting: dict[str, Any], again: bool = False, beat: float | None = None) -> float:
         """The rate of ``setting`` (measured now unless already, or ``again``: then with ``full``,
         the full-length trial): 0 for a failed trial. A setting measured more than once has the
-        mean of its rates."""
+        mean of its rates. ``beat``: the rate it must exceed to matter; with ``race``, its trial
+        may end as soon as it is clearly below that."""
         if not again:
             known = self.mean(setting)
             if known is not None:
                 return known
-        self.add((self._full if again else self._measure)(setting))
+        if again:
+            trial = self._full(setting)
+        elif beat is not None and self._race is not None:
+            trial = self._race(setting, beat)
+        else:
+            trial = self._measure(setting)
+        self.add(trial)
         return self.mean(setting) or 0.0
 
     def add(self, trial: Trial) -> None:
@@ -175,7 +188,7 @@ def _vary(
     def better(setting: dict[str, Any] | None, than: float) -> float | None:
         if setting is None or setting == current:
             return None
-        rate = trials.rate(setting)
+        rate = trials.rate(setting, beat=than * (1 + min_gain))
         return rate if rate > than * (1 + min_gain) else None
 
     chosen, chosen_rate = current, best

@@ -3,14 +3,20 @@
 The trial reads ``warmup`` batches first (worker start, first reads) and then times ``batches``
 batches (more while ``min_seconds`` have not passed: short trials are noisy): the rate counts rows
 per second over them, and the *wait share* is the part of that time the consumer spent waiting for
-the next batch rather than in its step. A trial given ``stable`` (a screening trial) ends as soon
-as its rate has settled: the timed batches cut in three equal runs give rates whose relative
-standard deviation is under ``stable``, once ``batches`` and ``min_seconds`` are reached; it never
-runs past ``max_seconds``. The step is a pure-Python
-busy loop holding the GIL for ``step_ms`` per batch, as a Python-heavy training step does. An
-epoch shorter than the trial starts the next one. Any exception while building or reading
-(``MemoryError`` included) makes a failed trial that carries the error; ``KeyboardInterrupt``
-is not caught.
+the next batch rather than in its step. The step is a pure-Python busy loop holding the GIL for
+``step_ms`` per batch, as a Python-heavy training step does. An epoch shorter than the trial
+starts the next one.
+
+A trial given ``stable`` (a screening trial) ends as soon as it knows its rate well enough: the
+timed batches are cut into up to :data:`BLOCKS` runs of consecutive batches (batch means: runs
+of several batches, so that the bursts of a prefetching loader average out inside a run), and
+the confidence interval of the mean batch interval (Student's t at :data:`CONFIDENCE`) is
+narrower than ``stable`` of it. A noisy but flat rate narrows its interval as batches come and
+ends; a drifting one does not. Given ``beat`` (the rate it must exceed to matter, rows/s), it
+also ends as soon as its interval's top is below ``beat``: a candidate clearly slower than the
+best so far needs no more batches. It never runs past ``max_seconds``. Any exception while
+building or reading (``MemoryError`` included) makes a failed trial that carries the error;
+``KeyboardInterrupt`` is not caught.
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+BLOCKS = 8  # runs of consecutive batches (batch means) the interval is computed over, at most
+CONFIDENCE = 0.90  # two-sided confidence of a trial's interval
+MIN_BLOCKS = 4  # no interval from fewer runs
+# Student's t at 95 % one-sided (a 90 % two-sided interval), by degrees of freedom (runs - 1)
+T90 = {3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895}
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,8 @@ class Trial:
     rows: int = 0
     batch_bytes: int = 0
     error: str | None = None
+    spread: float | None = None  # half-width of the rate's confidence interval over the rate (screens)
+    raced: bool = False  # ended early: clearly slower than the rate it had to beat
 
     @property
     def ok(self) -> bool:
@@ -46,6 +60,8 @@ class Trial:
             "rows": self.rows,
             "batch_bytes": self.batch_bytes,
             "error": self.error,
+            "spread": None if self.spread is None else round(self.spread, 4),
+            "raced": self.raced,
         }
 
 
@@ -87,16 +103,18 @@ def run_trial(
     min_seconds: float = 0.0,
     stable: float | None = None,
     max_seconds: float | None = None,
+    beat: float | None = None,
 ) -> Trial:
     """Build ``make(setting)``, read ``warmup`` + ``batches`` batches with the step (and on until
     ``min_seconds`` have passed since the first timed batch), and measure them. With ``stable``,
-    the trial goes on until its rate is stable (see the module's docstring) or ``max_seconds``."""
+    the trial goes on until its rate is known within it, or is clearly below ``beat`` (rows/s),
+    or ``max_seconds`` (see the module's docstring)."""
     t_start = time.perf_counter()
     loader = None
     try:
         loader = make(setting)
         end = Ending(batches, warmup, min_seconds, stable, max_seconds)
-        return _measure(loader, setting, end, step_ms, t_start)
+        return _measure(loader, setting, end, step_ms, t_start, beat)
     except Exception as exc:  # a failed trial is a result: the search goes on (MemoryError is an Exception)
         return Trial(setting, None, None, time.perf_counter() - t_start, error=f"{type(exc).__name__}: {exc}")
     finally:
@@ -108,7 +126,8 @@ def run_trial(
 @dataclass(frozen=True)
 class Ending:
     """When a trial ends: ``batches`` timed and ``min_seconds`` passed; with ``stable``, also a
-    settled rate (relative std of the three thirds' rates under it) or ``max_seconds`` passed."""
+    rate known within ``stable`` (:func:`interval`) or ``max_seconds`` passed; or, with ``stable``
+    and a rate to beat, as soon as the rate is clearly below it (:meth:`behind`)."""
 
     batches: int
     warmup: int = 2
@@ -116,9 +135,12 @@ class Ending:
     stable: float | None = None
     max_seconds: float | None = None
 
-    def done(self, marks: list[float]) -> bool:
-        """Whether to stop, given ``marks``: the start of the timed span, then the end of each timed step."""
+    def done(self, marks: list[float], beat: float | None = None) -> bool:
+        """Whether to stop, given ``marks``: the start of the timed span, then the end of each timed
+        step; ``beat``: batches per second the trial must exceed to matter (screens only)."""
         timed = len(marks) - 1
+        if self.behind(marks, beat):
+            return True
         if timed < self.batches:
             return False
         elapsed = marks[-1] - marks[0]
@@ -128,20 +150,43 @@ class Ending:
             return False
         return self.stable is None or settled(marks, self.stable)
 
+    def behind(self, marks: list[float], beat: float | None) -> bool:
+        """Whether a screen is clearly slower than ``beat`` batches/s: the top of its rate's
+        interval is below it, once half of ``batches`` (and :data:`MIN_BLOCKS`) were timed."""
+        if self.stable is None or beat is None or len(marks) - 1 < max(MIN_BLOCKS, self.batches // 2):
+            return False
+        found = interval(marks)
+        return found is not None and found[1] < 1 and found[0] / (1 - found[1]) < beat
+
+
+def interval(marks: list[float]) -> tuple[float, float] | None:
+    """The rate (batches/s) over ``marks`` and the half-width of the confidence interval of the
+    mean batch interval as a share of that mean (the rate's interval is ``rate / (1 ± it)``), from the batch means of up to :data:`BLOCKS` runs of consecutive batches; None
+    with fewer than :data:`MIN_BLOCKS` timed batches."""
+    timed = len(marks) - 1
+    blocks = min(BLOCKS, timed)
+    if blocks < MIN_BLOCKS:
+        return None
+    cut = [round(i * timed / blocks) for i in range(blocks + 1)]
+    means = [(marks[cut[i + 1]] - marks[cut[i]]) / (cut[i + 1] - cut[i]) for i in range(blocks)]
+    mean = (marks[-1] - marks[0]) / timed
+    if mean <= 0:
+        return None
+    centre = sum(means) / blocks
+    sd = (sum((m - centre) ** 2 for m in means) / (blocks - 1)) ** 0.5
+    half = T90[min(blocks - 1, max(T90))] * sd / blocks**0.5
+    return 1.0 / mean, half / mean
+
 
 def settled(marks: list[float], tolerance: float) -> bool:
-    """Whether the rates of the three equal runs of timed batches agree (relative std < ``tolerance``)."""
-    timed = len(marks) - 1
-    if timed < 3:
-        return False
-    cut = [round(i * timed / 3) for i in range(4)]
-    rates = [(cut[i + 1] - cut[i]) / max(marks[cut[i + 1]] - marks[cut[i]], 1e-9) for i in range(3)]
-    mean = sum(rates) / 3
-    std = (sum((r - mean) ** 2 for r in rates) / 3) ** 0.5
-    return std < tolerance * mean
+    """Whether the rate over ``marks`` is known within ``tolerance``: its interval's half-width is under it."""
+    found = interval(marks)
+    return found is not None and found[1] < tolerance
 
 
-def _measure(loader: Any, setting: dict[str, Any], end: Ending, step_ms: float, t_start: float) -> Trial:
+def _measure(
+    loader: Any, setting: dict[str, Any], end: Ending, step_ms: float, t_start: float, beat: float | None = None
+) -> Trial:
     warmup = end.warmup
     rows = seen = size = 0
     waited = 0.0
@@ -150,7 +195,8 @@ def _measure(loader: Any, setting: dict[str, Any], end: Ending, step_ms: float, 
     marks: list[float] = []  # the timed span's start, then the end of each timed step
 
     def more() -> bool:
-        return seen < warmup or not end.done(marks)
+        per_batch = rows / max(1, len(marks) - 1)  # rows per timed batch so far: ``beat`` in batches/s
+        return seen < warmup or not end.done(marks, None if beat is None or not rows else beat / per_batch)
 
     while more():
         it = iter(loader)
@@ -178,6 +224,8 @@ def _measure(loader: Any, setting: dict[str, Any], end: Ending, step_ms: float, 
         if not got:
             raise RuntimeError("the loader gave no batch: the store is empty or smaller than one batch with drop_last")
     elapsed = t_end - (t0 if t0 is not None else t_start)
+    found = interval(marks) if end.stable is not None else None
+    per_batch = rows / max(1, len(marks) - 1)
     return Trial(
         setting,
         rows / elapsed,
@@ -185,4 +233,6 @@ def _measure(loader: Any, setting: dict[str, Any], end: Ending, step_ms: float, 
         time.perf_counter() - t_start,
         rows=rows,
         batch_bytes=size * rows // max(1, seen - warmup),
+        spread=None if found is None else found[1],
+        raced=bool(beat is not None and rows and end.behind(marks, beat / per_batch)),
     )

@@ -33,7 +33,7 @@ def tune(
     step_ms: float = 0.0,
     trial_batches: int = 30,
     trial_seconds: float = 0.5,
-    stable: float | None = 0.05,
+    stable: float | None = 0.10,
     space: Mapping[str, Sequence[Any]] | Sequence[str] | None = None,
     device: str = "cpu",
     method: str = "descent",
@@ -51,9 +51,11 @@ def tune(
         trial_batches: batches timed per trial (after 2 warm-up batches).
         trial_seconds: a full trial goes on past ``trial_batches`` until this long has passed (the
             grid's trials; the search's trials are shorter, see ``stable``).
-        stable: the search's first trial of each setting ends once its rate is stable within this
-            (relative std of its three thirds' rates), after ``trial_batches`` and a quarter of
-            ``trial_seconds``, and at ``trial_seconds`` at the latest; None: every trial is full.
+        stable: the search's first trial of each setting ends once its rate is known within this
+            (the half-width of its 90 % confidence interval, from batch means, as a share of it),
+            after ``trial_batches`` and a quarter of ``trial_seconds``, and at ``trial_seconds`` at
+            the latest; a candidate ends as soon as it is clearly below the rate it must beat;
+            None: every trial is full.
         space: the keywords to search: names (their default candidates), or names mapped to
             candidate values; None searches workers, engine and prefetch depth (and pin_memory on CUDA).
         device: where batches land.
@@ -86,7 +88,7 @@ def tune(
     def full(setting: dict[str, Any]) -> Trial:
         return run_trial(build, setting, batches=trial_batches, step_ms=step_ms, min_seconds=trial_seconds)
 
-    def screen(setting: dict[str, Any]) -> Trial:
+    def screen(setting: dict[str, Any], beat: float | None = None) -> Trial:
         if stable is None or method == "grid":
             return full(setting)
         return run_trial(
@@ -97,9 +99,12 @@ def tune(
             min_seconds=trial_seconds / 4,
             stable=stable,
             max_seconds=trial_seconds,
+            beat=beat,
         )
 
-    trials = Trials(screen, on_trial)  # the confirming trials are screens too (full ones cost the grid's time)
+    # the confirming trials are screens too (full ones cost the grid's time); a candidate clearly
+    # below the rate it must beat ends early (``beat``)
+    trials = Trials(screen, on_trial, race=screen)
     interrupted = False
     defaults: dict[str, Any] = {}
     limits = None
@@ -206,7 +211,7 @@ def tune_script(
     *,
     trial_batches: int = 30,
     trial_seconds: float = 5.0,
-    stable: float | None = 0.05,
+    stable: float | None = 0.10,
     timeout: float = 300.0,
     space: Mapping[str, Sequence[Any]] | Sequence[str] | None = None,
     on_trial: Callable[[Trial], None] | None = None,

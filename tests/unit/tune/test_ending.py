@@ -1,8 +1,12 @@
-"""When a trial ends (tune/trial.py ``Ending``): enough batches, then a stable rate or the cap."""
+"""When a trial ends (tune/trial.py ``Ending``): enough batches, then a rate known within its
+tolerance (a confidence interval over batch means), clearly below the rate to beat, or the cap."""
 
 from __future__ import annotations
 
-from stoker.tune.trial import Ending, settled
+import numpy as np
+import pytest
+
+from stoker.tune.trial import Ending, interval, settled
 
 
 def marks(gaps):
@@ -32,3 +36,28 @@ def test_a_full_trial_ignores_stability():
     end = Ending(batches=3, min_seconds=0.5)
     assert not end.done(marks([0.01] * 9))
     assert end.done(marks([0.1] * 5 + [0.4, 0.01]))
+
+
+def test_a_noisy_but_flat_rate_narrows_its_interval_and_a_drifting_one_does_not():
+    rng = np.random.default_rng(0)
+    flat = list(rng.uniform(0.005, 0.015, size=400))  # +-50 % per batch around a flat mean
+    assert not settled(marks(flat[:8]), 0.05)  # a few batches: too wide to tell
+    assert settled(marks(flat), 0.05)  # many: the interval of the mean interval is narrow
+    rate, half = interval(marks(flat))
+    assert rate == pytest.approx(100.0, rel=0.05) and 0 < half < 0.05
+    drifting = [0.01] * 200 + [0.02] * 200  # the loader halves its rate half-way
+    assert not settled(marks(drifting), 0.05)
+    assert interval(marks([0.01] * 3)) is None  # fewer than MIN_BLOCKS batches: no interval
+
+
+def test_a_screen_clearly_below_the_rate_to_beat_ends_early():
+    end = Ending(batches=10, min_seconds=1.0, stable=0.05, max_seconds=5.0)
+    slow = marks([0.018, 0.022, 0.018, 0.022, 0.02])  # 50 batches/s, known within about 10 %
+    assert not end.done(slow)  # on its own: too few batches and seconds yet
+    assert end.done(slow, beat=100.0)  # clearly below 100 batches/s after half of its batches
+    assert not end.done(marks([0.02] * 4), beat=100.0)  # before half of its batches: never
+    assert not end.done(slow, beat=52.0)  # inside its interval's reach: it goes on
+    assert end.done(marks([0.02] * 5), beat=52.0)  # the same rate exactly steady: clearly below
+    assert not Ending(batches=10).done(slow, beat=100.0)  # a full trial (no ``stable``) is never cut
+    noisy = marks([0.005, 0.035] * 3)  # 50 batches/s but too noisy to be sure it is under 60
+    assert not end.done(noisy, beat=60.0)

@@ -6,6 +6,8 @@ the tuner's own trials on real loaders are tested in test_tune.py.
 
 from __future__ import annotations
 
+import pytest
+
 from stoker.tune.search import Trials, descend, grid
 from stoker.tune.space import Space
 from stoker.tune.trial import Trial
@@ -135,3 +137,21 @@ def test_a_setting_leading_on_one_trial_gets_its_second():
     descend(Space({"num_workers": (1, 2)}), trials, {"num_workers": 1})
     assert [t.setting["num_workers"] for t in trials.done] == [1, 2, 1, 2]
     assert trials.best().setting == {"num_workers": 2} and trials.count({"num_workers": 2}) == 2
+
+
+def test_each_candidate_is_told_the_rate_it_must_beat_and_confirmations_are_not_raced():
+    told = []
+
+    def race(setting, beat):
+        told.append((setting, beat))
+        return Trial(setting, surface(setting), 0.0, 0.0)
+
+    trials = Trials(measure_with(surface), race=race)
+    descend(SPACE, trials, {"num_workers": 2})
+    assert trials.best().setting == {"num_workers": 4, "engine": "processes", "prefetch_factor": 4}
+    start = trials.done[0]
+    assert start.setting not in [s for s, _ in told]  # the start has nothing to beat
+    assert told[0][1] == pytest.approx(start.rate * 1.03)  # the first candidate: the start plus min_gain
+    assert all(beat >= start.rate * 1.03 - 1e-9 for _, beat in told)
+    searched = [t.setting for t in trials.done[1:]]
+    assert len(told) == len({tuple(sorted(s.items())) for s in searched})  # second trials are plain measures
