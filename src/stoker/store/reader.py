@@ -116,8 +116,8 @@ class Store:
         A remote store downloads them into its cache ahead of the gathers that need them; a
         local store has nothing to do.
         """
-        if self.remote is None:
-            return
+        if self.remote is None or len(self._cache.mapped_set()) == len(self.manifest.shards):
+            return  # every shard mapped (a warm epoch): nothing to fetch, and no per-batch search
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if self._rows is not None:
             idx = self._rows[idx]
