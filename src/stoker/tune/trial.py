@@ -5,7 +5,10 @@ batches (more while ``min_seconds`` have not passed: short trials are noisy): th
 per second over them, and the *wait share* is the part of that time the consumer spent waiting for
 the next batch rather than in its step. The step is a pure-Python busy loop holding the GIL for
 ``step_ms`` per batch, as a Python-heavy training step does. An epoch shorter than the trial
-starts the next one.
+starts the next one; the first batch of that later pass (its workers' start, its first read, the
+previous pass's close) is left out of the timed span: a trial measures the loader's steady rate,
+what an epoch far longer than the trial sees (``persistent_workers`` is what saves those starts
+on short epochs).
 
 A trial given ``stable`` (a screening trial) ends as soon as it knows its rate well enough: the
 timed batches are cut into up to :data:`BLOCKS` runs of consecutive batches (batch means: runs
@@ -190,9 +193,10 @@ def _measure(
     warmup = end.warmup
     rows = seen = size = 0
     waited = 0.0
-    t0: float | None = None
-    t_end = t_start
-    marks: list[float] = []  # the timed span's start, then the end of each timed step
+    clock = 0.0  # seconds timed so far: each pass's own time, the start of a later pass left out
+    marks: list[float] = []  # the timed span's start (0) on ``clock``, then the end of each timed step
+    last: float | None = None  # when the previous timed step of this pass ended
+    restart = False  # this pass is a later one: its first batch is not timed
 
     def more() -> bool:
         per_batch = rows / max(1, len(marks) - 1)  # rows per timed batch so far: ``beat`` in batches/s
@@ -200,30 +204,35 @@ def _measure(
 
     while more():
         it = iter(loader)
-        got = False
+        in_pass = 0
         while more():
             asked = time.perf_counter()
             batch = next(it, None)
             if batch is None:
                 break
-            got = True
-            if seen == warmup:
-                t0, waited, rows = asked, 0.0, 0
-                marks.append(asked)
-            waited += time.perf_counter() - asked
-            rows += rows_of(batch)
-            size = size or nbytes(batch) // max(1, rows_of(batch))
+            ready = time.perf_counter()
+            in_pass += 1
             seen += 1
+            size = size or nbytes(batch) // max(1, rows_of(batch))
             busy_step(step_ms)
-            t_end = time.perf_counter()  # the measured span ends with the last step, not the loader's close
-            if t0 is not None:
-                marks.append(t_end)
+            done = time.perf_counter()  # the measured span ends with the last step, not the loader's close
+            if seen <= warmup or (restart and in_pass == 1):
+                last = done if seen > warmup else None  # a later pass's start (its workers, its first read)
+                continue
+            if not marks:
+                marks.append(0.0)
+            clock += done - (asked if last is None else last)
+            marks.append(clock)
+            last = done
+            waited += ready - asked
+            rows += rows_of(batch)
         close = getattr(it, "close", None)
         if close is not None:
             close()
-        if not got:
+        if not in_pass:
             raise RuntimeError("the loader gave no batch: the store is empty or smaller than one batch with drop_last")
-    elapsed = t_end - (t0 if t0 is not None else t_start)
+        restart, last = in_pass > 1, None  # passes of one batch are timed whole (else none would count)
+    elapsed = clock if clock > 0 else time.perf_counter() - t_start
     found = interval(marks) if end.stable is not None else None
     per_batch = rows / max(1, len(marks) - 1)
     return Trial(
@@ -232,7 +241,7 @@ def _measure(
         waited / elapsed,
         time.perf_counter() - t_start,
         rows=rows,
-        batch_bytes=size * rows // max(1, seen - warmup),
+        batch_bytes=size * rows // max(1, len(marks) - 1),
         spread=None if found is None else found[1],
         raced=bool(beat is not None and rows and end.behind(marks, beat / per_batch)),
     )

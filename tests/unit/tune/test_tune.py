@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 import stoker
@@ -188,3 +189,26 @@ def test_the_search_time_counts_everything_it_ran(plain_store):
     result = tune(plain_store, **FAST)
     assert result.search_seconds >= sum(t.seconds for t in result.trials) > 0
     assert result.to_json()["search_seconds"] == result.search_seconds
+
+
+class Passes:
+    """A loader whose every pass starts with a 1-row batch, then three of 10 rows."""
+
+    def __iter__(self):
+        yield {"x": np.zeros(1)}
+        for _ in range(3):
+            yield {"x": np.zeros(10)}
+
+
+class OneBatch:
+    """A loader whose every pass is one batch of 5 rows."""
+
+    def __iter__(self):
+        yield {"x": np.zeros(5)}
+
+
+def test_a_later_passs_first_batch_is_left_out_of_the_timed_span():
+    trial = run_trial(lambda s: Passes(), {}, batches=9, warmup=1)
+    assert trial.ok and trial.rows == 90  # three passes' 10-row batches; no 1-row start after the first
+    single = run_trial(lambda s: OneBatch(), {}, batches=3, warmup=1)  # one-batch passes are timed whole
+    assert single.ok and single.rows == 15
