@@ -29,6 +29,9 @@ there so that a ratio comes with its spread.
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_tune.py [--data data] [--json out.json]
 
+``--dataset-engines`` measures only the user Dataset's defaults (process workers) against no
+worker, one and two worker threads, in interleaved pairs as above, as ratios over the defaults.
+
 ``--inline`` measures only the default rule for small store batches (read inline, under
 ``INLINE_BYTES``): 0 vs 1 vs 2 worker threads on the token store and the MNIST store, 3 full
 trials each, alternating, as ratios over inline.
@@ -240,6 +243,20 @@ def inline_vs_threads(data: Path, steps: list[float], batches: int, seconds: flo
     return out
 
 
+def dataset_engines(data: Path, steps: list[float], batches: int, seconds: float) -> list[dict[str, Any]]:
+    """The user Dataset's defaults (process workers, one per core) against threads and inline
+    reads: each over the defaults in interleaved pairs (``head_to_head``)."""
+    make = next(w[5] for w in workloads(data) if w[0] == "dataset")
+    others = ({"num_workers": 0}, {"num_workers": 1, "engine": "threads"}, {"num_workers": 2, "engine": "threads"})
+    out = []
+    for step in steps:
+        for setting in others:
+            h = head_to_head(make, step, (batches, seconds * PAIR_SHARE), {}, setting)
+            out.append({"step_ms": step, "setting": setting, "over_defaults": h})
+            print(f"{step:>5.0f}  {json.dumps(setting):<44} {_ci(h)}", flush=True)
+    return out
+
+
 def _f(x: float | None, fmt: str = ".2f") -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -259,8 +276,17 @@ def main() -> None:
     ap.add_argument("--steps", default="0,30", help="simulated steps in ms (default 0,30)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--inline", action="store_true", help="only: small store batches inline vs 1 and 2 threads")
+    ap.add_argument(
+        "--dataset-engines", action="store_true", help="only: the user Dataset's defaults vs threads and inline"
+    )
     args = ap.parse_args()
     steps = [float(s) for s in args.steps.split(",")]
+    if args.dataset_engines:
+        print(f"{'step':>5}  {'setting':<44} over the defaults (processes): median [90% CI]")
+        found = dataset_engines(Path(args.data), steps, args.trial_batches, args.trial_seconds)
+        if args.json:
+            Path(args.json).write_text(json.dumps(found, indent=2) + "\n")
+        return
     if args.inline:
         print(f"{'workload':<40} {'step':>5} {'inline r/s':>13} {'1 thread':>9} {'2 threads':>9}  (x inline)")
         found = inline_vs_threads(Path(args.data), steps, args.trial_batches, args.trial_seconds)
