@@ -38,8 +38,9 @@ Policy, once per window, in this order:
    least one more, at most :attr:`Bounds.jump_to` (the cores) at once, below any ceiling and within
    the memory budget. Otherwise (workers idle between tasks: too few tasks in flight) the prefetch
    depth is doubled (at least ``1 + 2 × the spread of the task times``). When one knob cannot move
-   the other is tried; when one worker thread is left and neither moves, the batches are read in
-   the consumer's thread (``"inline"``), kept like any change only if the rate rises.
+   the other is tried. When one worker thread is left and a second one did not pay (or neither knob
+   moves), the batches are read in the consumer's thread (``"inline"``: no hand-off), kept like any
+   change only if the rate rises.
 4. **The consumer does not wait** (wait share < :data:`WAIT_LOW`, and a result was ready on average
    when it asked): workers are retired down to the count that would be at most :data:`BUSY_RETIRE`
    busy doing the same work (``ceil(busy × workers / BUSY_RETIRE)``), one at least.
@@ -324,6 +325,15 @@ class AutoTuner:
     def _more(self, m: Measure, now: float) -> Decision | None:
         bottleneck = m.busy >= BUSY_HIGH
         add, deepen = self._can_add(now), self._can_deepen(now)
+        floor = self._floor
+        inline = (
+            self.workers == 1
+            and self.tune_workers
+            and not self.processes
+            and not (floor is not None and now < floor[1] and floor[0] >= 1)
+        )
+        if inline and self._blocked("workers", 2, now):  # a second thread did not pay: the hand-off may not
+            return self._change(m, "inline", 0, self.prefetch, "a second worker did not help")
         order = ("add worker", "deepen") if bottleneck else ("deepen", "add worker")
         for action in order:
             if action == "add worker" and add is None:
@@ -334,13 +344,7 @@ class AutoTuner:
             if action == "deepen" and deepen is None:
                 p = self._deeper(m, now)
                 return self._change(m, action, self.workers, p, "workers idle between tasks" if not bottleneck else "")
-        floor = self._floor
-        if (
-            self.workers == 1
-            and self.tune_workers
-            and not self.processes
-            and not (floor is not None and now < floor[1] and floor[0] >= 1)
-        ):  # one worker thread left, and neither a second one nor a deeper prefetch helped: try reading inline
+        if inline:  # one worker thread left, and neither a second one nor a deeper prefetch can be tried
             return self._change(m, "inline", 0, self.prefetch, "neither a second worker nor a deeper prefetch helped")
         reason = f"the consumer waits, but: {add}; {deepen}"
         if reason != self._held:

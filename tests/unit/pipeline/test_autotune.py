@@ -299,3 +299,16 @@ def test_a_slower_step_retires_idle_workers_in_one_decision():
     clock.t += 1
     d = t.step(Measure(1.0, 0.0, 25, 0.15, 3.0))  # the step is 4x slower: 4 x 15 % = 0.6 worker busy
     assert [x.action for x in t.decisions][-2:] == ["step changed", "retire worker"] and d.workers == 1
+
+
+def test_when_a_second_thread_does_not_pay_reading_inline_is_tried_next():
+    t, clock = tuner(workers=1, max_workers=4, jump_to=2)
+    assert t.step(window(100, 0.9, 0.8)).action == "add worker" and t.workers == 2
+    assert verify(t, clock, window(90, 0.9, 0.8)).action == "undo" and t.workers == 1
+    clock.t += 0.1
+    d = t.step(window(100, 0.9, 0.8))  # before a deeper prefetch: the hand-off may be what costs
+    assert d.action == "inline" and t.workers == 0 and "second worker" in d.reason
+    p, _ = tuner(workers=1, max_workers=4, jump_to=2)
+    p.for_processes()
+    p._ceiling["workers"] = (2, 1e9)
+    assert p.step(window(100, 0.9, 0.8)).action == "deepen"  # processes are never read inline
