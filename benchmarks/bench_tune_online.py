@@ -170,6 +170,7 @@ def main() -> None:
             "workload": name,
             "grid_best_rows_per_s": best,
             "grid_best": best_setting,
+            "grid": [t.to_json() for t in grid.trials],
             "ramp": r,
             "ramp_engine_auto": r_engine,
             "ramp_fixed_best": r_fixed,
