@@ -61,6 +61,12 @@ class StoreSource(BatchSource):
         self.pad_value = pad_value
         self.pad_to_multiple_of = pad_to_multiple_of
         self.pool = BufferPool()
+        # tensor columns are gathered into recycled buffers: (name, row shape, dtype) of each
+        self._tensors = [
+            (name, col.row_shape, col.numpy_dtype)
+            for name in self.columns
+            if (col := store.schema[name]).kind == "tensor"
+        ]
 
     def __len__(self) -> int:
         return len(self.store)
@@ -96,16 +102,14 @@ class StoreSource(BatchSource):
 
     def read(self, chunk: list[np.ndarray]) -> list[Batch]:
         # Tensor columns are gathered straight into recycled buffers (pinned ones on CUDA), one
-        # per chunk: each batch is a view of it, and the buffer is free again once no batch of
-        # the chunk is referenced any more.
+        # per chunk: a chunk of one batch hands out the buffer itself, a larger chunk a view of
+        # it per batch, and the buffer is free again once no batch of the chunk is referenced.
         idx = np.sort(chunk[0]) if len(chunk) == 1 else np.concatenate([np.sort(c) for c in chunk])
         self.store.prefetch(idx)  # a remote store starts fetching all of the chunk's shards at once
-        out = {}
-        for name in self.columns:
-            col = self.store.schema[name]
-            if col.kind == "tensor":
-                out[name] = self.pool.get(name, (len(idx), *col.row_shape), col.numpy_dtype)
+        out = {name: self.pool.get(name, (len(idx), *shape), dtype) for name, shape, dtype in self._tensors}
         raw = self.store.gather(idx, self.columns, out, parts=run_parts)  # large copies shared among threads
+        if len(chunk) == 1 and not any(isinstance(v, Ragged) for v in raw.values()):
+            return [{self.names[c]: raw[c] for c in self.columns}]  # one batch: the gathered arrays themselves
         bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
         np.cumsum([len(c) for c in chunk], out=bounds[1:])
         batches: list[Batch] = [{} for _ in chunk]

@@ -32,8 +32,22 @@ class Plan:
     """Where each requested row lives: (shard, local row), grouped into runs of one shard."""
 
     def __init__(self, idx: np.ndarray, starts: np.ndarray) -> None:
-        shard = np.searchsorted(starts, idx, side="right") - 1
-        self._set(shard, idx - starts[shard])
+        if len(idx) > 1 and not (idx[1:] >= idx[:-1]).all():
+            shard = np.searchsorted(starts, idx, side="right") - 1
+            self._set(shard, idx - starts[shard])
+            return
+        # sorted rows (a loader's batch): each shard's rows are one run, bounded by one search of
+        # the shard starts among the rows; half the numpy calls of the general path
+        cuts = np.searchsorted(idx, starts)
+        counts = cuts[1:] - cuts[:-1]
+        bounds = cuts.tolist()
+        self.n = len(idx)
+        self.sorted = True
+        self.runs: list[tuple[int, np.ndarray | slice]] = [
+            (s, slice(bounds[s], bounds[s + 1])) for s in counts.nonzero()[0].tolist()
+        ]
+        self.shard = np.repeat(np.arange(len(counts)), counts)
+        self.local = idx - starts[self.shard]
 
     @classmethod
     def _of(cls, shard: np.ndarray, local: np.ndarray) -> Plan:
@@ -50,7 +64,7 @@ class Plan:
         if self.sorted:
             # contiguous runs: (shard, start, stop) positions in the output
             if self.n == 0:
-                self.runs: list[tuple[int, np.ndarray | slice]] = []
+                self.runs = []
             else:
                 bounds = [0, *(np.flatnonzero(steps) + 1).tolist(), self.n]
                 firsts = shard[bounds[:-1]].tolist()
