@@ -16,8 +16,8 @@ of several batches, so that the bursts of a prefetching loader average out insid
 the confidence interval of the mean batch interval (Student's t at :data:`CONFIDENCE`) is
 narrower than ``stable`` of it. A noisy but flat rate narrows its interval as batches come and
 ends; a drifting one does not. Given ``beat`` (the rate it must exceed to matter, rows/s), it
-also ends as soon as its interval's top is below ``beat``: a candidate clearly slower than the
-best so far needs no more batches. It never runs past ``max_seconds``. Any exception while
+also ends as soon as its interval's top is below ``beat`` (after half of its batches and half of
+``min_seconds``): a candidate clearly slower than the best so far needs no more batches. It never runs past ``max_seconds``. Any exception while
 building or reading (``MemoryError`` included) makes a failed trial that carries the error;
 ``KeyboardInterrupt`` is not caught.
 """
@@ -155,8 +155,12 @@ class Ending:
 
     def behind(self, marks: list[float], beat: float | None) -> bool:
         """Whether a screen is clearly slower than ``beat`` batches/s: the top of its rate's
-        interval is below it, once half of ``batches`` (and :data:`MIN_BLOCKS`) were timed."""
+        interval is below it, once half of ``batches`` (and :data:`MIN_BLOCKS`) were timed over
+        half of ``min_seconds`` (a rate over a few fast batches says little: a loader whose first
+        batches after the warm-up are slow would be dropped on its start)."""
         if self.stable is None or beat is None or len(marks) - 1 < max(MIN_BLOCKS, self.batches // 2):
+            return False
+        if marks[-1] - marks[0] < self.min_seconds / 2:
             return False
         found = interval(marks)
         return found is not None and found[1] < 1 and found[0] / (1 - found[1]) < beat

@@ -51,7 +51,7 @@ def test_a_noisy_but_flat_rate_narrows_its_interval_and_a_drifting_one_does_not(
 
 
 def test_a_screen_clearly_below_the_rate_to_beat_ends_early():
-    end = Ending(batches=10, min_seconds=1.0, stable=0.05, max_seconds=5.0)
+    end = Ending(batches=10, min_seconds=0.15, stable=0.05, max_seconds=5.0)
     slow = marks([0.018, 0.022, 0.018, 0.022, 0.02])  # 50 batches/s, known within about 10 %
     assert not end.done(slow)  # on its own: too few batches and seconds yet
     assert end.done(slow, beat=100.0)  # clearly below 100 batches/s after half of its batches
@@ -61,3 +61,6 @@ def test_a_screen_clearly_below_the_rate_to_beat_ends_early():
     assert not Ending(batches=10).done(slow, beat=100.0)  # a full trial (no ``stable``) is never cut
     noisy = marks([0.005, 0.035] * 3)  # 50 batches/s but too noisy to be sure it is under 60
     assert not end.done(noisy, beat=60.0)
+    fast = marks([0.001] * 20)  # 1000 batches/s, far below 10,000, but over 0.02 s: too short a span
+    assert not end.done(fast, beat=10_000.0)
+    assert end.done(marks([0.001] * 100), beat=10_000.0)  # 0.1 s: past half of min_seconds
