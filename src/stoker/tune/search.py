@@ -10,7 +10,8 @@ the search away from a setting as good. Passes repeat until one changes nothing 
 ``passes``). The search also stops as soon as a rate is within ``near`` (5 %) of ``ceiling``
 (the step's own bound: the consumer cannot take batches faster than its step, so no setting can
 gain more than that). Every setting is measured once (the tuner's trials end as soon as their
-rate is stable); then the fastest, and the runner-up when within ``close`` (10 %) of it, are
+rate is known); a candidate is told the rate it must beat (the best so far plus ``min_gain``),
+and a ``race`` measure may end its trial as soon as it is clearly below that; then the fastest, and the runner-up when within ``close`` (10 %) of it, are
 measured once more (a setting that then leads on one trial gets its second), and the best is the
 fastest by mean: one short trial on a shared machine can be off by tens of percent, and a setting
 clearly slower is not worth a second trial. ``Trials(full=...)`` gives the second trials another
