@@ -27,7 +27,8 @@ Policy, once per window, in this order:
 2. **Verify the last change.** A change that added workers, deepened or read inline is judged on
    the mean of :data:`VERIFY_WINDOWS` windows (one noisy window neither keeps nor undoes it): it
    stays when the rate rose by :data:`GAIN` (5 %) over the mean rate of the setting before it, or
-   when the consumer's wait share halved and the rate did not fall by :data:`GAIN`; otherwise it is
+   when the consumer's wait share fell to half that setting's mean wait (and by :data:`WAIT_LOW` at
+   least) and the rate did not fall by :data:`GAIN`; otherwise it is
    undone and that value becomes a ceiling. A retired worker is put back if the consumer then waited
    more than :data:`WAIT_HIGH` and the rate fell by more than :data:`GAIN`; that count becomes a
    floor. A ceiling or floor lasts :data:`BLOCK_S` seconds, doubled each time the same value fails
@@ -120,7 +121,7 @@ class AutoTuner:
         self._last = self._window.start  # when the consumer got its last batch
         self._last_wait = 1.0  # the last window's wait share (nothing measured yet: search)
         self._pending: Trial | None = None  # a change to verify
-        self._rates: dict[tuple[int, int], tuple[float, int]] = {}  # setting -> (mean rate, windows)
+        self._rates: dict[tuple[int, int], tuple[float, float, int]] = {}  # setting -> (rate, wait share, windows)
         self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, until when)
         self._floor: tuple[int, float] | None = None  # workers not to retire below, until when
         self._strikes: dict[tuple[str, int], int] = {}  # (knob, value) -> times it failed
@@ -252,9 +253,9 @@ class AutoTuner:
     def _remember(self, m: Measure) -> None:
         """Add the window's rate to the mean of the setting it ran with."""
         key = (self.workers, self.prefetch)
-        mean, n = self._rates.get(key, (0.0, 0))
+        rate, wait, n = self._rates.get(key, (0.0, 0.0, 0))
         n = min(n, 3)  # the last few windows weigh most (the load on the machine drifts)
-        self._rates[key] = ((mean * n + m.rate) / (n + 1), n + 1)
+        self._rates[key] = ((rate * n + m.rate) / (n + 1), (wait * n + m.wait_share) / (n + 1), n + 1)
 
     def step(self, m: Measure) -> Decision | None:
         """Apply the policy (module docstring) to one window's figures ``m``; the decision, if any."""
@@ -301,7 +302,8 @@ class AutoTuner:
             if len(trial.rates) < VERIFY_WINDOWS:
                 self._pending = trial  # the next window decides, on the mean of both
                 return None
-            if rate >= trial.before * (1 + GAIN) or (waited <= trial.waited / 2 and rate > trial.before * (1 - GAIN)):
+            less_wait = waited <= trial.waited / 2 and trial.waited - waited >= WAIT_LOW
+            if rate >= trial.before * (1 + GAIN) or (less_wait and rate > trial.before * (1 - GAIN)):
                 return None  # faster, or the consumer's wait halved without a slower rate
             if trial.action == "inline":
                 self._floor = (trial.workers, self._until("floor", trial.workers, now))  # not inline for a while
@@ -362,8 +364,9 @@ class AutoTuner:
         return self._change(m, "retire worker", n, self.prefetch, "workers idle and the consumer does not wait")
 
     def _change(self, m: Measure, action: str, workers: int, prefetch: int, why: str) -> Decision:
-        before = self._rates.get((self.workers, self.prefetch), (m.rate, 1))[0]
-        self._pending = Trial(action, before, m.wait_share, self.workers, self.prefetch)
+        rate, wait, _ = self._rates.get((self.workers, self.prefetch), (m.rate, m.wait_share, 1))
+        self._pending = Trial(action, rate, wait, self.workers, self.prefetch)  # the means: not the window that
+        # made the change alone (it was picked for its wait, which the next windows lower by chance)
         self._held = ""
         self._set(workers, prefetch)
         reason = f"the consumer waited {m.wait_share:.0%}" if m.wait_share > WAIT_HIGH else f"{why}"

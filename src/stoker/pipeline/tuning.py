@@ -102,8 +102,8 @@ class Window:
 
 @dataclass
 class Trial:
-    """A change of the online tuner still to verify: what it was, the setting before it, that setting's mean rate and the wait
-    share it was made on, and the figures of the windows seen since."""
+    """A change of the online tuner still to verify: what it was, the setting before it, that setting's
+    mean rate and mean wait share, and the figures of the windows seen since."""
 
     action: str
     before: float

@@ -312,3 +312,13 @@ def test_when_a_second_thread_does_not_pay_reading_inline_is_tried_next():
     p.for_processes()
     p._ceiling["workers"] = (2, 1e9)
     assert p.step(window(100, 0.9, 0.8)).action == "deepen"  # processes are never read inline
+
+
+def test_the_wait_a_change_is_judged_against_is_the_settings_mean_not_the_window_that_made_it():
+    t, clock = tuner(workers=1, tune_workers=False)
+    for _ in range(3):
+        assert t.step(window(100, 0.04, 0.5)) is None  # waits 4 %: nothing to do
+        clock.t += 1
+    assert t.step(window(100, 0.10, 0.5)).action == "deepen"  # one window at 10 %: the mean is 5.5 %
+    d = verify(t, clock, window(101, 0.04, 0.5))  # 4 % again: not half the mean, and no faster
+    assert d.action == "undo" and t.prefetch == 1
