@@ -6,14 +6,16 @@ Reads the peers' raw ``tensors`` arrays (``run.py`` writes them under ``--root``
 missing), writes a fresh stoker store beside them, and measures, in CPU time (all threads of this
 process, so other load on the machine blurs it less than wall time), per sample:
 
-- ``take, one shard``: ``ndarray.take`` of 512 sorted random rows of one mapped shard into one
-  reused buffer (the copy at its cheapest: a 256 MiB source, the destination in cache);
+- ``take, one shard``: ``ndarray.take`` of 512 sorted random rows of one mapped shard (a 256 MiB
+  source); this row and the next three write into two alternating buffers, as a loader with no
+  worker threads does (the batch the user holds, and the next);
 - ``take, all shards``: the same rows spread over every shard (what a shuffled batch reads);
 - ``minimal loop``: what a loader has to do per batch and nothing more, in one thread: slice a
   permutation, sort, one ``take`` per shard and column into two alternating buffers,
   ``torch.from_numpy``;
 - ``Store.gather``: the store's gather of the same batches (plan, shard cache, checks);
-- ``Loader w=0``, ``Loader w=2``, ``Loader w=2 prefetch_factor=1``: the whole loader;
+- ``Loader w=0``, ``Loader w=2``, ``Loader w=2 prefetch_factor=1``, and ``w=2`` with every large
+  copy cut into ranges shared by both threads (``STOKER_SPLIT_COPIES=always``): the whole loader;
 - the destination's working set: one ``take`` of 512 rows of one shard into 1, 2, 5 or 10
   rotating 6 MiB buffers (a loader with more batches in flight writes into more memory, which
   falls out of the caches).
@@ -99,7 +101,7 @@ def main() -> None:
         for s in range(len(cuts) - 1):
             a, b = cuts[s], cuts[s + 1]
             if a < b:
-                xs[s].take(idx[a:b] - starts[s], axis=0, out=bufs[0][a:b], mode="clip")
+                xs[s].take(idx[a:b] - starts[s], axis=0, out=bufs[i % 2][a:b], mode="clip")
 
     def minimal() -> Iterator[object]:
         perm, k, i = rng.permutation(n_rows), 0, 0
@@ -119,22 +121,32 @@ def main() -> None:
                     labels[s].take(local, axis=0, out=lab[a:b], mode="clip")
             yield {"x": torch.from_numpy(out), "label": torch.from_numpy(lab)}
 
-    def loader(**kw: object) -> Callable[[], Iterator[object]]:
+    def loader(split: str | None = None, **kw: object) -> Callable[[], Iterator[object]]:
         def make() -> Iterator[object]:
             ld = stoker.Loader(store, batch_size=B, shuffle=True, **kw)
-            while True:
-                yield from ld
+            before = os.environ.get("STOKER_SPLIT_COPIES")
+            if split is not None:
+                os.environ["STOKER_SPLIT_COPIES"] = split
+            try:
+                while True:
+                    yield from ld
+            finally:
+                if before is None:
+                    os.environ.pop("STOKER_SPLIT_COPIES", None)
+                else:
+                    os.environ["STOKER_SPLIT_COPIES"] = before
 
         return make
 
     contenders: dict[str, Callable[[], Iterator[object]]] = {
-        "take, one shard": per_batch(lambda i: xs[1].take(one[i], axis=0, out=bufs[0], mode="clip")),
+        "take, one shard": per_batch(lambda i: xs[1].take(one[i], axis=0, out=bufs[i % 2], mode="clip")),
         "take, all shards": per_batch(take_all),
         "minimal loop": minimal,
-        "Store.gather": per_batch(lambda i: store.gather(spread[i], ["x", "label"], {"x": bufs[0]})),
+        "Store.gather": per_batch(lambda i: store.gather(spread[i], ["x", "label"], {"x": bufs[i % 2]})),
         "Loader w=0": loader(num_workers=0),
         "Loader w=2": loader(num_workers=2),
         "Loader w=2 prefetch_factor=1": loader(num_workers=2, prefetch_factor=1),
+        "Loader w=2 STOKER_SPLIT_COPIES=always": loader("always", num_workers=2),
     }
     for k in (1, 2, 5, 10):
         contenders[f"take, one shard, {k} rotating buffers"] = per_batch(
