@@ -4,7 +4,7 @@ From the start setting, each keyword in turn (the engine first: the best worker 
 it) is varied with the others held: a numeric one
 (workers, prefetch depth) climbs from its current value to the neighbour that is faster and
 goes on that way while the rate keeps rising; a categorical one (engine) tries each value (from
-no workers, with the fewest workers: an engine needs workers). A
+no workers, with the fewest workers: an engine needs workers; so is the prefetch depth). A
 move must beat the current best by ``min_gain`` (3 %) to count, so that noise does not walk
 the search away from a setting as good. Passes repeat until one changes nothing (at most
 ``passes``). The search also stops as soon as a rate is within ``near`` (5 %) of ``ceiling``
@@ -184,6 +184,8 @@ def _vary(
     values = space.values[name]
 
     def at(value: Any) -> dict[str, Any] | None:
+        if name == "prefetch_factor" and current.get("num_workers") == 0:
+            return _with_workers(space, current, name, value)  # no prefetch without workers: a joint move
         return coerce({**current, name: value}, space)
 
     def better(setting: dict[str, Any] | None, than: float) -> float | None:

@@ -155,3 +155,15 @@ def test_each_candidate_is_told_the_rate_it_must_beat_and_confirmations_are_not_
     assert all(beat >= start.rate * 1.03 - 1e-9 for _, beat in told)
     searched = [t.setting for t in trials.done[1:]]
     assert len(told) == len({tuple(sorted(s.items())) for s in searched})  # second trials are plain measures
+
+
+def test_a_prefetch_depth_is_tried_with_workers_when_the_search_stands_at_zero():
+    def rates(s):  # one worker loses at prefetch 2 but wins deeper (on-the-fly text with no step)
+        if not s["num_workers"]:
+            return 100.0
+        deeper = {4: 120.0, 8: 150.0}.get(s["prefetch_factor"], 90.0)
+        return deeper if s["engine"] == "threads" else 90.0
+
+    trials = Trials(measure_with(rates))
+    descend(SPACE, trials, {"num_workers": 0})
+    assert trials.best().setting == {"num_workers": 1, "engine": "threads", "prefetch_factor": 8}
