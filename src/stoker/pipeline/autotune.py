@@ -1,57 +1,32 @@
 """Online tuning (``num_workers="auto"``, ``prefetch_factor="auto"``): worker threads and prefetch
 depth sized while the loader runs, from what it measures, in the style of tf.data's AUTOTUNE.
 
-The controller runs on the consumer's side, no thread of its own: each batch handed out is
-counted (:meth:`AutoTuner.handed`, with the consumer's wait for it), each worker task is timed
-(:meth:`AutoTuner.timed`), and once a *window* has passed it looks at the window's figures and may
-change the running map's :class:`~stoker.pipeline.threads.Knobs` (workers and depth take effect
-from the next batch; nothing in flight is dropped, and the order of the batches never changes).
-A window lasts :data:`WINDOW_S` seconds, or :data:`SEARCH_WINDOW_S` while the tuner searches (a
-change to verify, or the consumer waited more than :data:`WAIT_SEARCH` in the last window), and
-:data:`MIN_BATCHES` batches at least.
+The controller runs on the consumer's side, no thread of its own: each batch handed out is counted
+(:meth:`AutoTuner.handed`, with the consumer's wait for it), each worker task is timed
+(:meth:`AutoTuner.timed`), and at the end of a *window* (:data:`WINDOW_S` seconds, or
+:data:`SEARCH_WINDOW_S` while it searches; :data:`MIN_BATCHES` batches at least) it may change the
+running map's :class:`~stoker.pipeline.threads.Knobs` (from the next batch on; nothing in flight is
+dropped and the order of the batches never changes). A window's figures (:class:`Measure`): the
+consumer's wait share and step, the rate, the workers' busy share, the queue's occupancy and the
+spread of the task times. The mean rate and wait of each setting tried are kept until the step changes.
 
-Figures of a window: the consumer's *wait share* (seconds blocked waiting for batches over the
-window's wall time), the *rate* (batches handed out per second), the workers' *busy share*
-(seconds worker tasks ran over ``workers × wall``), the queue's occupancy (results already done
-when the consumer asked), the spread of the task times and the consumer's *step* (its time between
-batches, outside the wait). The mean rate of each setting tried is kept (forgotten when the step
-changes): a change is judged against it, not against one window.
+Policy, once per window (the full text, bounds and figures: ``docs/autotune.md``):
 
-Policy, once per window, in this order:
+1. **Step change** (the step moved :data:`STEP_CHANGE` x, by :data:`STEP_SHARE` of the time between
+   batches): what was learned is forgotten and the rules below apply to the same window.
+2. **Verify the last change** on the mean of :data:`VERIFY_WINDOWS` windows: it stays if the rate rose
+   :data:`GAIN` over the setting before, or the wait fell to half that setting's mean wait (by
+   :data:`WAIT_LOW` at least) without the rate falling :data:`GAIN`; else it is undone and the value
+   blocked for :data:`BLOCK_S`, doubled at each new failure, :data:`FORGET_S` at most.
+3. **The consumer waits** (> :data:`WAIT_HIGH`): on busy workers (>= :data:`BUSY_HIGH`) jump to the
+   estimate ``ceil(workers × busy / (1 - wait))`` (one more at least, the cores at most at once,
+   below a ceiling, within ``memory_budget``); on idle ones double the depth (or ``1 + 2 × spread``);
+   at one worker thread whose second did not pay, read inline.
+4. **The consumer does not wait** (< :data:`WAIT_LOW`, a result ready when asked): retire down to
+   ``ceil(busy × workers / BUSY_RETIRE)``.
 
-1. **Step change.** When the consumer's step time moved by :data:`STEP_CHANGE` (1.5x) or more from
-   the one the settings were found for, and by at least :data:`STEP_SHARE` (a quarter) of the time
-   between batches, every rate, ceiling and floor learned so far is forgotten, and the rules below
-   apply at once to the same window (a 4x faster step jumps to the worker count it needs). The
-   next window's step becomes the reference (the window of the change holds both steps).
-2. **Verify the last change.** A change that added workers, deepened or read inline is judged on
-   the mean of :data:`VERIFY_WINDOWS` windows (one noisy window neither keeps nor undoes it): it
-   stays when the rate rose by :data:`GAIN` (5 %) over the mean rate of the setting before it, or
-   when the consumer's wait share fell to half that setting's mean wait (and by :data:`WAIT_LOW` at
-   least) and the rate did not fall by :data:`GAIN`; otherwise it is
-   undone and that value becomes a ceiling. A retired worker is put back if the consumer then waited
-   more than :data:`WAIT_HIGH` and the rate fell by more than :data:`GAIN`; that count becomes a
-   floor. A ceiling or floor lasts :data:`BLOCK_S` seconds, doubled each time the same value fails
-   again, up to :data:`FORGET_S`.
-3. **The consumer waits** (wait share > :data:`WAIT_HIGH`, 5 %): when the workers are the
-   bottleneck (busy share >= :data:`BUSY_HIGH`), workers are added up to the *estimate*: the
-   workers' seconds per batch over the consumer's step, ``ceil(workers × busy / (1 - wait))``, at
-   least one more, at most :attr:`Bounds.jump_to` (the cores) at once, below any ceiling and within
-   the memory budget. Otherwise (workers idle between tasks: too few tasks in flight) the prefetch
-   depth is doubled (at least ``1 + 2 × the spread of the task times``). When one knob cannot move
-   the other is tried. When one worker thread is left and a second one did not pay (or neither knob
-   moves), the batches are read in the consumer's thread (``"inline"``: no hand-off), kept like any
-   change only if the rate rises.
-4. **The consumer does not wait** (wait share < :data:`WAIT_LOW`, and a result was ready on average
-   when it asked): workers are retired down to the count that would be at most :data:`BUSY_RETIRE`
-   busy doing the same work (``ceil(busy × workers / BUSY_RETIRE)``), one at least.
-
-Bounds (``docs/autotune.md``): workers from 1 (0: inline, threads only) to
-:data:`MAX_WORKERS_PER_CORE` x the usable cores, past the cores one at a time; prefetch 1 to
-:data:`MAX_PREFETCH`; with ``memory_budget``, ``workers × prefetch × batches per chunk × batch
-bytes`` at most the budget. ``"auto"`` starts from one worker and a prefetch of 1; what was learned
-carries over to the next pass. Chunk sizes are not tuned (``executor.py``). Threads and processes
-are both resized while they run; a process's tasks are not timed here, so with processes the busy
+Workers go from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores,
+prefetch from 1 to :data:`MAX_PREFETCH`. With processes, whose tasks are not timed here, the busy
 share is the share of workers with a task outstanding when the consumer asks.
 """
 
