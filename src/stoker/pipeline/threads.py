@@ -17,7 +17,6 @@ order never depend on the settings.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import ctypes
 import ctypes.util
 import functools
@@ -81,12 +80,60 @@ def tag_error(exc: BaseException, stage: str, batch: int) -> None:
         exc.add_note(f"stoker: raised in stage {stage!r} while producing batch {batch} of this epoch")
 
 
-_Task = tuple[cf.Future[Any], Callable[[Any], Any], Any]
 _WAKE = object()  # queued to wake a thread for ranges offered through the pool's Helpers
 
 
+class _Slot:
+    """One item's task and result, handed from a worker thread to the consumer.
+
+    A lock taken at creation is released when the result (or the error) is in: the consumer waits
+    by taking it, so a hand-off costs one lock release and one acquire, both in C (a
+    ``concurrent.futures.Future`` takes its condition's lock in each of four Python-level calls).
+    """
+
+    __slots__ = ("fn", "item", "value", "error", "done", "cancelled", "_ready")
+
+    def __init__(self, fn: Callable[[Any], Any], item: Any) -> None:
+        self.fn: Callable[[Any], Any] | None = fn
+        self.item = item
+        self.value: Any = None
+        self.error: BaseException | None = None
+        self.done = False  # the result or the error is in
+        self.cancelled = False  # set by the consumer: a thread that has not started it skips it
+        self._ready = threading.Lock()
+        self._ready.acquire()
+
+    def run(self) -> None:
+        """Run the task in this (worker) thread unless it was cancelled, then wake the consumer."""
+        fn, item = self.fn, self.item
+        self.fn = self.item = None
+        if not self.cancelled and fn is not None:
+            try:
+                self.value = fn(item)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+                self.error = exc
+        del fn, item
+        self.done = True
+        self._ready.release()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until the task ran, ``timeout`` seconds at most (None: no limit); whether it did."""
+        return self.done or self._ready.acquire(True, -1 if timeout is None else timeout)
+
+    def take(self) -> Any:
+        """The result (after :meth:`wait` returned True); the task's error is raised instead."""
+        error, value = self.error, self.value
+        self.error = self.value = None  # the consumer alone holds the batch from here
+        if error is not None:
+            try:
+                raise error
+            finally:
+                del error
+        return value
+
+
 class _Threads:
-    """Daemon worker threads taking ``(future, fn, item)`` off one queue.
+    """Daemon worker threads taking tasks (:class:`_Slot`) off one queue.
 
     Not ``concurrent.futures.ThreadPoolExecutor``: its threads are joined when the interpreter
     exits, so one stuck in a read that never returns would keep the process from exiting. A
@@ -94,7 +141,7 @@ class _Threads:
     """
 
     def __init__(self, workers: int, name: str) -> None:
-        tasks: queue.SimpleQueue[_Task | object | None] = queue.SimpleQueue()
+        tasks: queue.SimpleQueue[_Slot | object | None] = queue.SimpleQueue()
         self._tasks = tasks
         self._name = name
         self._helpers = Helpers(workers, lambda: tasks.put(_WAKE))
@@ -119,10 +166,10 @@ class _Threads:
             self.size -= 1
         self._helpers.threads = workers
 
-    def submit(self, fn: Callable[[T], R], item: T) -> cf.Future[R]:
-        fut: cf.Future[R] = cf.Future()
-        self._tasks.put((fut, fn, item))
-        return fut
+    def submit(self, fn: Callable[[Any], Any], item: Any) -> _Slot:
+        slot = _Slot(fn, item)
+        self._tasks.put(slot)
+        return slot
 
     def stop(self, wait: float | None) -> list[threading.Thread]:
         """Tell every thread to stop after its current task; join them for at most ``wait`` seconds
@@ -136,7 +183,7 @@ class _Threads:
         return [t for t in self.threads if t.is_alive()]
 
 
-def _serve(tasks: queue.SimpleQueue[_Task | object | None], helpers: Helpers) -> None:
+def _serve(tasks: queue.SimpleQueue[_Slot | object | None], helpers: Helpers) -> None:
     one_torch_thread_here()
     with serving(helpers):
         while True:
@@ -146,18 +193,8 @@ def _serve(tasks: queue.SimpleQueue[_Task | object | None], helpers: Helpers) ->
             if task is _WAKE:  # no queued task came first: this thread is free to copy offered ranges
                 helpers.help()
             else:
-                _run(cast(_Task, task))
+                cast(_Slot, task).run()
             del task
-
-
-def _run(task: _Task) -> None:
-    fut, fn, item = task
-    del task
-    if fut.set_running_or_notify_cancel():
-        try:
-            fut.set_result(fn(item))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer through the future
-            fut.set_exception(exc)
 
 
 class Knobs:
@@ -213,7 +250,7 @@ def ordered_map(
                 raise
         return
     it = iter(items)
-    pending: deque[cf.Future[R]] = deque()
+    pending: deque[_Slot] = deque()
     if knobs is not None:
         workers, depth = knobs.workers, knobs.depth
     depth = max(1, depth)
@@ -244,12 +281,11 @@ def ordered_map(
             if not pending:
                 break
             if knobs is not None:
-                knobs.ready, knobs.in_flight, knobs.threads = sum(f.done() for f in pending), len(pending), pool.size
-            fut = pending.popleft()
-            try:
-                result = fut.result(timeout=timeout)
-            except cf.TimeoutError:
+                knobs.ready, knobs.in_flight, knobs.threads = sum(s.done for s in pending), len(pending), pool.size
+            slot = pending.popleft()
+            if not slot.wait(timeout):
                 timed_out = True
+                pending.appendleft(slot)  # cancelled below with the others
                 raise WorkerError(
                     f"stage {stage!r}: batch {n} was not ready after timeout={timeout}s; the worker thread "
                     "still running it is left behind as a daemon thread (a thread cannot be stopped from "
@@ -257,10 +293,13 @@ def ordered_map(
                     "(a network file system, a lock, an endless loop)",
                     stage=stage,
                     batch=n,
-                ) from None
+                )
+            try:
+                result = slot.take()
             except Exception as exc:
                 tag_error(exc, stage, n)
                 raise
+            del slot
             if knobs is not None:
                 if knobs.workers != pool.size and knobs.workers > 0:
                     pool.resize(knobs.workers)
@@ -270,8 +309,8 @@ def ordered_map(
             yield result
             n += 1
     finally:
-        for fut in pending:
-            fut.cancel()
+        for slot in pending:
+            slot.cancelled = True
         pool.stop(wait=0.0 if timed_out else timeout)
 
 
