@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -51,14 +52,12 @@ import stoker
 KEY, SECRET = "benchkey", "benchsecret"
 
 
-def _server() -> tuple[subprocess.Popen[bytes], str]:
+def _serve(argv_for_port: Callable[[int], list[str]]) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the server ``argv_for_port(port)`` on a free loopback port; wait until it accepts."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    proc = subprocess.Popen(
-        [exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    proc = subprocess.Popen(argv_for_port(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(400):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
@@ -66,23 +65,20 @@ def _server() -> tuple[subprocess.Popen[bytes], str]:
         except OSError:
             time.sleep(0.05)
     return proc, f"http://127.0.0.1:{port}"
+
+
+def _server() -> tuple[subprocess.Popen[bytes], str]:
+    """moto_server (from this interpreter's environment) on loopback."""
+    exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    return _serve(lambda port: [exe, "-H", "127.0.0.1", "-p", str(port)])
 
 
 def _s3rver(exe: str, root: Path) -> tuple[subprocess.Popen[bytes], str]:
     """s3rver (a Node.js S3-protocol server, ``npm install s3rver``) at ``exe``, its objects under ``root``."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     root.mkdir(parents=True, exist_ok=True)
-    argv = [exe, "-d", str(root), "-a", "127.0.0.1", "-p", str(port), "--silent", "--no-vhost-buckets"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(400):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-            break
-        except OSError:
-            time.sleep(0.05)
-    return proc, f"http://127.0.0.1:{port}"
+    return _serve(
+        lambda port: [exe, "-d", str(root), "-a", "127.0.0.1", "-p", str(port), "--silent", "--no-vhost-buckets"]
+    )
 
 
 def _drop(store: Path) -> str:
