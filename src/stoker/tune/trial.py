@@ -8,7 +8,10 @@ the next batch rather than in its step. The step is a pure-Python busy loop hold
 starts the next one; the first batch of that later pass (its workers' start, its first read, the
 previous pass's close) is left out of the timed span: a trial measures the loader's steady rate,
 what an epoch far longer than the trial sees (``persistent_workers`` is what saves those starts
-on short epochs).
+on short epochs). For the same reason, when the trial goes on past its first pass, that whole
+pass is warm-up too (its timed batches are dropped and the timing starts again with the next
+pass): a first epoch fills caches (on-the-fly text's token cache, the page cache) and runs slower
+than the epochs after it, a transient that a short trial would count and a long one would not.
 
 A trial given ``stable`` (a screening trial) ends as soon as it knows its rate well enough: the
 timed batches are cut into up to :data:`BLOCKS` runs of consecutive batches (batch means: runs
@@ -235,6 +238,8 @@ def _measure(
             close()
         if not in_pass:
             raise RuntimeError("the loader gave no batch: the store is empty or smaller than one batch with drop_last")
+        if not restart and in_pass > 1 and marks and more():  # the first pass was warm-up: time from the next
+            rows, waited, clock, marks = 0, 0.0, 0.0, []
         restart, last = in_pass > 1, None  # passes of one batch are timed whole (else none would count)
     elapsed = clock if clock > 0 else time.perf_counter() - t_start
     found = interval(marks) if end.stable is not None else None

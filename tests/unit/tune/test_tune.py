@@ -212,3 +212,22 @@ def test_a_later_passs_first_batch_is_left_out_of_the_timed_span():
     assert trial.ok and trial.rows == 90  # three passes' 10-row batches; no 1-row start after the first
     single = run_trial(lambda s: OneBatch(), {}, batches=3, warmup=1)  # one-batch passes are timed whole
     assert single.ok and single.rows == 15
+
+
+class SlowFirstPass:
+    """A loader whose first pass (a cache filling) has 1000-row batches, the later ones 1-row batches."""
+
+    def __init__(self):
+        self.passes = 0
+
+    def __iter__(self):
+        self.passes += 1
+        for _ in range(5):
+            yield {"x": np.zeros(1000 if self.passes == 1 else 1)}
+
+
+def test_the_first_pass_is_warm_up_when_the_trial_goes_past_it():
+    trial = run_trial(lambda s: SlowFirstPass(), {}, batches=8, warmup=1)
+    assert trial.ok and trial.rows == 8  # passes 2 and 3 (each less its first batch); none of pass 1
+    whole = run_trial(lambda s: SlowFirstPass(), {}, batches=3, warmup=1)  # ends within the first pass
+    assert whole.ok and whole.rows == 3000
