@@ -1,9 +1,12 @@
 """Coordinate descent over a :class:`~stoker.tune.space.Space`: few trials, not the grid.
 
 From the start setting, each keyword in turn (the engine first: the best worker count depends on
-it) is varied with the others held: a numeric one
-(workers, prefetch depth) climbs from its current value to the neighbour that is faster and
-goes on that way while the rate keeps rising; a categorical one (engine) tries each value (from
+it) is varied with the others held: a numeric one (workers, prefetch depth) climbs from its
+current value to the neighbour that is faster and goes on that way while the rate keeps rising. A
+keyword in :data:`DEEPER` (the prefetch depth) tries its largest value first: a deeper buffer
+costs memory, not speed, and a loader that gains only at the deepest value (one worker thread on
+on-the-fly text) would be dropped on its shallower steps; if the deepest does not beat the best,
+the climb goes up step by step as for the others. A categorical one (engine) tries each value (from
 no workers, with the fewest workers: an engine needs workers; so is the prefetch depth). A
 move must beat the current best by ``min_gain`` (3 %) to count, so that noise does not walk
 the search away from a setting as good. Passes repeat until one changes nothing (at most
@@ -27,6 +30,8 @@ from typing import Any
 
 from stoker.tune.space import LOADER_DEFAULTS, Space, normalize
 from stoker.tune.trial import Trial
+
+DEEPER = frozenset({"prefetch_factor"})  # keywords whose larger values cost memory, not speed: tried deepest first
 
 Measure = Callable[[dict[str, Any]], Trial]
 Race = Callable[[dict[str, Any], float], Trial]  # a measure told the rate to beat (it may end early below it)
@@ -208,6 +213,12 @@ def _vary(
     i = ordered.index(current[name])
     for step in (+1, -1):  # climb one way while it pays; the other way only if the first did not
         j = i + step
+        if step > 0 and name in DEEPER and j < len(ordered) - 1:  # the deepest first: a bracket
+            setting = at(ordered[-1])
+            rate = better(setting, chosen_rate)
+            if rate is not None and setting is not None:
+                chosen, chosen_rate = setting, rate
+                break
         while 0 <= j < len(ordered):
             setting = at(ordered[j])
             rate = better(setting, chosen_rate)

@@ -167,3 +167,16 @@ def test_a_prefetch_depth_is_tried_with_workers_when_the_search_stands_at_zero()
     trials = Trials(measure_with(rates))
     descend(SPACE, trials, {"num_workers": 0})
     assert trials.best().setting == {"num_workers": 1, "engine": "threads", "prefetch_factor": 8}
+
+
+def test_the_deepest_prefetch_is_tried_before_the_shallower_ones_lose():
+    def rates(s):  # one worker thread gains only at prefetch 8 (on-the-fly text with no step)
+        if not s["num_workers"]:
+            return 100.0
+        return 150.0 if s["prefetch_factor"] == 8 and s["engine"] == "threads" else 90.0
+
+    trials = Trials(measure_with(rates))
+    descend(SPACE, trials, {"num_workers": 0})
+    assert trials.best().setting == {"num_workers": 1, "engine": "threads", "prefetch_factor": 8}
+    shallow = [t.setting["prefetch_factor"] for t in trials.done if t.setting["num_workers"] == 1]
+    assert shallow.index(8) < shallow.index(4)  # 4 only on the next pass, stepping back from 8
