@@ -17,15 +17,23 @@ For each, in this order:
             noise lifts it: this is what that setting sustains over RAMP_S seconds read like the ramp)
   change    the auto loader (fresh) under a simulated step of 4*F ms for CHANGE_AT seconds, then F ms
             (4x faster) for CHANGE_AFTER seconds; F is chosen so that the fast step asks for a third of the
-            grid's best rate (the step holds the GIL on one of the 2 cores: half was more than any fixed
-            setting delivered beside it in a first run). Reported: the time after the change until the consumer's wait share over the
-            trailing second is under 5 % (target <= 5 s), the wait share over the last 5 s (target < 5 %),
-            and the same last-5 s wait share of the grid's best fixed setting run the same way (the
-            floor any setting reaches on this machine).
-The step is a pure-Python loop holding the GIL (stoker.tune.trial.busy_step). Other engineers share these
-2 cores: rates drift; read the ratios with that in mind, and the load average printed with them.
+            grid's best rate (with the GIL-holding step, half was more than any fixed setting delivered
+            beside it in a first run; the same third for both step kinds, so that they compare).
+            Reported: the time after the change until the consumer's wait share over the trailing second
+            is under 5 % (target <= 5 s), the wait share over the last 5 s (target < 5 %), and the same
+            last-5 s wait share of the grid's best fixed setting run the same way (what a setting reaches
+            on this machine), and of the auto loader on the grid best's engine (the online tuner keeps
+            the engine it starts with: this separates the engine from the controller), once per step
+            kind (--step-kind):
+              python  a pure-Python loop holding the GIL for the step (stoker.tune.trial.busy_step): a
+                      Python-heavy step, which takes one of the 2 cores and starves the worker threads
+              sleep   the consumer's thread blocked with the GIL released for the step (time.sleep): a
+                      GPU-bound step, which waits on the device inside torch ops
+Other engineers share these 2 cores: rates drift; read the ratios with that in mind, and the load
+average printed with them.
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_tune_online.py [--data data] [--only photos,fly]
+        [--step-kind python,sleep] [--no-ramp]
 """
 
 from __future__ import annotations
@@ -58,8 +66,20 @@ def workloads(data: Path) -> list[tuple[str, Path | None, str, Make]]:
     return [(name, store, kind, make) for name, _, _, store, kind, make in tune_workloads(data)]
 
 
-def read_for(loader: Any, seconds: float, step_ms: Callable[[float], float]) -> list[tuple[float, int, float]]:
-    """Read ``loader`` (new passes as epochs end) for ``seconds``: per batch (time since start, rows, wait)."""
+def sleep_step(ms: float) -> None:
+    """Block the calling thread for ``ms`` milliseconds with the GIL released (a GPU-bound step)."""
+    if ms > 0:
+        time.sleep(ms / 1000.0)
+
+
+STEPS: dict[str, Callable[[float], None]] = {"python": busy_step, "sleep": sleep_step}
+
+
+def read_for(
+    loader: Any, seconds: float, step_ms: Callable[[float], float], step: Callable[[float], None] = busy_step
+) -> list[tuple[float, int, float]]:
+    """Read ``loader`` (new passes as epochs end) for ``seconds``, running ``step(step_ms(t))`` after each
+    batch: per batch (time since start, rows, wait)."""
     out: list[tuple[float, int, float]] = []
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
@@ -72,7 +92,7 @@ def read_for(loader: Any, seconds: float, step_ms: Callable[[float], float]) -> 
             got = time.perf_counter()
             out.append((got - t0, rows_of(batch), got - asked))
             del batch
-            busy_step(step_ms(got - t0))
+            step(step_ms(got - t0))
             if time.perf_counter() - t0 >= seconds:
                 break
         it.close()
@@ -118,10 +138,11 @@ def ramp(make: Make, best: float, setting: dict[str, Any] = AUTO) -> dict[str, A
     }
 
 
-def change(make: Make, setting: dict[str, Any], fast_ms: float) -> dict[str, Any]:
+def change(make: Make, setting: dict[str, Any], fast_ms: float, step: Callable[[float], None]) -> dict[str, Any]:
     loader = make(setting)
     try:
-        log = Log(read_for(loader, CHANGE_AT + CHANGE_AFTER, lambda t: 4 * fast_ms if t < CHANGE_AT else fast_ms))
+        steps = lambda t: 4 * fast_ms if t < CHANGE_AT else fast_ms  # noqa: E731
+        log = Log(read_for(loader, CHANGE_AT + CHANGE_AFTER, steps, step))
         tuning = getattr(loader, "tuning", None)
     finally:
         loader.close()
@@ -142,14 +163,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data")
     ap.add_argument("--only", default=None, help="workloads, comma-separated: photos, friends, fly, dataset")
+    ap.add_argument(
+        "--step-kind", default="python,sleep", help="the change phase's steps, comma-separated: python, sleep"
+    )
+    ap.add_argument("--no-ramp", action="store_true", help="skip the ramp phases (grid and change only)")
     ap.add_argument("--trial-seconds", type=float, default=1.0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--verbose", action="store_true", help="print the tuner's decisions")
     args = ap.parse_args()
+    kinds = args.step_kind.split(",")
+    unknown = [k for k in kinds if k not in STEPS]
+    if unknown:
+        ap.error(f"--step-kind {','.join(unknown)}: not one of {', '.join(STEPS)}")
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores)")
     print(
         f"{'workload':<9} {'grid best r/s':>13} {'ramp: t(0.9x)':>13} {'last5/best':>10} {'auto ends at':>12} "
-        f"{'step ms':>9} {'readapt s':>9} {'wait before':>11} {'wait last5':>10} {'fixed best wait':>15}  load"
+        f"{'step':>6} {'step ms':>9} {'readapt s':>9} {'wait before':>11} {'wait last5':>10} {'fixed best wait':>15}"
+        "  load"
     )
     out = []
     for name, store, kind, make in workloads(Path(args.data)):
@@ -160,39 +190,52 @@ def main() -> None:
         assert grid.best is not None and grid.best.rate, "every grid trial failed"
         best, best_setting = grid.best.rate, grid.best.setting
         fast_ms = 1000.0 * batch / (best / 3)  # the fast step asks for a third of the grid's best rate
-        r = ramp(make, best)
-        r_engine = ramp(make, best, {**AUTO, "engine": "auto"})
-        r_fixed = ramp(make, best, best_setting)
-        c = change(make, AUTO, fast_ms)
-        fixed = change(make, best_setting, fast_ms)
-        load = os.getloadavg()[0]
-        row = {
+        row: dict[str, Any] = {
             "workload": name,
             "grid_best_rows_per_s": best,
             "grid_best": best_setting,
             "grid": [t.to_json() for t in grid.trials],
-            "ramp": r,
-            "ramp_engine_auto": r_engine,
-            "ramp_fixed_best": r_fixed,
             "fast_step_ms": fast_ms,
-            "change": c,
-            "fixed_best_change": fixed,
-            "load": load,
         }
+        ramp_text = f"{'-':>13} {'-':>10} {'-':>12}"
+        if not args.no_ramp:
+            r = row["ramp"] = ramp(make, best)
+            r_engine = row["ramp_engine_auto"] = ramp(make, best, {**AUTO, "engine": "auto"})
+            r_fixed = row["ramp_fixed_best"] = ramp(make, best, best_setting)
+            t09, t09e = r["time_to_0.9x_s"], r_engine["time_to_0.9x_s"]
+            ramp_text = (
+                f"{'never' if t09 is None else f'{t09:.1f} s':>13} {r['last5_over_best']:>10.2f} "
+                f"{str(r['settings']):>12}"
+            )
+            print(
+                f"{name:<9} {best:>13,.0f} {ramp_text}   (grid best {best_setting}; with engine='auto' too: "
+                f"t(0.9x) {'never' if t09e is None else f'{t09e:.1f} s'}, "
+                f"last5/best {r_engine['last5_over_best']:.2f}, ends at {r_engine['settings']}; "
+                f"the grid's best fixed, read the same way: last5/best {r_fixed['last5_over_best']:.2f})",
+                flush=True,
+            )
+        for step_kind in kinds:
+            c = row[f"change_{step_kind}"] = change(make, AUTO, fast_ms, STEPS[step_kind])
+            fixed = row[f"fixed_best_change_{step_kind}"] = change(make, best_setting, fast_ms, STEPS[step_kind])
+            same = {**AUTO, "engine": best_setting.get("engine", "auto")}  # the online tuner keeps the engine
+            c_same = row[f"change_{step_kind}_grid_engine"] = change(make, same, fast_ms, STEPS[step_kind])
+            load = row[f"load_{step_kind}"] = os.getloadavg()[0]
+            readapt, fixed_readapt, same_readapt = c["readapt_s"], fixed["readapt_s"], c_same["readapt_s"]
+            print(
+                f"{name:<9} {best:>13,.0f} {ramp_text} {step_kind:>6} {f'{4 * fast_ms:.1f}->{fast_ms:.1f}':>9} "
+                f"{'never' if readapt is None else f'{readapt:.1f}':>9} {c['wait_before']:>11.1%} "
+                f"{c['wait_last5']:>10.1%} {fixed['wait_last5']:>15.1%}  {load:.2f}   (grid best {best_setting}; "
+                f"auto ends at {c['settings']}; fixed best: wait before {fixed['wait_before']:.1%}, "
+                f"readapt {'never' if fixed_readapt is None else f'{fixed_readapt:.1f} s'}; auto on the grid best's "
+                f"engine: readapt {'never' if same_readapt is None else f'{same_readapt:.1f} s'}, "
+                f"wait last5 {c_same['wait_last5']:.1%}, ends at {c_same['settings']})",
+                flush=True,
+            )
         out.append(row)
-        t09, readapt, t09e = r["time_to_0.9x_s"], c["readapt_s"], r_engine["time_to_0.9x_s"]
-        print(
-            f"{name:<9} {best:>13,.0f} {'never' if t09 is None else f'{t09:.1f} s':>13} {r['last5_over_best']:>10.2f} "
-            f"{str(r['settings']):>12} {f'{4 * fast_ms:.0f}->{fast_ms:.0f}':>9} "
-            f"{'never' if readapt is None else f'{readapt:.1f}':>9} {c['wait_before']:>11.1%} "
-            f"{c['wait_last5']:>10.1%} {fixed['wait_last5']:>15.1%}  {load:.2f}   (grid best {best_setting}; "
-            f"with engine='auto' too: t(0.9x) {'never' if t09e is None else f'{t09e:.1f} s'}, "
-            f"last5/best {r_engine['last5_over_best']:.2f}, ends at {r_engine['settings']}; "
-            f"the grid's best fixed, read the same way: last5/best {r_fixed['last5_over_best']:.2f})",
-            flush=True,
-        )
         if args.verbose:
-            for phase in ("ramp", "ramp_engine_auto", "change"):
+            phases = [p for p in ("ramp", "ramp_engine_auto") if p in row]
+            phases += [f"change_{k}{e}" for k in kinds for e in ("", "_grid_engine")]
+            for phase in phases:
                 print(f"  {phase}:")
                 for d in row[phase]["decisions"]:
                     print(f"    {d}")
