@@ -16,7 +16,8 @@ Policy, once per window (the full text, bounds and figures: ``docs/autotune.md``
    batches): what was learned is forgotten and the rules below apply to the same window.
 2. **Verify the last change** on the mean of :data:`VERIFY_WINDOWS` windows: it stays if the rate rose
    :data:`GAIN` over the setting before, or the wait fell to half that setting's mean wait (by
-   :data:`WAIT_LOW` at least) without the rate falling :data:`GAIN`; else it is undone and the value
+   :data:`WAIT_LOW` at least; a deeper prefetch: fell at all) without the rate falling :data:`GAIN`;
+   else it is undone and the value
    blocked for :data:`BLOCK_S`, doubled at each new failure, :data:`FORGET_S` at most.
 3. **The consumer waits** (> :data:`WAIT_HIGH`): on busy workers (>= :data:`BUSY_HIGH`) jump to the
    estimate ``ceil(workers × busy / (1 - wait))`` (one more at least, the cores at most at once,
@@ -278,8 +279,10 @@ class AutoTuner:
                 self._pending = trial  # the next window decides, on the mean of both
                 return None
             less_wait = waited <= trial.waited / 2 and trial.waited - waited >= WAIT_LOW
+            if trial.action == "deepen":  # results queued ahead cost memory only (within the bounds and budget)
+                less_wait = waited < trial.waited
             if rate >= trial.before * (1 + GAIN) or (less_wait and rate > trial.before * (1 - GAIN)):
-                return None  # faster, or the consumer's wait halved without a slower rate
+                return None  # faster, or the consumer's wait halved (lower, for a depth) without a slower rate
             if trial.action == "inline":
                 self._floor = (trial.workers, self._until("floor", trial.workers, now))  # not inline for a while
             else:

@@ -315,10 +315,25 @@ def test_when_a_second_thread_does_not_pay_reading_inline_is_tried_next():
 
 
 def test_the_wait_a_change_is_judged_against_is_the_settings_mean_not_the_window_that_made_it():
-    t, clock = tuner(workers=1, tune_workers=False)
+    t, clock = tuner(workers=2, tune_prefetch=False)
     for _ in range(3):
-        assert t.step(window(100, 0.04, 0.5)) is None  # waits 4 %: nothing to do
+        assert t.step(window(100, 0.04, 0.9)) is None  # waits 4 %: nothing to do
         clock.t += 1
-    assert t.step(window(100, 0.10, 0.5)).action == "deepen"  # one window at 10 %: the mean is 5.5 %
-    d = verify(t, clock, window(101, 0.04, 0.5))  # 4 % again: not half the mean, and no faster
-    assert d.action == "undo" and t.prefetch == 1
+    assert t.step(window(100, 0.10, 0.9)).action == "add worker"  # one window at 10 %: the mean is 5.5 %
+    d = verify(t, clock, window(101, 0.04, 0.9))  # 4 % again: not half the mean, and no faster
+    assert d.action == "undo" and t.workers == 2
+
+
+def test_a_deeper_prefetch_stays_when_the_wait_fell_and_the_rate_held():
+    # the consumer waits 12 % of a step-bound window: a deeper prefetch can raise the rate by 12 % at most,
+    # within the noise of two windows; the wait falling (not halving) with the rate held keeps it
+    t, clock = tuner(workers=3, max_workers=3)
+    t.for_processes()
+    assert t.step(window(110, 0.12, 1.0)).action == "deepen" and t.prefetch == 2
+    d = verify(t, clock, window(108, 0.08, 1.0))  # rate -2 % (noise), wait 12 -> 8 %: kept
+    assert d is not None and d.action == "deepen" and t.prefetch == 4  # and the consumer still waits: deeper
+    u, clock = tuner(workers=3, max_workers=3)
+    u.for_processes()
+    assert u.step(window(110, 0.12, 1.0)).action == "deepen"
+    d = verify(u, clock, window(108, 0.13, 1.0))  # the wait did not fall: undone
+    assert d.action == "undo" and u.prefetch == 1
