@@ -20,8 +20,11 @@ the confidence interval of the mean batch interval (Student's t at :data:`CONFID
 narrower than ``stable`` of it. A noisy but flat rate narrows its interval as batches come and
 ends; a drifting one does not. Given ``beat`` (the rate it must exceed to matter, rows/s), it
 also ends as soon as its interval's top is below ``beat`` (after half of its batches and half of
-``min_seconds``): a candidate clearly slower than the best so far needs no more batches. It never runs past ``max_seconds``. Any exception while
-building or reading (``MemoryError`` included) makes a failed trial that carries the error;
+``min_seconds``, and once the interval's half-width is under :data:`RACE_SPREAD`): a candidate
+clearly slower than the best so far needs no more batches. The check runs after every batch, so
+a wide interval would sooner or later dip below ``beat`` at a slow moment of a bursty loader (one
+worker thread handing out chunks of batches): a screen whose rate swings more than that runs on to
+``max_seconds`` instead. It never runs past ``max_seconds``. Any exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
 ``KeyboardInterrupt`` is not caught.
 """
 
@@ -35,6 +38,7 @@ from typing import Any
 BLOCKS = 8  # runs of consecutive batches (batch means) the interval is computed over, at most
 CONFIDENCE = 0.90  # two-sided confidence of a trial's interval
 MIN_BLOCKS = 4  # no interval from fewer runs
+RACE_SPREAD = 0.20  # a screen is dropped by racing only once its interval's half-width is under this share
 # Student's t at 95 % one-sided (a 90 % two-sided interval), by degrees of freedom (runs - 1)
 T90 = {3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895}
 
@@ -160,13 +164,14 @@ class Ending:
         """Whether a screen is clearly slower than ``beat`` batches/s: the top of its rate's
         interval is below it, once half of ``batches`` (and :data:`MIN_BLOCKS`) were timed over
         half of ``min_seconds`` (a rate over a few fast batches says little: a loader whose first
-        batches after the warm-up are slow would be dropped on its start)."""
+        batches after the warm-up are slow would be dropped on its start), and only with the
+        interval's half-width under :data:`RACE_SPREAD` (a bursty rate is not dropped on a dip)."""
         if self.stable is None or beat is None or len(marks) - 1 < max(MIN_BLOCKS, self.batches // 2):
             return False
         if marks[-1] - marks[0] < self.min_seconds / 2:
             return False
         found = interval(marks)
-        return found is not None and found[1] < 1 and found[0] / (1 - found[1]) < beat
+        return found is not None and found[1] < RACE_SPREAD and found[0] / (1 - found[1]) < beat
 
 
 def interval(marks: list[float]) -> tuple[float, float] | None:

@@ -64,3 +64,12 @@ def test_a_screen_clearly_below_the_rate_to_beat_ends_early():
     fast = marks([0.001] * 20)  # 1000 batches/s, far below 10,000, but over 0.02 s: too short a span
     assert not end.done(fast, beat=10_000.0)
     assert end.done(marks([0.001] * 100), beat=10_000.0)  # 0.1 s: past half of min_seconds
+
+
+def test_a_bursty_screen_is_not_raced_on_a_dip():
+    end = Ending(batches=10, min_seconds=0.0, stable=0.10, max_seconds=5.0)
+    bursty = marks(([0.01] * 3 + [0.03] * 3) * 4)  # 50 batches/s in fast and slow runs of three
+    rate, half = interval(bursty)
+    assert 0.2 < half < 1 and rate / (1 - half) < 100.0  # the interval's top is below the bar, but wide
+    assert not end.done(bursty, beat=100.0)  # too wide to drop: it runs on to its cap
+    assert end.done(marks([0.02] * 24), beat=100.0)  # a steady slower rate is still dropped
