@@ -24,7 +24,11 @@ also ends as soon as its interval's top is below ``beat`` (after half of its bat
 clearly slower than the best so far needs no more batches. The check runs after every batch, so
 a wide interval would sooner or later dip below ``beat`` at a slow moment of a bursty loader (one
 worker thread handing out chunks of batches): a screen whose rate swings more than that runs on to
-``max_seconds`` instead. It never runs past ``max_seconds``. Any exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
+``max_seconds`` instead. A screen looks at its interval after every batch at first and then after
+every 1/:data:`LOOK_EVERY` more batches (a few dozen looks in all, not one per batch): the
+bookkeeping of a look is Python time in the consumer, which a loader handing out tens of thousands
+of batches a second (a worker thread holding the GIL beside it) would otherwise pay in its rate,
+and fewer looks are fewer chances to race on a dip. It never runs past ``max_seconds``. Any exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
 ``KeyboardInterrupt`` is not caught.
 """
 
@@ -38,6 +42,7 @@ from typing import Any
 BLOCKS = 8  # runs of consecutive batches (batch means) the interval is computed over, at most
 CONFIDENCE = 0.90  # two-sided confidence of a trial's interval
 MIN_BLOCKS = 4  # no interval from fewer runs
+LOOK_EVERY = 16  # a screen looks at its interval again after 1/16 more timed batches (at least one)
 RACE_SPREAD = 0.20  # a screen is dropped by racing only once its interval's half-width is under this share
 # Student's t at 95 % one-sided (a 90 % two-sided interval), by degrees of freedom (runs - 1)
 T90 = {3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895}
@@ -160,6 +165,10 @@ class Ending:
             return False
         return self.stable is None or settled(marks, self.stable)
 
+    def capped(self, marks: list[float]) -> bool:
+        """Whether ``max_seconds`` of timed span have passed."""
+        return self.max_seconds is not None and len(marks) > 1 and marks[-1] - marks[0] >= self.max_seconds
+
     def behind(self, marks: list[float], beat: float | None) -> bool:
         """Whether a screen is clearly slower than ``beat`` batches/s: the top of its rate's
         interval is below it, once half of ``batches`` (and :data:`MIN_BLOCKS`) were timed over
@@ -210,9 +219,20 @@ def _measure(
     last: float | None = None  # when the previous timed step of this pass ended
     restart = False  # this pass is a later one: its first batch is not timed
 
-    def more() -> bool:
-        per_batch = rows / max(1, len(marks) - 1)  # rows per timed batch so far: ``beat`` in batches/s
-        return seen < warmup or not end.done(marks, None if beat is None or not rows else beat / per_batch)
+    look = 0  # a screen's next look at its interval, in timed batches (looks grow geometrically)
+    over = False  # a look found the trial done: it stays done
+
+    def more(force: bool = False) -> bool:
+        nonlocal look, over
+        if seen < warmup:
+            return True
+        timed = len(marks) - 1
+        if over or (end.stable is not None and not force and timed < look and not end.capped(marks)):
+            return not over
+        look = timed + max(1, timed // LOOK_EVERY)
+        per_batch = rows / max(1, timed)  # rows per timed batch so far: ``beat`` in batches/s
+        over = end.done(marks, None if beat is None or not rows else beat / per_batch)
+        return not over
 
     while more():
         it = iter(loader)
@@ -243,7 +263,7 @@ def _measure(
             close()
         if not in_pass:
             raise RuntimeError("the loader gave no batch: the store is empty or smaller than one batch with drop_last")
-        if not restart and in_pass > 1 and marks and more():  # the first pass was warm-up: time from the next
+        if not restart and in_pass > 1 and marks and more(force=True):  # the first pass was warm-up: time from the next
             rows, waited, clock, marks = 0, 0.0, 0.0, []
         restart, last = in_pass > 1, None  # passes of one batch are timed whole (else none would count)
     elapsed = clock if clock > 0 else time.perf_counter() - t_start

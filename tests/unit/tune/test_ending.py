@@ -73,3 +73,24 @@ def test_a_bursty_screen_is_not_raced_on_a_dip():
     assert 0.2 < half < 1 and rate / (1 - half) < 100.0  # the interval's top is below the bar, but wide
     assert not end.done(bursty, beat=100.0)  # too wide to drop: it runs on to its cap
     assert end.done(marks([0.02] * 24), beat=100.0)  # a steady slower rate is still dropped
+
+
+def test_a_screen_looks_at_its_interval_a_few_times_not_after_every_batch(monkeypatch):
+    import stoker.tune.trial as trial
+
+    looks = []
+
+    def counted(marks):
+        looks.append(len(marks) - 1)
+        return interval(marks)
+
+    monkeypatch.setattr(trial, "interval", counted)
+
+    class Ones:
+        def __iter__(self):
+            for _ in range(100):
+                yield {"x": np.zeros(1)}
+
+    done = trial.run_trial(lambda s: Ones(), {}, batches=1000, warmup=1, stable=1e-9, max_seconds=0.3)
+    timed = done.rows  # at least 1000 (never stable: it runs to its cap)
+    assert done.ok and timed >= 1000 and len(looks) < timed / 10
