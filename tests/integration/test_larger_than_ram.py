@@ -195,6 +195,9 @@ def test_under_a_memory_limit_block_order_completes_and_global_order_faults_on_e
     assert other["rows"] == batches * 256 and other["cgroup"]["oom_kill"] == 0
     block_reads = result["disk_read"] / ROWS
     global_reads = other["disk_read"] / other["rows"]
-    assert 0 < block_reads <= 8 * ROW_BYTES, f"block order read {block_reads / ROW_BYTES:.1f}x its rows from the disk"
+    # Measured 3.5x alone when written, 5.5-6.2x alone later, 8.9x once inside the full suite (the
+    # kernel's reclaim and read-around vary with the machine's memory state); a window that thrashes
+    # read 17-21x, global order ~200x.
+    assert 0 < block_reads <= 12 * ROW_BYTES, f"block order read {block_reads / ROW_BYTES:.1f}x its rows from the disk"
     # global order's rows lie anywhere in the store: each one a read (and a read-around) from the disk
     assert global_reads >= 8 * block_reads, (global_reads, block_reads)
