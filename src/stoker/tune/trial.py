@@ -28,7 +28,8 @@ worker thread handing out chunks of batches): a screen whose rate swings more th
 every 1/:data:`LOOK_EVERY` more batches (a few dozen looks in all, not one per batch): the
 bookkeeping of a look is Python time in the consumer, which a loader handing out tens of thousands
 of batches a second (a worker thread holding the GIL beside it) would otherwise pay in its rate,
-and fewer looks are fewer chances to race on a dip. It never runs past ``max_seconds``. Any exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
+and fewer looks are fewer chances to race on a dip. It never runs past ``max_seconds``. Any
+exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
 ``KeyboardInterrupt`` is not caught.
 """
 
@@ -185,7 +186,8 @@ class Ending:
 
 def interval(marks: list[float]) -> tuple[float, float] | None:
     """The rate (batches/s) over ``marks`` and the half-width of the confidence interval of the
-    mean batch interval as a share of that mean (the rate's interval is ``rate / (1 ± it)``), from the batch means of up to :data:`BLOCKS` runs of consecutive batches; None
+    mean batch interval as a share of that mean (the rate's interval is ``rate / (1 ± it)``), from
+    the batch means of up to :data:`BLOCKS` runs of consecutive batches; None
     with fewer than :data:`MIN_BLOCKS` timed batches."""
     timed = len(marks) - 1
     blocks = min(BLOCKS, timed)
