@@ -30,7 +30,7 @@ from time import perf_counter
 from typing import Any
 
 from stoker.config import LoaderConfig
-from stoker.device.transfer import PendingBatch, Transfer
+from stoker.device.transfer import Transfer
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.autotune import TuneReport, tuner_for  # the online tuner of "auto" settings
 from stoker.pipeline.dataset_source import DatasetSource
@@ -44,7 +44,7 @@ from stoker.pipeline.ranks import distributed_rank as distributed_rank  # its ol
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
 from stoker.pipeline.slots import SlotBuffers, SlotPlan
 from stoker.pipeline.source import overrides
-from stoker.pipeline.state import STATE_VERSION, resume_point
+from stoker.pipeline.state import Position
 from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.threads import default_workers
 from stoker.pipeline.work import Work, begin_copy, finish_copy
@@ -139,12 +139,8 @@ class Loader:
             raise EmptyDatasetError(
                 f"this loader has no batch: {len(self.source)} rows, batch_size={cfg.batch_size}, drop_last={cfg.drop_last}"
             )
-        self._epoch = 0
-        self._begin = 0  # the epoch's position where the current count began (the batch sampler's units)
-        self._done = 0  # batches delivered since _begin
+        self._position = Position()
         self._agreed = False  # the ranks were found to agree (checked at the first pass)
-        self._resume = False  # the next iter continues after _done (set by load_state_dict)
-        self._started = False  # a pass of the current epoch has begun (the next pass takes the next epoch)
         self._executor: Executor | None = None  # kept between epochs only with persistent_workers
         self._finalizer: weakref.finalize | None = None
         self._passes = OnePass(f"this {type(self).__name__}")
@@ -239,13 +235,13 @@ class Loader:
     def epoch(self) -> int:
         """During a pass, its epoch; after a whole pass, the epoch the next pass reads (a pass left
         early keeps its epoch here, and the next pass takes the one after it)."""
-        return self._epoch
+        return self._position.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next pass the whole of ``epoch`` (like DistributedSampler.set_epoch)."""
         if epoch < 0:
             raise ConfigError(f"epoch must be >= 0, got {epoch}", option="epoch")
-        self._epoch, self._begin, self._done, self._resume, self._started = int(epoch), 0, 0, False, False
+        self._position.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader stands: small, JSON-able, and the same shape on every rank.
@@ -261,23 +257,12 @@ class Loader:
         A batch sampler without global positions (``BatchSampler``'s defaults) counts this rank's
         batches instead; its fingerprint then holds its rank and world size, which must match.
         """
-        return {
-            "version": STATE_VERSION,
-            "epoch": self._epoch,
-            "start": self._begin,
-            "world_size": self._world_size(),
-            "batches_done": self._done,
-            "order": self.batch_sampler.fingerprint(),
-        }
-
-    def _world_size(self) -> int:
-        return int(getattr(self.batch_sampler, "world_size", 1))
+        return self._position.state(self.batch_sampler)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state`` (see ``state_dict``): the next ``iter`` starts right after the
         batches it counts, on this rank of this loader's world size."""
-        epoch, position = resume_point(state, self.batch_sampler)
-        self._epoch, self._begin, self._done, self._resume = epoch, position, 0, True
+        self._position.load(state, self.batch_sampler)
 
     def _check_ranks(self) -> None:
         """Under torch.distributed, check once that every rank loads the same rows in the same order
@@ -310,7 +295,13 @@ class Loader:
             return cached
         in_threads = engine == "threads" or workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
-        work = Work(self.source, collate, self.observers, None if not in_threads else self._begin_copy, not in_threads)
+        work = Work(
+            self.source,
+            collate,
+            self.observers,
+            None if not in_threads else partial(begin_copy, self.transfer),
+            not in_threads,
+        )
         batch_bytes = self.source.batch_bytes(cfg.batch_size)
         slots = SlotPlan(
             self._slot_buffers,
@@ -342,24 +333,16 @@ class Loader:
         return self._passes.start(self._pass)
 
     def _pass(self) -> Generator[Any, None, None]:
-        sampler = self.batch_sampler
-        if self._resume and sampler.batches_left(self._begin) > 0:
-            pass  # the pass after load_state_dict continues at the saved position
-        elif self._resume or self._started:  # each pass gets its own epoch, even one left early
-            self._epoch, self._begin = self._epoch + 1, 0
-        else:
-            self._begin = 0
-        self._done, self._resume, self._started = 0, False, True
+        sampler, position = self.batch_sampler, self._position
+        epoch, left = position.begin_pass(sampler)
         if not self._agreed:
             self._check_ranks()
-        left = sampler.batches_left(self._begin)
-        epoch = self._epoch
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
         workers = self.num_workers
         # Chunks of 1, 2, 4, ... batches up to chunk_size or the source's size (pipeline/executor.py).
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
-        batches = sampler.batches_from(epoch, self._begin)
+        batches = sampler.batches_from(epoch, position.begin)
         per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, self.config.chunk_size)
         tuner = self._tuner if self._tuner is not None and (workers > 0 or self._tuner.tune_workers) else None
         if tuner is not None:  # the settings learned by earlier passes carry over
@@ -383,13 +366,13 @@ class Loader:
                 for item in chunk:
                     if start_here:
                         with span("transfer"):
-                            item = self._begin_copy(item)
+                            item = begin_copy(self.transfer, item)
                     with span("h2d_wait"):
-                        batch = self._finish(item)
+                        batch = finish_copy(self.transfer, item)
                     if finalize is not None:
                         with span("finalize"):
                             batch = finalize(batch)
-                    self._done += 1
+                    position.done += 1
                     ready = perf_counter()
                     if observers:
                         observers.batch(requested, ready, batch)
@@ -399,8 +382,7 @@ class Loader:
                     requested = perf_counter()
         finally:
             produced.close()
-        if self._done >= left:
-            self._epoch, self._begin, self._done, self._started = epoch + 1, 0, 0, False
+        position.end_pass(epoch, left)
 
     def _auto(
         self, tasks: Iterator[Any], workers: int, per_chunk: int
@@ -419,10 +401,3 @@ class Loader:
         return measured_then_chosen(
             tasks, calibration, self._executor_for(workers, "threads", per_chunk, calibration), choose
         )
-
-    def _begin_copy(self, batch: Any) -> tuple[Any, PendingBatch]:
-        """Begin moving a batch (any nest of dicts, lists and tuples) to the device."""
-        return begin_copy(self.transfer, batch)
-
-    def _finish(self, started: tuple[Any, PendingBatch]) -> Any:
-        return finish_copy(self.transfer, started)
