@@ -174,6 +174,32 @@ def read_journal(
     return stored, shards
 
 
+def resume_staging(
+    staging: Path,
+    metadata: dict[str, Any],
+    schema: dict[str, Column] | None,
+    fingerprint: Fingerprint | None,
+    overwrite: bool,
+) -> tuple[dict[str, Column], list[ShardInfo]] | None:
+    """What a writer opened on ``staging`` continues from: its schema and finished shards, or None
+    when there is no journal. A journal of other input raises :class:`OtherInputError`, unless
+    ``overwrite``: then the writer's own files there (journal, manifest, shards) are deleted and
+    the writer starts over (None)."""
+    if not (staging / JOURNAL_NAME).is_file():
+        return None
+    try:
+        return read_journal(staging, metadata, schema, fingerprint)
+    except OtherInputError:
+        if not overwrite:
+            raise
+    for entry in staging.iterdir():  # start over: this writer's own files only
+        if entry.name in (JOURNAL_NAME, JOURNAL_NAME + ".part", "manifest.json") or re.fullmatch(
+            r"shard-\d+\.arrow(\.part)?", entry.name
+        ):
+            entry.unlink()
+    return None
+
+
 def fingerprints_differ(recorded: Any, current: Fingerprint) -> str | None:
     """The first sample index whose content hash differs between two fingerprints, or None when none does.
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -50,9 +49,8 @@ from stoker.store.journal import (
     JOURNAL_NAME,
     LOCK_NAME,
     Fingerprint,
-    OtherInputError,
     lock_staging,
-    read_journal,
+    resume_staging,
     unlock_staging,
     write_journal,
 )
@@ -151,26 +149,14 @@ class StoreWriter:
         if self._staging is not None:
             self._lock = lock_staging(self._staging)
             try:
-                if (self._staging / JOURNAL_NAME).is_file():
-                    self._resume(self._staging)
+                resumed = resume_staging(self._staging, self.metadata, self.schema, self._fingerprint, overwrite)
             except BaseException:
                 self._unlock()
                 raise
-
-    def _resume(self, staging: Path) -> None:
-        try:
-            self.schema, self._shards = read_journal(staging, self.metadata, self.schema, self._fingerprint)
-        except OtherInputError:
-            if not self.overwrite:
-                raise
-            for entry in staging.iterdir():  # start over: this writer's own files only
-                if entry.name in (JOURNAL_NAME, JOURNAL_NAME + ".part", "manifest.json") or re.fullmatch(
-                    r"shard-\d+\.arrow(\.part)?", entry.name
-                ):
-                    entry.unlink()
-            return
-        self._rows_written = sum(info.rows for info in self._shards)
-        self._tmp = staging
+            if resumed is not None:
+                self.schema, self._shards = resumed
+                self._rows_written = sum(info.rows for info in self._shards)
+                self._tmp = self._staging
 
     def _unlock(self) -> None:
         if self._lock is not None:
