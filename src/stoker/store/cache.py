@@ -8,8 +8,14 @@ shard files under their own names. Processes (ranks on one node) share it:
   exclusively (others wait, then find the shard there: N ranks download it once); a process
   mapping a shard holds it shared for that moment; eviction skips a shard whose lock it cannot
   take at once.
-- ``.cache.lock``: held while space is made for a download, so that two processes never count
-  the same free bytes.
+- ``.cache.lock``: held while space is made for a download, or a download's room given back,
+  so that two processes never count the same free bytes.
+- ``.cache.size``: the running total the processes agree on (read and rewritten under
+  ``.cache.lock``): bytes of shard files, and the room reserved by each download running
+  (``<shard>.part-<pid>``). A download that fits costs no look at the other files; the directory
+  is listed, and the total set from it, only when the file is missing or unreadable, or when a
+  download does not fit and shards must be evicted (a reservation whose process is gone is
+  dropped then).
 
 A download is written to ``<shard>.part-<pid>`` and renamed only once its size and checksum
 match the manifest: a partial file never counts as cached. Shards are evicted least recently
@@ -22,11 +28,13 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.errors import ConfigError, StoreError, StoreWriteError
@@ -36,6 +44,7 @@ DEFAULT_CACHE_LIMIT = 50 * 2**30
 CACHE_DIR_ENV = "STOKER_CACHE_DIR"
 SPACE_WAIT_S = 60.0  # how long a download waits for other downloads to free the room it needs
 _SHARD_FILE = re.compile(r"[^.].*\.arrow(\.part-\d+)?")
+TOTAL_FILE = ".cache.size"
 
 
 def parse_limit(limit: int | str | None) -> int:
@@ -77,6 +86,7 @@ class ShardFiles:
         self.mapped: Callable[[], list[str]] = list
         self.unmap: Callable[[str], None] = lambda name: None
         self.evicted = 0  # shard files this process deleted to make room
+        self.rescans = 0  # listings of the directory this process made to set the running total
         # Room granted by make_room to downloads of this process not yet renamed into place: a
         # download's .part file starts empty and grows, so its size on disk undercounts it.
         self.reserved: dict[str, int] = {}
@@ -120,11 +130,14 @@ class ShardFiles:
         return self.path(f"{name}.part-{os.getpid()}")
 
     def make_room(self, name: str, size: int) -> None:
-        """Evict least recently used shards until ``size`` more bytes fit in ``limit``.
+        """Evict least recently used shards until ``size`` more bytes fit in ``limit``, and reserve them.
 
-        A shard larger than the whole limit is a StoreError naming cache_dir and the size needed
-        at once; room held by downloads and readers still running is waited for, up to
-        :data:`SPACE_WAIT_S`, then a StoreError saying the same.
+        The running total in ``.cache.size`` says whether they fit without looking at the shard
+        files; only when they do not is the directory listed (the total set right from it, LRU
+        order taken from it) and shards evicted. A shard larger than the whole limit is a
+        StoreError naming cache_dir and the size needed at once; room held by downloads and
+        readers still running is waited for, up to :data:`SPACE_WAIT_S`, then a StoreError saying
+        the same.
         """
         if size > self.limit:
             raise StoreError(
@@ -135,15 +148,13 @@ class ShardFiles:
             )
         deadline = time.monotonic() + SPACE_WAIT_S
         delay = 0.05
+        part = self.part(name).name
         while True:
-            fd = os.open(self.directory / ".cache.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if self._evict_until(size):
+            with self._bookkeeping() as total:
+                if total.used() + size <= self.limit or self._evict_until(total, size):
+                    total.reserved[part] = size
                     self.reserved[name] = size
                     return
-            finally:
-                os.close(fd)
             if time.monotonic() > deadline:
                 raise StoreError(
                     f"cache_dir {self.directory.parent} is full: cache_limit {_fmt(self.limit)} has no room for shard "
@@ -154,23 +165,70 @@ class ShardFiles:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
-    def _evict_until(self, size: int) -> bool:
-        """Delete unused shards, least recently used first, until ``size`` fits; whether it does now."""
+    def release(self, name: str) -> None:
+        """The download of shard ``name`` ended: its reservation goes, and its bytes count as cached if it arrived.
+
+        Called while this process still holds ``<name>.lock`` exclusively, so the shard file, if
+        there, is the one this download renamed into place.
+        """
+        size = self.reserved.pop(name, None)
+        if size is None:
+            return
+        with self._bookkeeping() as total:
+            total.reserved.pop(self.part(name).name, None)
+            if self.has(name, size):
+                total.cached += size
+
+    @contextmanager
+    def _bookkeeping(self) -> Iterator[Total]:
+        """Hold ``.cache.lock`` and the running total of the cache's bytes for the block; written back after it."""
+        fd = os.open(self.directory / ".cache.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            total = Total.load(self.directory / TOTAL_FILE)
+            if total is None:
+                total = self._count()
+            yield total
+            total.save(self.directory / TOTAL_FILE)
+        finally:
+            os.close(fd)
+
+    def _count(self) -> Total:
+        """The running total taken afresh from the directory (under ``.cache.lock``), there being none to read.
+
+        A ``.part`` file counts at its size on disk then (its reservation was in the lost total).
+        """
+        total, _ = self._listed(Total(0, {}))
+        self.rescans += 1
+        return total
+
+    def _listed(self, last: Total) -> tuple[Total, list[tuple[float, str, int]]]:
+        """The total as the directory shows it now, and the cached shards (mtime, name, bytes) it lists."""
+        reserved = {part: n for part, n in last.reserved.items() if _alive(part)}
+        cached = 0
         files = []
-        reserved = dict(self.reserved)  # a copy: release() may run in another thread
-        own_parts = {f"{name}.part-{os.getpid()}" for name in reserved}
-        used = sum(reserved.values())
         for entry in os.scandir(self.directory):
-            if not _SHARD_FILE.fullmatch(entry.name) or entry.name in own_parts:
-                continue  # this process's downloads count at their reserved size
+            if not _SHARD_FILE.fullmatch(entry.name) or entry.name in reserved:
+                continue  # a download running counts at its reserved size
             try:
                 st = entry.stat()
             except FileNotFoundError:
                 continue
-            used += st.st_size
+            cached += st.st_size
             if ".part-" not in entry.name:
                 files.append((st.st_mtime, entry.name, st.st_size))
-        if used + size <= self.limit:
+        return Total(cached, reserved), files
+
+    def _evict_until(self, total: Total, size: int) -> bool:
+        """Delete unused shards, least recently used first, until ``size`` fits; whether it does now.
+
+        ``total`` is set to what the directory shows first (a download that died, a file deleted
+        by hand), then kept as shards go.
+        """
+        fresh, files = self._listed(total)
+        self.rescans += 1
+        total.cached, total.reserved = fresh.cached, fresh.reserved
+        if total.used() + size <= self.limit:
             return True
         mapped = self.mapped()
         rank = {n: i for i, n in enumerate(mapped)}
@@ -178,14 +236,10 @@ class ShardFiles:
         files.sort(key=lambda f: (f[1] in rank, rank.get(f[1], 0), f[0]))
         for _, victim, nbytes in files:
             if self._evict(victim):
-                used -= nbytes
-                if used + size <= self.limit:
+                total.cached -= nbytes
+                if total.used() + size <= self.limit:
                     return True
         return False
-
-    def release(self, name: str) -> None:
-        """The download of shard ``name`` ended (renamed into place, or failed): its reservation goes."""
-        self.reserved.pop(name, None)
 
     def _evict(self, name: str) -> bool:
         """Delete shard ``name`` unless another process downloads or maps it right now."""
@@ -204,6 +258,57 @@ class ShardFiles:
             return True
         finally:
             os.close(fd)
+
+
+@dataclass
+class Total:
+    """What a cache directory holds: ``cached`` bytes of files, and room ``reserved`` by each running download."""
+
+    cached: int
+    reserved: dict[str, int]  # "<shard>.part-<pid>" -> bytes
+
+    def used(self) -> int:
+        return self.cached + sum(self.reserved.values())
+
+    @classmethod
+    def load(cls, path: Path) -> Total | None:
+        """The total written at ``path``, or None when there is none or it cannot be read as one."""
+        try:
+            obj = json.loads(path.read_bytes())
+            cached, reserved = obj["cached"], obj["reserved"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(cached, int) or cached < 0 or not isinstance(reserved, dict):
+            return None
+        if not all(isinstance(n, int) and n >= 0 for n in reserved.values()):
+            return None
+        return cls(cached, {str(k): v for k, v in reserved.items()})
+
+    def save(self, path: Path) -> None:
+        """Write the total at ``path`` (whole: a reader never sees half of it)."""
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps({"cached": self.cached, "reserved": self.reserved}))
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise StoreWriteError.from_os_error(exc, path) from exc
+
+
+def _alive(part: str) -> bool:
+    """Whether the process that downloads to ``<shard>.part-<pid>`` still runs."""
+    try:
+        pid = int(part.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fmt(n: int) -> str:

@@ -177,7 +177,7 @@ class RemoteShards:
         return self.remote.url
 
     def stats(self) -> dict[str, Any]:
-        """What this process fetched: shards and bytes downloaded, cache hits, retries, evictions."""
+        """What this process fetched: shards and bytes downloaded, cache hits, retries, evictions, cache listings."""
         with self._lock:
             out: dict[str, Any] = dict(self._counts)
         out.update(
@@ -187,6 +187,7 @@ class RemoteShards:
             retries=self.remote.retries,
             client=self.remote.client.name,
             evicted=self.files.evicted,
+            cache_rescans=self.files.rescans,
             store_bytes=sum(s.bytes for s in self.manifest.shards),
         )
         return out
