@@ -22,7 +22,7 @@ FFMPEG_LIBS ?= libavdevice59 libavfilter8 libavformat59 libavcodec59 libavutil57
 MOSAIC ?= mosaicml-streaming==0.13.0 torch==2.13.0 torchvision==0.28.0 "numpy<2.2" "tokenizers>=0.20"
 FFCV ?= ffcv==1.0.2 pillow
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean s3-server
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,3 +72,7 @@ bench: install .venv-peers/.installed
 
 clean:
 	rm -rf $(VENV) .venv-peers .venv-mosaic .venv-ffcv $(DATA) results .pytest_cache .hypothesis
+
+# The servers benchmarks/bench_remote.py reads from (--server nginx; not used by the tests or CI).
+s3-server:
+	scripts/s3-server.sh

@@ -1,8 +1,18 @@
 """Issue 18's remote-store targets, side by side in one run, ratios printed.
 
-The same store, written once locally and once to an S3-protocol server on loopback (moto_server,
-in its own process; or s3rver, Node.js, with ``--s3rver EXE``), read by ``stoker.Loader``
-(threads, ``shuffle="block"``), cold then warm:
+The same store, written once locally and once to a server on loopback (``--server``), read by
+``stoker.Loader`` (threads, ``shuffle="block"``), cold then warm. Every remote row (stoker's cold
+and warm epochs, fsspec's, the ceiling, the shard traffic) runs against the same server, named in
+the first line printed:
+
+  moto     moto_server (Python, the test suite's server), in its own process; the store uploaded
+           by stoker's writer;
+  s3rver   s3rver (Node.js, ``npm install s3rver``; ``--s3rver EXE`` names the executable);
+  nginx    nginx (C, ``scripts/s3-server.sh`` installs it) serving the store's objects as files at
+           their path-style S3 URLs (``/bucket/key``), one worker process, sendfile: the GET and
+           HEAD of S3 that a reader sends (the signature is not checked; no LIST, no upload: the
+           store is copied into its root). It is here because it takes far less CPU than moto on
+           this machine's two cores, as an object store on another machine takes none of them.
 
   local cold   the shard files written back (fsync) and dropped from the page cache (posix_fadvise
                DONTNEED) first; what stayed resident is printed (fincore);
@@ -13,7 +23,7 @@ in its own process; or s3rver, Node.js, with ``--s3rver EXE``), read by ``stoker
   ceiling      the server's own rate: every shard object of the store fetched with obstore on
                FETCH_THREADS threads into memory, nothing else (no stoker, no disk, no checksum).
 
-moto is a Python server sharing this machine's cores with the reader, so "remote cold / ceiling"
+The server shares this machine's cores with the reader (moto's Python most of all), so "remote cold / ceiling"
 (stoker's cold epoch in bytes/s over the raw GET rate of the same objects) says how much of what
 the server can give stoker takes; "remote cold / local cold" says how far that is from a local disk.
 
@@ -25,7 +35,7 @@ from disk through a map gets small page-cache folios; one written in aligned blo
 printed, per cache_limit tried: the shard traffic of one block-shuffled epoch (bytes fetched /
 store bytes). Rows are synthetic 3x64x64 uint8 images + int64 labels.
 
-    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_remote.py [--mb 128] [--rounds 3]
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_remote.py [--mb 128] [--rounds 3] [--server nginx]
 """
 
 from __future__ import annotations
@@ -79,6 +89,44 @@ def _s3rver(exe: str, root: Path) -> tuple[subprocess.Popen[bytes], str]:
     return _serve(
         lambda port: [exe, "-d", str(root), "-a", "127.0.0.1", "-p", str(port), "--silent", "--no-vhost-buckets"]
     )
+
+
+_NGINX_CONF = """daemon off;
+user root;
+worker_processes 1;
+pid {work}/nginx.pid;
+error_log {work}/nginx-error.log;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    default_type application/octet-stream;
+    client_body_temp_path {work}/tmp;
+    proxy_temp_path {work}/tmp;
+    fastcgi_temp_path {work}/tmp;
+    uwsgi_temp_path {work}/tmp;
+    scgi_temp_path {work}/tmp;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+def _nginx(exe: str, work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """nginx at ``exe`` serving the files under ``work/objects`` (bucket directories) at their path-style URLs."""
+    (work / "objects").mkdir(parents=True, exist_ok=True)
+    (work / "tmp").mkdir(exist_ok=True)
+
+    def argv(port: int) -> list[str]:
+        conf = work / "nginx.conf"
+        conf.write_text(_NGINX_CONF.format(work=work, port=port, root=work / "objects"))
+        return [exe, "-c", str(conf), "-p", str(work), "-e", str(work / "nginx-error.log")]
+
+    return _serve(argv)
 
 
 def _drop(store: Path) -> str:
@@ -176,22 +224,37 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", type=int, default=10, help="warm epoch pairs per round, local and remote in turns")
-    ap.add_argument("--s3rver", metavar="EXE", help="serve the objects with s3rver at EXE instead of moto_server")
+    ap.add_argument("--server", choices=("moto", "s3rver", "nginx"), default="moto", help="what serves the objects")
+    ap.add_argument("--s3rver", metavar="EXE", help="s3rver's executable (implies --server s3rver)")
+    ap.add_argument("--nginx", metavar="EXE", default=shutil.which("nginx") or "/usr/sbin/nginx")
     args = ap.parse_args()
+    if args.s3rver:
+        args.server = "s3rver"
     rows = args.mb * 2**20 // (3 * 64 * 64 + 8)
     work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
     global KEY, SECRET
-    if args.s3rver:
+    if args.server == "s3rver":
         KEY = SECRET = "S3RVER"  # the only credentials s3rver accepts
-        proc, endpoint = _s3rver(args.s3rver, work / "s3rver")
+        exe = args.s3rver or shutil.which("s3rver") or "s3rver"
+        proc, endpoint = _s3rver(exe, work / "s3rver")
+        print(f"server: s3rver {exe}")
+    elif args.server == "nginx":
+        proc, endpoint = _nginx(args.nginx, work / "nginx")
+        version = subprocess.run([args.nginx, "-v"], capture_output=True, text=True).stderr.strip()
+        print(f"server: {version} ({args.nginx}), one worker, the store's objects as files (GET/HEAD only)")
     else:
         proc, endpoint = _server()
-    print(f"server: {'s3rver ' + args.s3rver if args.s3rver else 'moto_server'}")
+        print("server: moto_server")
     options = {"key": KEY, "secret": SECRET, "endpoint_url": endpoint}
     try:
-        boto3.client(
-            "s3", endpoint_url=endpoint, aws_access_key_id=KEY, aws_secret_access_key=SECRET, region_name="us-east-1"
-        ).create_bucket(Bucket="bench")
+        if args.server != "nginx":
+            boto3.client(
+                "s3",
+                endpoint_url=endpoint,
+                aws_access_key_id=KEY,
+                aws_secret_access_key=SECRET,
+                region_name="us-east-1",
+            ).create_bucket(Bucket="bench")
         rng = np.random.default_rng(0)
         data = {
             "image": rng.integers(0, 255, size=(rows, 3, 64, 64), dtype=np.uint8),
@@ -200,8 +263,11 @@ def main() -> None:
         local = work / "local"
         stoker.write(local, data, shard_size=args.shard)
         url = "s3://bench/store"
-        with stoker.StoreWriter(url, shard_size=args.shard, storage_options=options) as writer:
-            writer.add_batch(data)
+        if args.server == "nginx":  # a copy (not a link: dropping the local store's pages must not drop these)
+            shutil.copytree(local, work / "nginx" / "objects" / "bench" / "store")
+        else:
+            with stoker.StoreWriter(url, shard_size=args.shard, storage_options=options) as writer:
+                writer.add_batch(data)
         del data
         ratios: dict[str, list[float]] = {"cold": [], "warm": [], "fsspec": [], "ceiling": [], "bound": []}
         names = [
