@@ -337,3 +337,32 @@ def test_a_deeper_prefetch_stays_when_the_wait_fell_and_the_rate_held():
     assert u.step(window(110, 0.12, 1.0)).action == "deepen"
     d = verify(u, clock, window(108, 0.13, 1.0))  # the wait did not fall: undone
     assert d.action == "undo" and u.prefetch == 1
+
+
+def test_when_more_workers_and_depth_fail_on_idle_workers_one_fewer_is_tried_then_inline():
+    # small cheap batches: 2 worker threads half idle, the consumer waits on the hand-off; a third worker
+    # and a deeper prefetch did not pay, so the way to a faster loader is fewer threads (down to inline)
+    t, clock = tuner(workers=2, prefetch=8, max_workers=4, jump_to=2)
+    t._ceiling["workers"] = (3, clock.t + 1.0)
+    d = t.step(window(100, 0.9, 0.6))
+    assert d.action == "drop worker" and t.workers == 1 and "not the bottleneck" in d.reason
+    assert verify(t, clock, window(100, 0.9, 0.8)).action == "inline"  # as fast with one: 2 is a ceiling now
+    assert t.workers == 0
+
+
+def test_one_fewer_worker_that_lowers_the_rate_is_undone_and_floored():
+    t, clock = tuner(workers=2, prefetch=8, max_workers=2, jump_to=2)
+    assert t.step(window(100, 0.9, 0.6)).action == "drop worker"
+    d = verify(t, clock, window(80, 0.9, 0.9))
+    assert d.action == "undo" and t.workers == 2
+    clock.t += 0.1
+    assert t.step(window(100, 0.9, 0.6)).action == "hold"  # 2 is a floor for a while
+    clock.t += FORGET_S
+    assert t.step(window(100, 0.9, 0.6)).action == "drop worker"
+
+
+def test_busy_workers_up_to_the_cores_are_not_dropped():
+    t, _ = tuner(workers=2, prefetch=8, max_workers=2, jump_to=2)
+    assert t.step(window(100, 0.9, 0.95)).action == "hold"  # the bottleneck: one fewer would be slower
+    p, _ = tuner(workers=3, prefetch=8, max_workers=3, jump_to=2)
+    assert p.step(window(100, 0.9, 0.95)).action == "drop worker"  # more busy workers than cores: maybe not
