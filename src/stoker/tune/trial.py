@@ -28,7 +28,11 @@ worker thread handing out chunks of batches): a screen whose rate swings more th
 every 1/:data:`LOOK_EVERY` more batches (a few dozen looks in all, not one per batch): the
 bookkeeping of a look is Python time in the consumer, which a loader handing out tens of thousands
 of batches a second (a worker thread holding the GIL beside it) would otherwise pay in its rate,
-and fewer looks are fewer chances to race on a dip. It never runs past ``max_seconds``. Any
+and fewer looks are fewer chances to race on a dip. Once it has its minimum batches and
+``min_seconds``, a screen ends at ``max_seconds`` of its whole cost (its loader's build, the warm-up,
+a first pass dropped as warm-up and later passes' left-out starts count, not only the timed span):
+the cap bounds what a screen costs the search, which a setting that never settles would otherwise
+double (a worker pool's start and a dropped first pass on top of a timed span of ``max_seconds``). Any
 exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
 ``KeyboardInterrupt`` is not caught.
 """
@@ -151,24 +155,28 @@ class Ending:
     stable: float | None = None
     max_seconds: float | None = None
 
-    def done(self, marks: list[float], beat: float | None = None) -> bool:
+    def done(self, marks: list[float], beat: float | None = None, spent: float = 0.0) -> bool:
         """Whether to stop, given ``marks``: the start of the timed span, then the end of each timed
-        step; ``beat``: batches per second the trial must exceed to matter (screens only)."""
+        step; ``beat``: batches per second the trial must exceed to matter (screens only);
+        ``spent``: seconds the trial has cost so far, its build, warm-up and left-out pass starts
+        included (the cap counts them: :meth:`capped`)."""
         timed = len(marks) - 1
         if self.behind(marks, beat):
             return True
         if timed < self.batches:
             return False
         elapsed = marks[-1] - marks[0]
-        if self.max_seconds is not None and elapsed >= self.max_seconds:
-            return True
         if elapsed < self.min_seconds:
             return False
+        if self.capped(marks, spent):
+            return True
         return self.stable is None or settled(marks, self.stable)
 
-    def capped(self, marks: list[float]) -> bool:
-        """Whether ``max_seconds`` of timed span have passed."""
-        return self.max_seconds is not None and len(marks) > 1 and marks[-1] - marks[0] >= self.max_seconds
+    def capped(self, marks: list[float], spent: float = 0.0) -> bool:
+        """Whether ``max_seconds`` have passed: of timed span, or of the trial's whole cost ``spent``."""
+        if self.max_seconds is None or len(marks) < 2:
+            return False
+        return max(marks[-1] - marks[0], spent) >= self.max_seconds
 
     def behind(self, marks: list[float], beat: float | None) -> bool:
         """Whether a screen is clearly slower than ``beat`` batches/s: the top of its rate's
@@ -229,11 +237,12 @@ def _measure(
         if seen < warmup:
             return True
         timed = len(marks) - 1
-        if over or (end.stable is not None and not force and timed < look and not end.capped(marks)):
+        spent = time.perf_counter() - t_start
+        if over or (end.stable is not None and not force and timed < look and not end.capped(marks, spent)):
             return not over
         look = timed + max(1, timed // LOOK_EVERY)
         per_batch = rows / max(1, timed)  # rows per timed batch so far: ``beat`` in batches/s
-        over = end.done(marks, None if beat is None or not rows else beat / per_batch)
+        over = end.done(marks, None if beat is None or not rows else beat / per_batch, spent)
         return not over
 
     while more():

@@ -94,3 +94,32 @@ def test_a_screen_looks_at_its_interval_a_few_times_not_after_every_batch(monkey
     done = trial.run_trial(lambda s: Ones(), {}, batches=1000, warmup=1, stable=1e-9, max_seconds=0.3)
     timed = done.rows  # at least 1000 (never stable: it runs to its cap)
     assert done.ok and timed >= 1000 and len(looks) < timed / 10
+
+
+def test_a_screens_cap_counts_its_build_and_left_out_time_not_only_the_timed_span():
+    end = Ending(batches=4, min_seconds=0.05, stable=1e-9, max_seconds=1.0)
+    never = marks([0.01, 0.05] * 5)  # never settles at 1e-9; a timed span of 0.3 s
+    assert not end.done(never) and not end.done(never, spent=0.9)
+    assert end.done(never, spent=1.0)  # the loader's build and a dropped first pass took the rest
+    assert not end.done(marks([0.01] * 3), spent=5.0)  # its minimum batches still come first
+    assert not end.done(marks([0.01] * 4), spent=5.0)  # and its minimum timed span (0.04 s < 0.05 s)
+
+
+def test_a_screen_whose_loader_is_slow_to_build_ends_at_its_cap_with_a_shorter_timed_span():
+    import time
+
+    from stoker.tune.trial import run_trial
+
+    class Drifting:  # each batch slower than the last: never settles, so only the cap ends it
+        def __iter__(self):
+            for i in range(10_000):
+                time.sleep(0.001 * (1 + i / 20))
+                yield {"x": np.zeros(1)}
+
+    def make(setting):
+        time.sleep(0.6)  # a slow build (a worker pool's start): 0.6 s of the 1 s cap gone before a batch
+        return Drifting()
+
+    done = run_trial(make, {}, batches=4, warmup=1, min_seconds=0.05, stable=1e-9, max_seconds=1.0)
+    timed = done.rows / done.rate  # seconds of timed span
+    assert done.ok and timed < 1.0 - 0.6 + 0.2  # a timed span of 1 s (the cap on it alone) would be past this
