@@ -134,3 +134,21 @@ def test_bad_script_arguments_are_config_errors(script):
     with pytest.raises(ConfigError) as err:
         run_script(short(["/no/such/python"]), {})
     assert err.value.option == "command"
+
+
+def test_a_script_killed_by_sigkill_is_a_failed_trial_naming_the_oom_killer_and_the_search_goes_on(script):
+    argv, _ = script
+    killed = argv[1].replace("train.py", "killed_train.py")
+    with open(killed, "w") as f:  # 4 workers: the process is killed as the out-of-memory killer does it
+        f.write(
+            TRAIN.replace('raise MemoryError("no room for 4 workers")', "os.kill(os.getpid(), 9)").replace(
+                "import json, sys", "import json, os, sys"
+            )
+        )
+    result = tune_script(
+        [argv[0], killed, *argv[2:]], trial_batches=5, trial_seconds=0.1, stable=None, space={"num_workers": [0, 4]}
+    )
+    failed = [t for t in result.trials if not t.ok]
+    assert [t.setting for t in failed] == [{"num_workers": 4}]
+    assert "killed by SIGKILL (SIGKILL: maybe the out-of-memory killer)" in failed[0].error
+    assert result.best.setting == {"num_workers": 0}

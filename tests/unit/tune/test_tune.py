@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
+import torch
 
 import stoker
 from stoker.errors import ConfigError
@@ -231,3 +234,29 @@ def test_the_first_pass_is_warm_up_when_the_trial_goes_past_it():
     assert trial.ok and trial.rows == 8  # passes 2 and 3 (each less its first batch); none of pass 1
     whole = run_trial(lambda s: SlowFirstPass(), {}, batches=3, warmup=1)  # ends within the first pass
     assert whole.ok and whole.rows == 3000
+
+
+class _KilledInWorkers(torch.utils.data.Dataset):
+    """A Dataset whose worker processes are killed by SIGKILL (what the out-of-memory killer sends)."""
+
+    def __init__(self) -> None:
+        self.parent = os.getpid()
+
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, i: int) -> dict:
+        if os.getpid() != self.parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return {"x": torch.zeros(4)}
+
+
+def test_a_trial_whose_worker_process_is_killed_is_failed_and_the_search_goes_on():
+    dataset = _KilledInWorkers()
+    space = {"num_workers": [0, 1], "engine": ["threads", "processes"]}
+    result = tune(None, make=lambda s: stoker.Loader(dataset, 16, **s), space=space, **FAST)
+    failed = [t for t in result.trials if not t.ok]
+    assert failed and all(t.setting.get("engine", "processes") == "processes" for t in failed)  # {}: its default
+    assert all("SIGKILL" in t.error for t in failed)
+    assert result.best is not None and result.best.setting.get("engine") == "threads"
+    assert any(t.ok and t.setting == {"num_workers": 1, "engine": "threads"} for t in result.trials)
