@@ -74,12 +74,11 @@ def test_fsspec_serves_what_obstore_does_not(tmp_path):
     assert remote("memory://stoker-tests/clients").client.name == "fsspec"
 
 
-def test_large_shards_download_as_ranged_gets_and_arrive_whole(s3, tmp_path, monkeypatch):
+def test_shards_download_as_ranged_gets_and_arrive_whole(s3, tmp_path, monkeypatch):
     url = f"s3://{s3.bucket()}/st"
     v = np.random.default_rng(0).random((4000, 8))
     stoker.write(url, {"v": v}, shard_size="64KB")
-    monkeypatch.setattr(objects, "RANGED_MIN", 4096)  # every shard is "large": cut in ranges of 5000 bytes
-    monkeypatch.setattr(objects, "RANGE_BYTES", 5000)
+    monkeypatch.setattr(objects, "RANGE_BYTES", 5000)  # each shard cut in ranges of 5000 bytes
     ds = stoker.open(url, cache_dir=tmp_path, verify=True)
     assert ds.remote_stats()["client"] == "obstore"
     np.testing.assert_array_equal(ds[:]["v"], v)

@@ -27,7 +27,7 @@ by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,8 +38,8 @@ T = TypeVar("T")
 CLIENT_ENV = "STOKER_REMOTE_CLIENT"
 CLIENTS = ("auto", "obstore", "fsspec")
 OBSTORE_SCHEMES = ("s3", "s3a", "gs", "az")
-RANGED_MIN = 32 * 2**20  # objects this large download as concurrent ranged GETs (obstore)
-RANGE_BYTES = 8 * 2**20  # the size of one such range
+RANGE_BYTES = 8 * 2**20  # the size of one ranged GET of a download (obstore; a multiple of BLOCK)
+RANGES_AT_ONCE = 4  # ranged GETs of one download in flight (and in memory) at once
 STREAM_CHUNK = 2**20  # the least a streamed GET hands back at once (obstore gathers smaller network reads)
 BLOCK = 4 * 2**20  # downloads are written one aligned block of the file per write() (see _AlignedWrites)
 _S3_KEYS = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token", "endpoint_url": "endpoint"}
@@ -100,26 +100,31 @@ class ObstoreClient:
     def download(
         self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
     ) -> None:
-        """The object into ``local``: one streamed GET, or concurrent ranged GETs when ``size`` is large.
+        """The object into ``local``: ranged GETs of :data:`RANGE_BYTES` when ``size`` is known (up to
+        :data:`RANGES_AT_ONCE` at once), else one streamed GET.
 
         Each piece is written as it arrives and handed to ``seen`` (a checksum taken on the way:
-        the file is never read back).
+        the file is never read back). Ranges start on :data:`BLOCK` boundaries, so each piece is
+        written straight from obstore's buffer; a stream's pieces, cut by the network, are copied
+        into aligned blocks first.
         """
         import obstore
 
         def run() -> None:
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                pieces: Iterable[Any]
-                if size is not None and size >= RANGED_MIN:
-                    starts = list(range(0, size, RANGE_BYTES))
-                    ends = [min(s + RANGE_BYTES, size) for s in starts]
-                    pieces = obstore.get_ranges(self.store, name, starts=starts, ends=ends, coalesce=0)
-                else:
-                    pieces = obstore.get(self.store, name).stream(min_chunk_size=STREAM_CHUNK)
                 out = _AlignedWrites(fd, seen)
-                for piece in pieces:
-                    out.add(memoryview(piece))
+                if size:
+                    starts = list(range(0, size, RANGE_BYTES))
+                    for g in range(0, len(starts), RANGES_AT_ONCE):
+                        group = starts[g : g + RANGES_AT_ONCE]
+                        ends = [min(s + RANGE_BYTES, size) for s in group]
+                        ranges = obstore.get_ranges(self.store, name, starts=group, ends=ends, coalesce=0)
+                        for end, piece in zip(ends, ranges):
+                            out.add(memoryview(piece), last=end == size)
+                else:
+                    for chunk in obstore.get(self.store, name).stream(min_chunk_size=STREAM_CHUNK):
+                        out.add(memoryview(chunk))
                 out.flush()
             finally:
                 os.close(fd)
@@ -163,8 +168,13 @@ class _AlignedWrites:
         self.fd, self.seen = fd, seen
         self.buf = memoryview(bytearray(BLOCK))
         self.fill = 0
+        self.copied = 0  # bytes that went through the block buffer (a copy in Python, holding the GIL)
 
-    def add(self, piece: memoryview) -> None:
+    def add(self, piece: memoryview, last: bool = False) -> None:
+        """Write ``piece``, the next bytes of the file; ``last``: the file ends with it."""
+        if last and self.fill == 0:  # at a block boundary, the file's end: one write, no copy
+            self._out(piece)
+            return
         while piece:
             if self.fill == 0 and len(piece) >= BLOCK:  # at a block boundary: whole blocks need no copy
                 n = len(piece) - len(piece) % BLOCK
@@ -174,6 +184,7 @@ class _AlignedWrites:
             k = min(BLOCK - self.fill, len(piece))
             self.buf[self.fill : self.fill + k] = piece[:k]
             self.fill += k
+            self.copied += k
             piece = piece[k:]
             if self.fill == BLOCK:
                 self.flush()
