@@ -14,7 +14,12 @@ For each, in this order:
             5 s / the grid's best; then the same with engine="auto" too (the grid searches the engine,
             the online tuner does not: without it the source's own engine stays); and the grid's best
             setting, fixed, read the same way (the grid's best rate is the best of many 1 s trials, so
-            noise lifts it: this is what that setting sustains over RAMP_S seconds read like the ramp)
+            noise lifts it: this is what that setting sustains over RAMP_S seconds read like the ramp).
+            Each also *steady*: the same figures with time counted as the grid's trials count it
+            (stoker/tune/trial.py: each later pass's restart, the span ending with its first batch, left
+            out), so that they compare with the grid's best; the epochs here are short (38-125
+            batches), and a pass restart (the last pass's close, the workers' start, the pipeline's
+            fill) is a share of the time that the grid's best does not include
   change    the auto loader (fresh) under a simulated step of 4*F ms for CHANGE_AT seconds, then F ms
             (4x faster) for CHANGE_AFTER seconds; F is chosen so that the fast step asks for a third of the
             grid's best rate (with the GIL-holding step, half was more than any fixed setting delivered
@@ -33,7 +38,7 @@ Other engineers share these 2 cores: rates drift; read the ratios with that in m
 average printed with them.
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_tune_online.py [--data data] [--only photos,fly]
-        [--step-kind python,sleep] [--no-ramp]
+        [--step-kind python,sleep] [--no-ramp] [--no-change]
 """
 
 from __future__ import annotations
@@ -77,35 +82,50 @@ STEPS: dict[str, Callable[[float], None]] = {"python": busy_step, "sleep": sleep
 
 def read_for(
     loader: Any, seconds: float, step_ms: Callable[[float], float], step: Callable[[float], None] = busy_step
-) -> list[tuple[float, int, float]]:
+) -> list[tuple[float, int, float, float, bool]]:
     """Read ``loader`` (new passes as epochs end) for ``seconds``, running ``step(step_ms(t))`` after each
-    batch: per batch (time since start, rows, wait)."""
-    out: list[tuple[float, int, float]] = []
+    batch: per batch (time since start, rows, wait, when its step ended, whether it began a later pass)."""
+    out: list[tuple[float, int, float, float, bool]] = []
     t0 = time.perf_counter()
+    later = False
     while time.perf_counter() - t0 < seconds:
         it = iter(loader)
+        first = later
         while True:
             asked = time.perf_counter()
             batch = next(it, None)
             if batch is None:
                 break
             got = time.perf_counter()
-            out.append((got - t0, rows_of(batch), got - asked))
+            rows = rows_of(batch)
             del batch
             step(step_ms(got - t0))
+            out.append((got - t0, rows, got - asked, time.perf_counter() - t0, first))
+            first = False
             if time.perf_counter() - t0 >= seconds:
                 break
         it.close()
+        later = True
     return out
 
 
 class Log:
-    """Per batch: when it came (seconds since the start), its rows, the consumer's wait for it; sums over spans."""
+    """Per batch: when it came (seconds since the start), its rows, the consumer's wait for it; sums over spans.
 
-    def __init__(self, rows: list[tuple[float, int, float]]) -> None:
+    The *steady* rate counts time as ``stoker.tune``'s trials do (``stoker/tune/trial.py``), so that it
+    compares with the grid's best: from one step's end to the next, leaving out the span that ends with
+    a later pass's first batch (the pass's restart: the previous pass's close, its workers' start, its
+    first read)."""
+
+    def __init__(self, rows: list[tuple[float, int, float, float, bool]]) -> None:
         self.at = np.array([r[0] for r in rows])
         self.rows = np.concatenate([[0], np.cumsum([r[1] for r in rows])])
         self.waits = np.concatenate([[0.0], np.cumsum([r[2] for r in rows])])
+        done = np.array([r[3] for r in rows])
+        spans = np.diff(done, prepend=0.0)
+        spans[[r[4] for r in rows]] = 0.0
+        self.timed = np.concatenate([[0.0], np.cumsum(spans)])
+        self.restarts = int(sum(r[4] for r in rows))
 
     def _span(self, start: float, end: float) -> tuple[int, int]:
         return int(np.searchsorted(self.at, start, "right")), int(np.searchsorted(self.at, end, "right"))
@@ -114,6 +134,12 @@ class Log:
         """Rows per second over ``(end - span, end]``."""
         i, j = self._span(end - span, end)
         return float(self.rows[j] - self.rows[i]) / span
+
+    def steady_rate(self, end: float, span: float) -> float:
+        """Rows per second over the batches of ``(end - span, end]``, pass restarts left out (as the grid's trials)."""
+        i, j = self._span(end - span, end)
+        timed = float(self.timed[j] - self.timed[i])
+        return float(self.rows[j] - self.rows[i]) / timed if timed > 0 else 0.0
 
     def wait_share(self, start: float, end: float) -> float:
         """The consumer's wait over ``(start, end]`` / its length."""
@@ -129,10 +155,14 @@ def ramp(make: Make, best: float, setting: dict[str, Any] = AUTO) -> dict[str, A
     finally:
         loader.close()
     reached = next((at for at in log.at if at >= TRAIL_S and log.rate(at, TRAIL_S) >= 0.9 * best), None)
+    steady = next((at for at in log.at if at >= TRAIL_S and log.steady_rate(at, TRAIL_S) >= 0.9 * best), None)
     end = log.at[-1]
     return {
         "time_to_0.9x_s": None if reached is None else float(reached),
         "last5_over_best": log.rate(end, 5.0) / best,
+        "steady_time_to_0.9x_s": None if steady is None else float(steady),
+        "steady_last5_over_best": log.steady_rate(end, 5.0) / best,
+        "pass_restarts": log.restarts,
         "settings": None if tuning is None else (tuning.workers, tuning.prefetch),
         "decisions": [] if tuning is None else [str(d) for d in tuning.decisions],
     }
@@ -167,11 +197,12 @@ def main() -> None:
         "--step-kind", default="python,sleep", help="the change phase's steps, comma-separated: python, sleep"
     )
     ap.add_argument("--no-ramp", action="store_true", help="skip the ramp phases (grid and change only)")
+    ap.add_argument("--no-change", action="store_true", help="skip the change phases (grid and ramp only)")
     ap.add_argument("--trial-seconds", type=float, default=1.0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--verbose", action="store_true", help="print the tuner's decisions")
     args = ap.parse_args()
-    kinds = args.step_kind.split(",")
+    kinds = [] if args.no_change else args.step_kind.split(",")
     unknown = [k for k in kinds if k not in STEPS]
     if unknown:
         ap.error(f"--step-kind {','.join(unknown)}: not one of {', '.join(STEPS)}")
@@ -212,6 +243,18 @@ def main() -> None:
                 f"t(0.9x) {'never' if t09e is None else f'{t09e:.1f} s'}, "
                 f"last5/best {r_engine['last5_over_best']:.2f}, ends at {r_engine['settings']}; "
                 f"the grid's best fixed, read the same way: last5/best {r_fixed['last5_over_best']:.2f})",
+                flush=True,
+            )
+
+            def steady(r: dict[str, Any]) -> str:
+                t = r["steady_time_to_0.9x_s"]
+                return f"t(0.9x) {'never' if t is None else f'{t:.1f} s'}, last5/best {r['steady_last5_over_best']:.2f}"
+
+            print(
+                f"{'':<9} steady (pass restarts left out, as the grid's trials time): auto {steady(r)}; "
+                f"engine='auto' too {steady(r_engine)}; the grid's best fixed {steady(r_fixed)}; "
+                f"pass restarts in 15 s: {r['pass_restarts']}, {r_engine['pass_restarts']}, {r_fixed['pass_restarts']}; "
+                f"load {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
         for step_kind in kinds:
