@@ -1,4 +1,4 @@
-"""The online tuner's records (``pipeline/autotune.py``): its bounds, one window's figures (counted,
+"""The online tuner's records (``pipeline/autotune.py``, ``pipeline/autotune_policy.py``): its bounds, one window's figures (counted,
 then measured), a change still to verify, one decision, and the report ``loader.report()`` gives with ``"auto"`` settings."""
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ class Decision:
         at: ``time.perf_counter()`` when it was made.
         since_start: seconds since the tuner's first pass began.
         action: ``"add worker"`` (one or more, to the estimate), ``"retire worker"`` (one or more),
-            ``"deepen"``, ``"inline"``, ``"undo"``, ``"hold"``, ``"step changed"`` or ``"fixed"``
+            ``"drop worker"`` (one fewer while the consumer waits), ``"deepen"``, ``"inline"``,
+            ``"undo"``, ``"hold"``, ``"step changed"`` or ``"fixed"``
             (a setting picked once, not tuned).
         workers, prefetch: the settings from now on.
         wait_share: the consumer's wait share over the window.
