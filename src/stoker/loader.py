@@ -309,17 +309,10 @@ class Loader:
             self.transfer.is_cuda and self.transfer.pin_memory,
         )
         fn = work if calibration is None else calibration.timed(work)
-        executor = Executor(
-            fn if tuner is None or engine == "processes" else tuner.timed(fn),  # processes: not timed here
-            engine,
-            workers,
-            max(1, workers) * self.prefetch_factor,
-            cfg.timeout or None,
-            "read",
-            cfg.persistent_workers and calibration is None,
-            slots,
-            None if tuner is None else tuner.knobs,
-        )
+        timed = fn if tuner is None or engine == "processes" else tuner.timed(fn)  # processes: not timed here
+        depth, knobs = max(1, workers) * self.prefetch_factor, None if tuner is None else tuner.knobs
+        persistent = cfg.persistent_workers and calibration is None
+        executor = Executor(timed, engine, workers, depth, cfg.timeout or None, "read", persistent, slots, knobs)
         if calibration is not None:
             return executor
         if cfg.persistent_workers:
