@@ -187,7 +187,15 @@ def _why(trials: ScriptTrials, found: dict[str, Any] | None, code: int, timed_ou
         )
     if got == 0:
         return "the script built no stoker loader that handed out a batch"
+    if got < need:
+        return (
+            f"the script ended after {got} batches of its first stoker loader; a trial needs {need} "
+            "(lower --trial-batches, or let the script run longer)"
+        )
+    cap = f" (or {trials.max_seconds:g} s)" if trials.max_seconds else ""
+    stable = f" and a rate known within {trials.stable:.0%}{cap}" if trials.stable else ""
     return (
-        f"the script ended after {got} batches of its first stoker loader; a trial needs {need} "
-        "(lower --trial-batches, or let the script run longer)"
+        f"the script ended after {got} batches of its first stoker loader, before the trial's end: "
+        f"{trials.batches} timed batches over at least {trials.min_seconds:g} s{stable} (lower --trial-seconds, "
+        "pass --stable 0, or let the script run longer)"
     )

@@ -106,6 +106,24 @@ def test_a_script_that_ends_before_the_trial_is_a_failed_trial_saying_so(tmp_pat
     assert not run.trial.ok and "ended after 2 batches" in run.trial.error and "needs 7" in run.trial.error
 
 
+def test_a_script_with_the_batches_but_not_the_seconds_is_told_the_seconds(tmp_path, script):
+    # 8 batches of 50 rows come at once; the trial also wants 1000 s of them: the batch count is not the reason
+    _, _ = script
+    path = tmp_path / "fast.py"
+    path.write_text(
+        textwrap.dedent(f"""
+        import stoker
+        for batch in stoker.Loader({str(tmp_path / "store")!r}, 50):
+            pass
+        """)
+    )
+    trials = ScriptTrials((sys.executable, str(path)), batches=5, warmup=2, min_seconds=1000.0, stable=None)
+    run = run_script(trials, {})
+    assert not run.trial.ok and "ended after 8 batches" in run.trial.error
+    assert "at least 1000 s" in run.trial.error and "--trial-seconds" in run.trial.error
+    assert "needs 7" not in run.trial.error
+
+
 def test_a_torch_dataloader_is_refused_with_its_settings(tmp_path):
     path = tmp_path / "torch_train.py"
     path.write_text(
