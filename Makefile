@@ -7,7 +7,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# torch is pinned for development and CI: on these machines 2.13.0 resolves to a CPU build.
+# torch is pinned for development and CI. Which build pip takes depends on the index: PyPI's Linux
+# wheel is a CUDA build (about 2.7 GB of nvidia libraries); a CPU wheel found in PIP_FIND_LINKS may win.
 TORCH ?= torch==2.13.0
 DATA ?= data
 
