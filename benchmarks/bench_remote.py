@@ -226,6 +226,13 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=10, help="warm epoch pairs per round, local and remote in turns")
     ap.add_argument("--server", choices=("moto", "s3rver", "nginx"), default="moto", help="what serves the objects")
     ap.add_argument("--s3rver", metavar="EXE", help="s3rver's executable (implies --server s3rver)")
+    ap.add_argument(
+        "--traffic",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="measure the shard traffic per cache_limit (default: only for stores of at most 256 MiB: with the "
+        "default order a small cache re-fetches the store ~200 times an epoch)",
+    )
     ap.add_argument("--nginx", metavar="EXE", default=shutil.which("nginx") or "/usr/sbin/nginx")
     args = ap.parse_args()
     if args.s3rver:
@@ -332,6 +339,9 @@ def main() -> None:
             "defaults (block_size 4096, window 16)": {},
             f"block_size {per_shard} (a shard), window 4": {"block_size": per_shard, "window": 4},
         }
+        if not (args.traffic if args.traffic is not None else args.mb <= 256):
+            print("shard traffic: not measured (--no-traffic, or a store over 256 MiB; --traffic measures it)")
+            orders = {}
         for label, order in orders.items():
             for shards in (2, 4, 6, 8, None):
                 limit = None if shards is None else shards * shard
