@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.errors import ConfigError, StoreError, StoreWriteError
+from stoker.store.replace import pid_alive
 from stoker.store.sizes import parse_size
 
 DEFAULT_CACHE_LIMIT = 50 * 2**30
@@ -300,15 +301,7 @@ def _alive(part: str) -> bool:
         pid = int(part.rsplit("-", 1)[1])
     except (IndexError, ValueError):
         return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _fmt(n: int) -> str:

@@ -58,7 +58,8 @@ def hidden_dir(dest: Path, kind: str) -> Path:
     return dest.parent / f".{dest.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (this one does; another user's counts as running: not ours to judge)."""
     if pid == os.getpid():
         return True
     try:
@@ -79,7 +80,7 @@ def _leftovers(dest: Path) -> list[tuple[str, Path]]:
     out = []
     for entry in entries:
         m = _HIDDEN.fullmatch(entry.name)
-        if m and m.group("name") == dest.name and not _alive(int(m.group("pid"))):
+        if m and m.group("name") == dest.name and not pid_alive(int(m.group("pid"))):
             out.append((m.group("kind"), Path(entry.path)))
     return out
 
@@ -210,4 +211,5 @@ __all__ = [
     "replace_dir",
     "check_writable",
     "unwritable",
+    "pid_alive",
 ]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError
+from stoker.store.replace import pid_alive
 
 MEMORY_ENV = "STOKER_TEXT_CACHE_MEMORY"
 DEFAULT_MEMORY = 1 << 30
@@ -57,21 +58,11 @@ def sweep_stale(directory: str | None = None) -> int:
         if not name.startswith(PREFIX):
             continue
         pid = name[len(PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             continue
         shutil.rmtree(os.path.join(base, name), ignore_errors=True)
         removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: not ours to judge
-    return True
 
 
 class SpillDir:
