@@ -54,4 +54,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.verify:
         con.print(f"verified: all {ds.num_shards} shards match their checksums", style="green")
+    else:
+        con.print("checksums not checked: --verify reads every shard and checks it", style="dim")
     return 0
