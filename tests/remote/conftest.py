@@ -97,3 +97,10 @@ def s3(s3_server, monkeypatch):
     yield s3_server
     if s3_server.server is None:
         s3_server.start()
+
+
+@pytest.fixture
+def obstore_client(monkeypatch):
+    """Remote stores read and written through obstore (``STOKER_REMOTE_CLIENT=obstore``)."""
+    pytest.importorskip("obstore", reason="these runs need obstore: pip install 'stoker[remote]'")
+    monkeypatch.setenv("STOKER_REMOTE_CLIENT", "obstore")

@@ -13,11 +13,7 @@ import pytest
 import stoker
 from stoker.store import objects, remote
 
-
-@pytest.fixture(autouse=True)
-def _obstore(monkeypatch):
-    pytest.importorskip("obstore", reason="these runs need obstore: pip install 'stoker[remote]'")
-    monkeypatch.setenv("STOKER_REMOTE_CLIENT", "obstore")
+pytestmark = pytest.mark.usefixtures("obstore_client")
 
 
 def test_a_downloaded_shard_is_checked_without_reading_its_file_back(s3, tmp_path, monkeypatch):

@@ -13,11 +13,7 @@ import pytest
 import stoker
 from stoker.store import objects
 
-
-@pytest.fixture(autouse=True)
-def _obstore(monkeypatch):
-    pytest.importorskip("obstore", reason="these runs need obstore: pip install 'stoker[remote]'")
-    monkeypatch.setenv("STOKER_REMOTE_CLIENT", "obstore")
+pytestmark = pytest.mark.usefixtures("obstore_client")
 
 
 def test_a_shard_arrives_in_aligned_ranges_with_no_copy(s3, tmp_path, monkeypatch):
