@@ -135,11 +135,12 @@ def summary(
     ds = Store(result.path, storage_options=storage_options)
     where = as_url(result.path) if is_remote(result.path) else result.path  # s3://, not pathlib's s3:/
     seconds = result.seconds
-    rate = f", {source_bytes / seconds / 1e6:,.0f} MB/s of input" if source_bytes and seconds > 0 else ""
+    rate = f", {human_bytes(source_bytes / seconds)}/s of input" if source_bytes and seconds > 0 else ""
+    took = f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1e3:.0f} ms"  # not "0.0 s" for a small input
     skip = f"; {result.skipped:,} skipped{f' ({skipped})' if skipped else ''}" if result.skipped else ""
     print(
         f"wrote {where}: {result.rows:,} {noun}, {ds.num_shards} shard{'' if ds.num_shards == 1 else 's'}, "
-        f"{human_bytes(ds.nbytes)} in {seconds:.1f} s{rate}{skip}"
+        f"{human_bytes(ds.nbytes)} in {took}{rate}{skip}"
     )
     print(f"  {ds}")
 
