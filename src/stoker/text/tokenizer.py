@@ -152,7 +152,7 @@ class TextTokenizer:
             for i in long:
                 encs[i], cut[i] = self._encode_long(texts[i], inputs[i], encs[i], special_tokens)
             if cut.any():
-                self._warn_once(int(cut.sum()))
+                self._warn_once()
         rows = [e.ids for e in encs]
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -183,14 +183,15 @@ class TextTokenizer:
                 enc = self.tokenizer.encode_batch_fast([prefix], add_special_tokens=special_tokens)[0]
         return enc, True
 
-    def _warn_once(self, count: int) -> None:
+    def _warn_once(self) -> None:
         if self._warned[0]:
             return
         self._warned[0] = True
         warnings.warn(
-            f"{count} line(s) longer than {self.cut_at:,} characters were tokenized from their first part only "
-            f"(their ids are those of the whole line cut to max_length={self.max_length}); report() and a "
-            "converted store's metadata count them as cut_lines. This warning is shown once per tokenizer.",
+            f"lines longer than {self.cut_at:,} characters are tokenized from their first part only (their ids "
+            f"are those of the whole line cut to max_length={self.max_length}); report() and a converted "
+            "store's metadata count them as cut_lines. This warning is shown once per tokenizer, at the first "
+            "such line.",
             LongLineWarning,
             stacklevel=3,
         )

@@ -178,7 +178,7 @@ def test_pairs_and_unsuitable_tokenizers_are_never_cut():
 def test_the_loader_report_and_the_store_metadata_count_cut_lines(tmp_path):
     rng = random.Random(4)
     texts = [sentence(rng, 5) for _ in range(9)] + [sentence(rng, 20_000)]
-    with pytest.warns(LongLineWarning, match="1 line"):
+    with pytest.warns(LongLineWarning, match="count them as cut_lines"):
         loader = stoker.text.Loader(texts, batch_size=5, max_length=32, shuffle=False)
         for _ in loader:
             pass
@@ -188,3 +188,17 @@ def test_the_loader_report_and_the_store_metadata_count_cut_lines(tmp_path):
         result = stoker.convert.text(texts, tmp_path / "store", max_length=32)
     assert result.report["cut_lines"] == 1
     assert stoker.open(tmp_path / "store").metadata["stoker.text"]["cut_lines"] == 1
+
+
+def test_the_warning_gives_no_count_that_the_epoch_outgrows(tmp_path):
+    """The warning is raised once, at the first long line: it read "1 line(s) longer than ..." while the
+    epoch cut 3. It names no count now; report() has the epoch's."""
+    rng = random.Random(5)
+    texts = [sentence(rng, 20_000) if i % 5 == 0 else sentence(rng, 5) for i in range(15)]
+    with pytest.warns(LongLineWarning) as got:
+        loader = stoker.text.Loader(texts, batch_size=5, max_length=32, shuffle=False)
+        for _ in loader:
+            pass
+    assert loader.report().cut_lines == 3
+    (message,) = [str(w.message) for w in got if w.category is LongLineWarning]
+    assert "line(s)" not in message and message.startswith("lines longer than"), message
