@@ -88,3 +88,23 @@ def test_demo_images_names_the_engine_its_loader_runs_on(tmp_path, capsys):
         stoker.vision.ImageSource(tmp_path / "stores" / "photos", [stoker.vision.RandomResizedCrop(224)]), batch_size=8
     ).engine
     assert f"flip, {engine})" in out  # it said "threads" whatever the engine was
+
+
+def test_a_val_split_takes_the_train_store_s_classes(tmp_path, capsys):
+    """--label-names-from TRAIN_STORE: a val folder missing a class numbers the others as train did."""
+    import shutil
+
+    train, val = make_folder(tmp_path / "t"), make_folder(tmp_path / "v")
+    shutil.rmtree(val / "ant")
+    assert main(["convert", "images", str(train), str(tmp_path / "tr")]) == 0
+    assert main(["convert", "images", str(val), str(tmp_path / "va"), "--label-names-from", str(tmp_path / "tr")]) == 0
+    assert "classes  3: ant, moth, zebra" in capsys.readouterr().out
+    assert stoker.open(tmp_path / "va").metadata["class_to_idx"] == {"ant": 0, "moth": 1, "zebra": 2}
+    assert main(["convert", "images", str(val), str(tmp_path / "v2"), "--label-names", "moth,zebra,ant"]) == 0
+    assert stoker.open(tmp_path / "v2").metadata["class_to_idx"] == {"moth": 0, "zebra": 1, "ant": 2}
+    capsys.readouterr()
+    stoker.write(tmp_path / "plain", {"x": np.arange(4)})
+    assert (
+        main(["convert", "images", str(val), str(tmp_path / "v3"), "--label-names-from", str(tmp_path / "plain")]) == 1
+    )
+    assert "has no label names" in capsys.readouterr().err

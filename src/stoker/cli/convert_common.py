@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stoker.cli.output import human_bytes
+from stoker.errors import ConfigError
 
 
 def kind_parser(
@@ -147,3 +148,59 @@ def summary(
 
 def warn(message: str) -> None:
     print(f"stoker: {message}", file=sys.stderr)
+
+
+def label_names_options(p: argparse.ArgumentParser, what: str, store_kind: str) -> None:
+    """``--label-names`` / ``--label-names-from``: one map for train and val (``what``: "label names"
+    or "class names"; ``store_kind``: the store the names are read from)."""
+    names = p.add_mutually_exclusive_group()
+    names.add_argument(
+        "--label-names",
+        default=None,
+        metavar="A,B,...",
+        help=f"{what} in id order, to give train and val one map (default: the names found, sorted): "
+        'comma-separated, or a JSON list for names holding commas (\'["Chandler, Joey", "Monica"]\')',
+    )
+    names.add_argument(
+        "--label-names-from",
+        default=None,
+        metavar="STORE",
+        help=f"the {what} of an existing {store_kind} (the train split's), so that this split gets its map",
+    )
+
+
+def label_names(args: argparse.Namespace) -> list[str] | None:
+    """The label names asked for: ``--label-names`` (comma-separated or a JSON list) or those of ``--label-names-from``."""
+    if args.label_names_from is not None:
+        return names_of_store(args.label_names_from, args.storage_options)
+    text = args.label_names
+    if text is None or not text.lstrip().startswith("["):
+        return split_list(text)
+    try:
+        names = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"--label-names {text!r} starts with '[' but is not a JSON list ({exc}); give "
+            '\'["name, with comma", "other"]\' or A,B,C',
+            option="label_names",
+        ) from None
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ConfigError(f"--label-names {text!r}: a JSON list of strings is expected", option="label_names")
+    return names
+
+
+def names_of_store(path: str, storage_options: Mapping[str, Any] | None) -> list[str]:
+    """The label names (id order) that the store at ``path`` was written with: a text store's
+    ``label_names``, an image store's ``classes``; ConfigError when it has none."""
+    import stoker
+    from stoker.store.location import is_remote
+
+    meta = stoker.open(path, storage_options=storage_options if is_remote(path) else None).metadata
+    names = (meta.get("stoker.text") or {}).get("label_names") or meta.get("classes")
+    if not names:
+        raise ConfigError(
+            f"--label-names-from {path}: that store has no label names (neither a text store written with "
+            "labels nor an image store of class folders); give the train split's store, or --label-names",
+            option="label_names_from",
+        )
+    return [str(name) for name in names]

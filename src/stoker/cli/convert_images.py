@@ -10,7 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from stoker.cli.convert_common import kind_parser, on_error_option, shared, shared_options, summary
+from stoker.cli.convert_common import (
+    kind_parser,
+    label_names,
+    label_names_options,
+    on_error_option,
+    shared,
+    shared_options,
+    summary,
+)
 
 
 def _size(text: str) -> int | tuple[int, int]:
@@ -46,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quality", type=int, default=90, help="JPEG quality of re-encoded images (default 90)")
     p.add_argument("--labels", default=None, help="a CSV (file,label) or JSON labels file for a flat folder")
+    label_names_options(p, "class names", "image or text store")
     on_error_option(p, help="a bad image stops the conversion (raise) or is skipped and reported")
     shared_options(p, workers="decoding threads (default: the usable cores; 0: in this thread)")
     p.set_defaults(func=run)
@@ -62,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         max_side=args.max_side,
         quality=args.quality,
         labels=args.labels,
+        label_names=label_names(args),
         on_error=args.on_error,
         **shared(args),
     )

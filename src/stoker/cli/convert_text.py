@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
-from stoker.cli.convert_common import kind_parser, shared, shared_options, split_list, summary
-from stoker.errors import ConfigError
-from stoker.store.location import is_remote
+from stoker.cli.convert_common import kind_parser, label_names, label_names_options, shared, shared_options, summary
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,20 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="column holding the label ('auto': 'label' when present; 'none': no label)",
     )
-    names = p.add_mutually_exclusive_group()
-    names.add_argument(
-        "--label-names",
-        default=None,
-        metavar="A,B,...",
-        help="label names in id order, to give train and val one map (default: the names found, sorted): "
-        'comma-separated, or a JSON list for names holding commas (\'["Chandler, Joey", "Monica"]\')',
-    )
-    names.add_argument(
-        "--label-names-from",
-        default=None,
-        metavar="STORE",
-        help="the label names of an existing text store (the train split's), so that this split gets its map",
-    )
+    label_names_options(p, "label names", "text store")
     p.add_argument("--keep-empty", action="store_true", help="keep empty lines (default: skip and count them)")
     p.add_argument(
         "--encoding-errors",
@@ -88,38 +71,3 @@ def run(args: argparse.Namespace) -> int:
     if info.get("label_names"):  # a JSON list: names may hold commas
         print(f"  labels (id order): {json.dumps(list(info['label_names']), ensure_ascii=False)}")
     return 0
-
-
-def label_names(args: argparse.Namespace) -> list[str] | None:
-    """The label names asked for: ``--label-names`` (comma-separated or a JSON list) or those of ``--label-names-from``."""
-    if args.label_names_from is not None:
-        return names_of_store(args.label_names_from, args.storage_options)
-    text = args.label_names
-    if text is None or not text.lstrip().startswith("["):
-        return split_list(text)
-    try:
-        names = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(
-            f"--label-names {text!r} starts with '[' but is not a JSON list ({exc}); give "
-            '\'["name, with comma", "other"]\' or A,B,C',
-            option="label_names",
-        ) from None
-    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise ConfigError(f"--label-names {text!r}: a JSON list of strings is expected", option="label_names")
-    return names
-
-
-def names_of_store(path: str, storage_options: Mapping[str, Any] | None) -> list[str]:
-    """The label names (id order) that the text store at ``path`` was written with; ConfigError when it has none."""
-    import stoker
-
-    from_store = stoker.open(path, storage_options=storage_options if is_remote(path) else None)
-    names = (from_store.metadata.get("stoker.text") or {}).get("label_names")
-    if not names:
-        raise ConfigError(
-            f"--label-names-from {path}: that store has no label names (it is not a text store written with "
-            "labels); give the train split's text store, or --label-names",
-            option="label_names_from",
-        )
-    return [str(name) for name in names]

@@ -54,6 +54,8 @@ def images(
     max_side: int | None = None,
     quality: int = 90,
     labels: Any = None,
+    label_names: Sequence[str] | None = None,
+    class_to_idx: Mapping[str, int] | None = None,
     on_error: str = "raise",
     max_pixels: int | None = None,
     overwrite: bool = False,
@@ -75,6 +77,10 @@ def images(
         max_side: encoded: re-encode images whose longer side exceeds this (None keeps all sizes).
         quality: JPEG quality (1-100) of re-encoded images.
         labels: for a flat folder or a list of paths: a CSV/JSON file, a mapping or a list.
+        label_names, class_to_idx: the class map (names in id order, or a dict name -> id), to
+            share one map between splits (a val folder missing a class numbers the others as
+            train did); without one, the class folders' (or label names') sorted order. A class
+            outside a given map is an InputError naming it.
         on_error: ``"raise"`` stops at the first bad file (ImageError naming it); ``"skip"``
             leaves it out and reports it.
         max_pixels: images larger than this are refused as enormous (None: 2**27).
@@ -84,10 +90,12 @@ def images(
     records: row, file, reason), ``ignored`` (non-image files found) and ``classes``.
     """
     from stoker.convert import from_images
+    from stoker.labels import label_map
 
+    names = label_map(label_names, class_to_idx)
     store_opts = from_images.ImageStoreOptions(mode, size, max_side, quality, on_error, max_pixels)
     shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata, storage_options)
-    return _timed(from_images.convert, src, store, labels, store_opts, shared)
+    return _timed(from_images.convert, src, store, labels, store_opts, shared, names)
 
 
 def text(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -147,7 +147,12 @@ class _Converter:
 
 
 def convert(
-    src: Any, store: str | os.PathLike[str], labels: Any, opts: ImageStoreOptions, options: ConvertOptions
+    src: Any,
+    store: str | os.PathLike[str],
+    labels: Any,
+    opts: ImageStoreOptions,
+    options: ConvertOptions,
+    names: Sequence[str] | None = None,
 ) -> ConvertResult:
     """Write the images of ``src`` as a store at ``store``; see the module docstring.
 
@@ -160,8 +165,9 @@ def convert(
         opts: how each image is written.
         options: the shared options; ``workers``: threads (None: the usable cores; 0: this
             thread); ``progress`` counts files done (written or skipped).
+        names: the class names in id order to number labels by (None: the found classes, sorted).
     """
-    images = find_images(src, labels)
+    images = find_images(src, labels, names=names)
     if len(images) == 0:
         raise EmptyDatasetError(f"no image files found in {src!r}")
     convert_chunk = _Converter(images, opts)

@@ -204,6 +204,8 @@ def images(
     max_side: int | None = None,
     quality: int = 90,
     labels: Any = None,
+    label_names: Sequence[str] | None = None,
+    class_to_idx: Mapping[str, int] | None = None,
     on_error: str = "raise",
     max_pixels: int | None = None,
     partitions: int | None = None,
@@ -226,6 +228,7 @@ def images(
     import xxhash
 
     from stoker.convert.from_images import ImageStoreOptions
+    from stoker.labels import label_map
     from stoker.vision.finder import find_images
     from stoker.vision.readers import Skipped
 
@@ -234,7 +237,7 @@ def images(
     target = _Target.of(store, staging, storage_options, overwrite)
     _check_run(partitions, cpus_per_task, retries)
     stage, dest = target.staging, target.dest
-    found = find_images(src, labels)
+    found = find_images(src, labels, names=label_map(label_names, class_to_idx))
     if len(found) == 0:
         raise EmptyDatasetError(f"no image files found in {src!r}")
     opts = ImageStoreOptions(mode, size, max_side, quality, on_error, max_pixels)

@@ -7,6 +7,12 @@
 * a list of paths, with or without labels;
 * a torchvision-style dataset object with ``samples`` (and ``classes``/``class_to_idx``).
 
+A second split (val beside train) numbers its classes as the first did only if it has the same
+class folders: the sorted names of *its* folders are the rule, as in torchvision. Pass the first
+split's map (``names``: the class names in id order; ``stoker.convert.images`` and ``ImageSource``
+take it as ``label_names=``/``class_to_idx=``) and every layout numbers its labels by it: a class
+folder or label name outside it is an error naming it; classes of the map with no images are fine.
+
 Files are found by extension, as torchvision does (``IMG_EXTENSIONS``); other files are
 left out and listed in ``ImageList.ignored``. A file with an image extension that is not an
 image is found here and reported when it is read.
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stoker.errors import ConfigError, EmptyDatasetError
+from stoker.errors import ConfigError, EmptyDatasetError, InputError
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 LABEL_FILES = ("labels.csv", "labels.json")
@@ -94,19 +100,24 @@ def _is_image(name: str, extensions: Sequence[str]) -> bool:
     return name.lower().endswith(tuple(e.lower() for e in extensions))
 
 
-def image_folder(root: str | os.PathLike[str], extensions: Sequence[str] = IMG_EXTENSIONS) -> ImageList:
-    """The ImageFolder layout: ``root/<class>/**/<image>``, classes sorted by name."""
+def image_folder(
+    root: str | os.PathLike[str], extensions: Sequence[str] = IMG_EXTENSIONS, names: Sequence[str] | None = None
+) -> ImageList:
+    """The ImageFolder layout: ``root/<class>/**/<image>``, classes sorted by name, or numbered by
+    ``names`` (the class names in id order) when given."""
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder of images", option="src")
     classes = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
     if not classes:
         raise EmptyDatasetError(f"{root} has no class folders; the ImageFolder layout is root/<class>/<image>")
+    ids = {c: i for i, c in enumerate(classes)} if names is None else _ids_of(names, classes, f"{root}: class folder")
     paths: list[str] = []
     labels: list[int] = []
     ignored: list[str] = []
     empty = []
-    for idx, cls in enumerate(classes):
+    for cls in classes:
+        idx = ids[cls]
         found = 0
         for dirpath, dirnames, filenames in sorted(os.walk(root / cls, followlinks=True)):
             dirnames.sort()
@@ -124,7 +135,20 @@ def image_folder(root: str | os.PathLike[str], extensions: Sequence[str] = IMG_E
         raise EmptyDatasetError(
             f"{root}: class folder(s) {empty} hold no image with an extension in {tuple(extensions)}"
         )
-    return ImageList(tuple(paths), tuple(labels), tuple(classes), str(root), tuple(ignored))
+    kept = tuple(classes) if names is None else tuple(names)
+    return ImageList(tuple(paths), tuple(labels), kept, str(root), tuple(ignored))
+
+
+def _ids_of(names: Sequence[str], found: Iterable[str], what: str) -> dict[str, int]:
+    """``name -> id`` of the map ``names``; InputError naming the ``found`` names outside it."""
+    ids = {str(n): i for i, n in enumerate(names)}
+    outside = sorted({str(f) for f in found} - ids.keys())
+    if outside:
+        raise InputError(
+            f"{what}(s) {outside} not in the given label map {list(ids)}; add them to label_names/class_to_idx "
+            "(the first split's map), or move the files out"
+        )
+    return ids
 
 
 def read_labels(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -155,8 +179,11 @@ def read_labels(path: str | os.PathLike[str]) -> dict[str, Any]:
     return {r[0].strip(): r[1].strip() for r in rows}
 
 
-def _encode_labels(values: list[Any]) -> tuple[tuple[int, ...], tuple[str, ...] | None]:
-    """Integer labels stay as they are; names become indices of their sorted set."""
+def _encode_labels(
+    values: list[Any], names: Sequence[str] | None = None, where: str = "the labels"
+) -> tuple[tuple[int, ...], tuple[str, ...] | None]:
+    """Integer labels stay as they are; names become indices of their sorted set, or of ``names``
+    (the class names in id order; then integer labels are ids of it, and names are looked up)."""
 
     def as_int(v: Any) -> int | None:
         if isinstance(v, bool):
@@ -169,7 +196,10 @@ def _encode_labels(values: list[Any]) -> tuple[tuple[int, ...], tuple[str, ...] 
 
     ints = [i for i in (as_int(v) for v in values) if i is not None]
     if len(ints) == len(values):
-        return tuple(ints), None
+        return tuple(ints), None if names is None else tuple(str(n) for n in names)  # ImageList checks the range
+    if names is not None:
+        ids = _ids_of(names, (str(v) for v in values), f"{where}: label")
+        return tuple(ids[str(v)] for v in values), tuple(str(n) for n in names)
     classes = tuple(sorted({str(v) for v in values}))
     index = {c: i for i, c in enumerate(classes)}
     return tuple(index[str(v)] for v in values), classes
@@ -179,11 +209,13 @@ def flat_folder(
     root: str | os.PathLike[str],
     labels: str | os.PathLike[str] | Mapping[str, Any] | None = None,
     extensions: Sequence[str] = IMG_EXTENSIONS,
+    names: Sequence[str] | None = None,
 ) -> ImageList:
     """Images directly in ``root``, labeled by a CSV/JSON file or a mapping of file name to label.
 
     With a labels file, exactly the files it names are used, in its order; a named file that
     is missing is reported when read. Without labels, every image file in ``root``, sorted.
+    With ``names`` (the class names in id order), each label is looked up by its text.
     """
     root = Path(root)
     if labels is None:
@@ -194,27 +226,33 @@ def flat_folder(
     table = labels if isinstance(labels, Mapping) else read_labels(labels)
     if not table:
         raise EmptyDatasetError(f"the labels for {root} list no file")
-    names = list(table)
-    ints, classes = _encode_labels([table[n] for n in names])
-    return ImageList(tuple(str(root / n) for n in names), ints, classes, str(root))
+    where = f"the labels of {root}" if isinstance(labels, Mapping) else f"the labels file {labels}"
+    files = list(table)
+    ints, classes = _encode_labels([table[f] for f in files], names, where)
+    return ImageList(tuple(str(root / f) for f in files), ints, classes, str(root))
 
 
 def from_paths(
-    paths: Iterable[str | os.PathLike[str]], labels: Sequence[Any] | None = None, classes: Sequence[str] | None = None
+    paths: Iterable[str | os.PathLike[str]],
+    labels: Sequence[Any] | None = None,
+    classes: Sequence[str] | None = None,
+    names: Sequence[str] | None = None,
 ) -> ImageList:
-    """A list of image files, optionally with labels (integers, or names turned into classes)."""
+    """A list of image files, optionally with labels: integers (ids of ``classes`` when given), or
+    names turned into classes (sorted, or looked up in ``names``, the class names in id order)."""
     files = tuple(str(p) for p in paths)
     if labels is None:
         return ImageList(files)
     labels = list(labels)
     if classes is None:
-        ints, found = _encode_labels(labels)
+        ints, found = _encode_labels(labels, names, "the labels of the image list")
         return ImageList(files, ints, found)
     return ImageList(files, tuple(int(x) for x in labels), tuple(classes))
 
 
-def from_dataset(dataset: Any) -> ImageList:
-    """The files of a torchvision-style ImageFolder/DatasetFolder object (its ``samples``)."""
+def from_dataset(dataset: Any, names: Sequence[str] | None = None) -> ImageList:
+    """The files of a torchvision-style ImageFolder/DatasetFolder object (its ``samples``); with
+    ``names`` (the class names in id order), its labels renumbered by name (it needs ``classes``)."""
     samples = getattr(dataset, "samples", None) or getattr(dataset, "imgs", None)
     if samples is None:
         raise ConfigError(
@@ -225,19 +263,36 @@ def from_dataset(dataset: Any) -> ImageList:
     labels = tuple(int(s[1]) for s in samples)
     classes = getattr(dataset, "classes", None)
     root = getattr(dataset, "root", None)
-    return ImageList(
-        paths, labels, tuple(classes) if classes is not None else None, str(root) if root is not None else None
-    )
+    where = None if root is None else str(root)
+    if names is not None:
+        if classes is None:
+            raise ConfigError(
+                f"{type(dataset).__name__} has no .classes, so its labels cannot be renumbered by label_names; "
+                "pass its files and label names instead",
+                option="label_names",
+            )
+        ids = _ids_of(names, classes, f"{type(dataset).__name__}: class")
+        return ImageList(paths, tuple(ids[str(classes[i])] for i in labels), tuple(names), where)
+    return ImageList(paths, labels, tuple(classes) if classes is not None else None, where)
 
 
-def find_images(src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EXTENSIONS) -> ImageList:
-    """Any of the layouts above, recognized from ``src`` (and ``labels``)."""
+def find_images(
+    src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EXTENSIONS, names: Sequence[str] | None = None
+) -> ImageList:
+    """Any of the layouts above, recognized from ``src`` (and ``labels``); with ``names`` (the class
+    names in id order, see :func:`stoker.labels.label_map`), labels are numbered by that map."""
     if isinstance(src, ImageList):
+        if names is not None and src.labels is not None and tuple(src.classes or ()) != tuple(names):
+            raise ConfigError(
+                f"the ImageList's classes {list(src.classes or ())} are not the given label map {list(names)}; "
+                "build it with that map (find_images(..., names=...))",
+                option="label_names",
+            )
         return src
     if hasattr(src, "samples") or hasattr(src, "imgs"):
-        return from_dataset(src)
+        return from_dataset(src, names)
     if isinstance(src, (list, tuple)):
-        return from_paths(src, labels)
+        return from_paths(src, labels, names=names)
     if not isinstance(src, (str, os.PathLike)):
         raise ConfigError(
             f"cannot find images in a {type(src).__name__}; pass a folder, a list of paths or an ImageFolder dataset",
@@ -249,12 +304,17 @@ def find_images(src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EX
     if not root.is_dir():
         raise ConfigError(f"{root} is a file; pass a folder of images (or a list of paths)", option="src")
     if labels is not None:
-        return flat_folder(root, labels, extensions)
+        return flat_folder(root, labels, extensions, names)
     for name in LABEL_FILES:
         if (root / name).is_file():
-            return flat_folder(root, root / name, extensions)
+            return flat_folder(root, root / name, extensions, names)
     if any(e.is_dir() and not e.name.startswith(".") for e in os.scandir(root)):
-        return image_folder(root, extensions)
+        return image_folder(root, extensions, names)
+    if names is not None:
+        raise ConfigError(
+            f"{root} holds no class folders and no labels file, so a label map has no labels to number",
+            option="label_names",
+        )
     return flat_folder(root, None, extensions)
 
 

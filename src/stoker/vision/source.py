@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import numpy as np
 
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
+from stoker.labels import label_map
 from stoker.pipeline.columns import check_rows
 from stoker.pipeline.engine_choice import usable_cores
 from stoker.pipeline.source import BatchSource
@@ -46,6 +48,19 @@ from stoker.vision.readers import (
     Skipped,
     StoreBytes,
 )
+
+
+def _check_store_classes(store: Store, names: Sequence[str]) -> None:
+    """Refuse a label map that is not the one ``store`` was written with (its labels are codes of that one)."""
+    written = store.metadata.get("classes")
+    if written is None or list(written) != list(names):
+        have = "no class names" if written is None else f"the classes {list(written)}"
+        raise ConfigError(
+            f"{store.path} was written with {have}, not the given label map {list(names)}; its labels are "
+            "codes of the map it was written with: convert the images again with label_names= (or "
+            "--label-names-from TRAIN_STORE), or leave the map out",
+            option="label_names",
+        )
 
 
 def _is_store(data: Any) -> bool:
@@ -88,6 +103,10 @@ class ImageSource(BatchSource):
             paths, an :class:`~stoker.vision.finder.ImageList` or an ImageFolder-like object.
         transforms: geometric transforms (+ Normalize); see :class:`ImageOptions`.
         labels: for a flat folder: a CSV/JSON labels file or a mapping file -> label.
+        label_names, class_to_idx: image files: the class map (names in id order, or a dict name ->
+            id) to number labels by, as ``stoker.convert.images`` takes it (a val folder missing a
+            class numbers the others as train did); a store: checked against the classes it was
+            written with (a store's labels are written codes, never renumbered here).
         image_column, label_column: the store columns to read.
         with_paths: also put each row's source file in the batch, as ``batch["path"]`` (a list of str);
             by default the ``path`` column is not read.
@@ -100,6 +119,8 @@ class ImageSource(BatchSource):
         transforms: Any = None,
         *,
         labels: Any = None,
+        label_names: Sequence[str] | None = None,
+        class_to_idx: Mapping[str, int] | None = None,
         image_column: str = "image",
         label_column: str = "label",
         with_paths: bool = False,
@@ -113,6 +134,7 @@ class ImageSource(BatchSource):
         self._data: Store | ImageList  # where the rows come from: see the ``store`` and ``images`` properties
         self._labels: np.ndarray | None = None  # the labels of image files (a store's are gathered per batch)
         arrays = None
+        names = label_map(label_names, class_to_idx)
         if _is_store(data):
             self._data = store = data if isinstance(data, Store) else Store(data)
             arrays = _array_layout(store, image_column)
@@ -123,8 +145,10 @@ class ImageSource(BatchSource):
                     "kept each image's file); convert the images again, or pass with_paths=False",
                     option="with_paths",
                 )
+            if names is not None:
+                _check_store_classes(store, names)
         else:
-            self._data = images = find_images(data, labels)
+            self._data = images = find_images(data, labels, names=names)
             self.has_labels = images.labels is not None
             if images.labels is not None:
                 self._labels = np.asarray(images.labels, dtype=np.int64)
