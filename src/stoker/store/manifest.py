@@ -16,6 +16,7 @@ import xxhash
 
 from stoker.errors import ManifestError, SchemaError, StoreWriteError
 from stoker.store.kinds import Column, is_int
+from stoker.store.not_a_store import hint
 
 FORMAT_NAME = "stoker-store"
 FORMAT_VERSION = 4
@@ -100,11 +101,10 @@ class Manifest:
     def read(cls, directory: Path) -> Manifest:
         path = directory / MANIFEST_NAME
         if not path.is_file():
-            raise ManifestError(
-                f"{directory} has no {MANIFEST_NAME}: it is not a stoker store, or its writer was "
-                "interrupted before finishing (write it again)",
-                path=path,
+            what = hint(directory) or (
+                "it is not a stoker store, or its writer was interrupted before finishing (write it again)"
             )
+            raise ManifestError(f"{directory} has no {MANIFEST_NAME}: {what}", path=path)
         try:
             obj = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
         except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError

@@ -33,6 +33,7 @@ from stoker.errors import ShardError, StoreNotFoundError
 from stoker.store.format import Column, Manifest
 from stoker.store.gather import PartRunner, Plan, gather_columns
 from stoker.store.location import is_remote, local_path
+from stoker.store.not_a_store import hint
 from stoker.store.remote import open_remote
 from stoker.store.replace import recover
 from stoker.store.selection import check_indices, split_rows
@@ -100,8 +101,10 @@ class Store:
         if not self.path.exists() and not recover(self.path):  # a store hidden by a writer killed mid-swap
             raise StoreNotFoundError(f"no store at {self.path}: the path does not exist", path=self.path)
         if not self.path.is_dir():
+            what = hint(self.path)
             raise StoreNotFoundError(
-                f"{self.path} is a file; a store is a directory with a manifest.json", path=self.path
+                f"{self.path} is a file; a store is a directory with a manifest.json{f' ({what})' if what else ''}",
+                path=self.path,
             )
         self.manifest = Manifest.read(self.path)
 
