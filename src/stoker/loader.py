@@ -200,7 +200,9 @@ class Loader:
         if isinstance(self.config.num_workers, int):
             return self.config.num_workers
         auto = self.source.auto_workers(self.config.batch_size)
-        return default_workers() if auto is None else auto
+        workers = default_workers() if auto is None else auto
+        cap = self.source.max_auto_threads
+        return workers if cap is None or self.engine == "processes" else min(workers, cap)
 
     @property
     def prefetch_factor(self) -> int:

@@ -35,9 +35,13 @@ class BatchSource:
         engine: where ``read`` runs by default: ``"threads"`` (work that releases the GIL in long
             calls) or ``"processes"`` (user Python that must run in parallel). The loader's
             ``engine=`` option overrides it.
+        max_auto_threads: the most worker *threads* worth starting when the user does not say
+            (work that takes the GIL back often stops scaling on threads); the loader applies it
+            whenever its workers are threads, whichever engine the source prefers. None: no cap.
     """
 
     engine: ClassVar[str] = "threads"
+    max_auto_threads: ClassVar[int | None] = None
 
     def __len__(self) -> int:
         """Rows in the source."""

@@ -103,6 +103,10 @@ class Subset(BatchSource):
     def auto_workers(self, batch_size: int) -> int | None:
         return self.source.auto_workers(batch_size)
 
+    @property
+    def max_auto_threads(self) -> int | None:  # type: ignore[override]
+        return self.source.max_auto_threads
+
     def use_buffers(self, pool: BufferPool) -> None:
         self.source.use_buffers(pool)
 

@@ -87,7 +87,7 @@ def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | N
     )
 
 
-MAX_AUTO_WORKERS = 8  # worker threads at most, see ImageSource.auto_workers
+MAX_AUTO_WORKERS = 8  # worker threads at most by default, see ImageSource.max_auto_threads
 PATH_COLUMN = "path"  # each row's source file in stores written by stoker.convert.images
 
 
@@ -211,6 +211,10 @@ class ImageSource(BatchSource):
         return self._data if isinstance(self._data, ImageList) else None
 
     # -- the BatchSource protocol ---------------------------------------------------------
+    max_auto_threads = MAX_AUTO_WORKERS
+    """Per-image work (decode, crop, resample) on threads stops scaling well before 16 cores
+    (``docs/design-notes.md``, vision, has the measurement behind the cap)."""
+
     @property
     def engine(self) -> str:  # type: ignore[override]
         """Where ``read`` runs unless the loader's ``engine=`` says: the reader's engine where more than one
@@ -234,14 +238,9 @@ class ImageSource(BatchSource):
         return list(classes) if classes is not None else None
 
     def auto_workers(self, batch_size: int) -> int:
-        """Workers when the user does not say: one per usable core; at most ``MAX_AUTO_WORKERS``
-        when this source's default engine is threads.
-
-        Per-image work (decode, crop, resample) on threads stops scaling well before 16 cores
-        (``docs/design-notes.md``, vision, has the measurement behind the cap); worker processes each
-        have their own GIL and are not capped.
-        """
-        return default_workers(MAX_AUTO_WORKERS if self.engine == "threads" else None)
+        """Workers when the user does not say: one per usable core (the loader caps worker threads
+        at :attr:`max_auto_threads`; worker processes each have their own GIL and are not capped)."""
+        return default_workers()
 
     def batch_bytes(self, batch_size: int) -> float:
         return float(batch_size * 3 * self.size[0] * self.size[1])

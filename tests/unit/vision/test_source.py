@@ -217,6 +217,21 @@ def test_default_threads_are_capped_for_per_image_work_and_processes_are_not(enc
     assert stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4, num_workers=12).num_workers == 12
 
 
+def test_threads_asked_for_by_engine_are_capped_too(encoded, monkeypatch):
+    """engine="threads" on a source whose own default is processes: the cap is on threads, whichever
+    engine the source prefers (it was applied only when the source's default was threads: 16 threads
+    here), and a Subset keeps it."""
+    from stoker.vision import source as source_module
+
+    monkeypatch.setattr("stoker.pipeline.threads.os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setattr(source_module, "usable_cores", lambda: 16)
+    src = ImageSource(encoded, train_transforms(16))
+    assert src.engine == "processes"
+    assert stoker.Loader(src, batch_size=4, engine="threads").num_workers == 8
+    assert stoker.Loader(src, batch_size=4, engine="processes").num_workers == 16
+    assert stoker.Loader(stoker.Subset(src, range(8)), batch_size=4, engine="threads").num_workers == 8
+
+
 def test_a_store_row_traces_back_to_its_file(folder, encoded):
     src = ImageSource(encoded, [Resize(20), CenterCrop(16)])
     assert src.describe(5) == f"moth/img1.jpg ({encoded} row 5)"
