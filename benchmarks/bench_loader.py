@@ -13,9 +13,9 @@ Workloads (issue 2):
   split   (issue 16) a random_split part of a 60k-row 28x28 uint8 store: stoker.Loader(part) vs
           torch DataLoader(part) (w=0, w=2) vs stoker.Loader over the whole store.
   gather  (issue 14 part 3) the peers' tensors (float32 3x32x32, b512) and images_uint8 (uint8
-          224x224x3, b256) stores, shuffled, stoker.Loader w=2 with STOKER_SPLIT_COPIES=auto (the
-          default), always (every large copy cut into ranges shared by the threads) and never (each
-          batch copied by one thread: the path before), vs memcpy of the same bytes on 1 and on 2
+          224x224x3, b256) stores, shuffled, stoker.Loader w=2 with STOKER_SPLIT_COPIES=never (the
+          default: each batch copied by one thread) and always (every large copy cut into ranges
+          shared by the threads), vs memcpy of the same bytes on 1 and on 2
           threads; and one batch in flight at a time (Store.gather in a pool of 1 thread vs 2 sharing
           the ranges, always). Contenders interleaved over --rounds rounds; medians printed.
 Also: time to first batch (a fresh process, imports not counted), and RSS growth over 20 epochs.
@@ -358,9 +358,8 @@ def bench_gather(tmp: str, seconds: float, rounds: int, results: list[Result], c
         contenders = {
             "memcpy (same bytes, 1 thread)": lambda src=src, batch=batch: _memcpy(src, batch, seconds, 1),
             "memcpy (same bytes, 2 threads)": lambda src=src, batch=batch: _memcpy(src, batch, seconds, 2),
-            "stoker w=2, split auto (default)": split("auto", loading),
+            "stoker w=2, split never (default)": split("never", loading),
             "stoker w=2, split always": split("always", loading),
-            "stoker w=2, split never (before)": split("never", loading),
             "1 batch in flight: gather on 1 thread": lambda ds=ds, batch=batch: _one_batch_at_a_time(
                 ds, batch, 1, seconds
             ),
@@ -377,9 +376,9 @@ def bench_gather(tmp: str, seconds: float, rounds: int, results: list[Result], c
         for name, value in med.items():
             spread = f" [{min(runs[name]):,.0f}-{max(runs[name]):,.0f}]"
             results.append(Result(f"{key}: {title}", name + spread, value, value * row_bytes / 1e6))
-        old = med["stoker w=2, split never (before)"]
-        for mode, name in (("auto", "stoker w=2, split auto (default)"), ("always", "stoker w=2, split always")):
-            checks[f"gather_{key}_{mode}_vs_before"] = med[name] / old
+        default = med["stoker w=2, split never (default)"]
+        for mode, name in (("never", "stoker w=2, split never (default)"), ("always", "stoker w=2, split always")):
+            checks[f"gather_{key}_{mode}_vs_never"] = med[name] / default
             checks[f"gather_{key}_{mode}_vs_memcpy_1t"] = med[name] / med["memcpy (same bytes, 1 thread)"]
             checks[f"gather_{key}_{mode}_vs_memcpy_2t"] = med[name] / med["memcpy (same bytes, 2 threads)"]
         checks[f"gather_{key}_one_batch_2t_vs_1t"] = (

@@ -17,13 +17,15 @@ otherwise wait: fewer batches in flight than threads, the batch the consumer wai
 being copied while others are done. Outside a pool's worker thread (``num_workers=0``, worker
 processes, a user's own call) a copy runs in one piece.
 
-When: ``STOKER_SPLIT_COPIES`` (read at each copy) is ``auto`` (the default), ``always`` or
-``never``. ``auto`` cuts copies only while the machine has a core to spare: its 1-minute load
-average (read at most once a second per pool) at most its cores minus one. A helper that has to
-wait for a core stalls the batch it holds a range of: measured on a 2-core VM at load 10-16
-(CPU hogs beside the loader), ``always`` delivered 0.37-0.90x (median 0.69x) the batches of one copy per
-thread (images_uint8, w=2, 8 interleaved pairs) and took 13 % more CPU per batch; on such a machine
-``auto`` copies as before.
+When: ``STOKER_SPLIT_COPIES`` (read at each copy) is ``never`` (the default) or ``always``.
+Measured side by side (``benchmarks/bench_loader.py --only gather --rounds 3``, 2-vCPU VM, load
+1.5, w=2, shuffled): cutting every large copy delivered 0.64x the batches of one copy per thread
+on tensors (float32 3x32x32, b512) and 0.88x on images_uint8 (224x224x3, b256); with every worker
+thread on a batch of its own, ranges add hand-offs and make one thread wait for another. It helps
+only with one batch in flight (images_uint8: 1.55x, tensors 0.94x), hence ``always`` stays for
+that case. (The former ``auto`` cut whenever the 1-minute load average left a core spare: on a
+quiet machine that was ``always``, 0.68x on tensors in a lead's run at load 0.7; it is refused now,
+with a message, rather than read as something else.)
 
 Sizes: a copy under :data:`SPLIT_BYTES` runs in one piece, and no range is smaller than
 :data:`PART_BYTES`. Offering a range to another thread and having it picked up costs tens of
@@ -36,10 +38,8 @@ measures both sides.
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,9 +52,8 @@ from stoker.errors import ConfigError
 SPLIT_BYTES = 2 * 2**20  # copies smaller than this run in one piece
 PART_BYTES = 2**20  # the smallest range handed to another thread
 PARTS_PER_THREAD = 4  # at most this many ranges per thread of the pool: late helpers still find work
-SPLIT_ENV = "STOKER_SPLIT_COPIES"  # auto | always | never
-SPLIT_MODES = ("auto", "always", "never")
-LOAD_EVERY_S = 1.0  # how often a pool reads the load average
+SPLIT_ENV = "STOKER_SPLIT_COPIES"  # never (default) | always
+SPLIT_MODES = ("never", "always")
 
 _local = threading.local()
 
@@ -109,21 +108,6 @@ class Helpers:
         self.threads = threads
         self._offered: deque[_Job] = deque()
         self._wake = wake
-        self._load_read = -math.inf
-        self._spare = False
-
-    def spare_core(self) -> bool:
-        """Whether the machine's 1-minute load average is at most its cores minus one (read at most
-        once every :data:`LOAD_EVERY_S` seconds; False where the load average cannot be read)."""
-        now = time.monotonic()
-        if now - self._load_read >= LOAD_EVERY_S:
-            self._load_read = now
-            try:
-                load = os.getloadavg()[0]
-            except OSError:
-                load = math.inf
-            self._spare = load <= (os.cpu_count() or 1) - 1
-        return self._spare
 
     def offer(self, job: _Job, hands: int) -> None:
         for _ in range(hands):
@@ -153,11 +137,12 @@ def serving(helpers: Helpers) -> Iterator[None]:
 
 
 def split_mode() -> str:
-    """``STOKER_SPLIT_COPIES``: ``auto`` (unset), ``always`` or ``never``; anything else is a ConfigError."""
-    mode = os.environ.get(SPLIT_ENV, "auto").strip().lower() or "auto"
+    """``STOKER_SPLIT_COPIES``: ``never`` (unset) or ``always``; anything else is a ConfigError."""
+    mode = os.environ.get(SPLIT_ENV, "never").strip().lower() or "never"
     if mode not in SPLIT_MODES:
+        was = " (auto was removed: it cut copies on a quiet machine, where that is slower)" if mode == "auto" else ""
         raise ConfigError(
-            f"{SPLIT_ENV}={os.environ[SPLIT_ENV]!r} is not one of {SPLIT_MODES}: unset it (auto), or say always or never",
+            f"{SPLIT_ENV}={os.environ[SPLIT_ENV]!r} is not one of {SPLIT_MODES}{was}: unset it (never), or say always",
             option=SPLIT_ENV,
         )
     return mode
@@ -183,9 +168,6 @@ def run_parts(rows: int, row_bytes: int, copy: Callable[[int, int], None]) -> No
     helpers: Helpers | None = getattr(_local, "helpers", None)
     # the cheap checks first: a copy that is not cut computes no bounds
     if helpers is None or mode == "never" or helpers.threads < 2 or rows * row_bytes < SPLIT_BYTES:
-        copy(0, rows)
-        return
-    if mode == "auto" and not helpers.spare_core():
         copy(0, rows)
         return
     bounds = part_bounds(rows, row_bytes, helpers.threads)

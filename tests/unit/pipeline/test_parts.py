@@ -1,6 +1,5 @@
 """Row copies cut into ranges and shared among the worker threads of a pool (pipeline/parts.py)."""
 
-import os
 import threading
 import weakref
 
@@ -13,7 +12,6 @@ from stoker.pipeline.parts import (
     PARTS_PER_THREAD,
     SPLIT_BYTES,
     SPLIT_ENV,
-    Helpers,
     part_bounds,
     run_parts,
     split_mode,
@@ -23,7 +21,7 @@ from stoker.pipeline.threads import ordered_map
 
 @pytest.fixture(autouse=True)
 def always_split(monkeypatch):
-    """Cut copies whatever the machine's load (``auto`` would not on a busy test machine)."""
+    """Cut copies (the default, ``never``, would not)."""
     monkeypatch.setenv(SPLIT_ENV, "always")
 
 
@@ -156,10 +154,10 @@ def test_never_copies_in_one_piece_in_a_pool(monkeypatch):
 
 
 def test_split_mode_is_read_when_called_and_checked(monkeypatch):
-    monkeypatch.delenv(SPLIT_ENV)
-    assert split_mode() == "auto"
-    monkeypatch.setenv(SPLIT_ENV, " Never ")
+    monkeypatch.delenv(SPLIT_ENV, raising=False)
     assert split_mode() == "never"
+    monkeypatch.setenv(SPLIT_ENV, " Always ")
+    assert split_mode() == "always"
     monkeypatch.setenv(SPLIT_ENV, "sometimes")
     with pytest.raises(ConfigError, match="STOKER_SPLIT_COPIES='sometimes'") as info:
         split_mode()
@@ -168,14 +166,23 @@ def test_split_mode_is_read_when_called_and_checked(monkeypatch):
     def task(i):
         run_parts(64, PART_BYTES, lambda a, b: None)
 
-    with pytest.raises(ConfigError, match="always or never"):
+    with pytest.raises(ConfigError, match="or say always"):
         list(ordered_map(task, range(1), workers=2, depth=1))
 
 
-def test_auto_follows_the_load_average():
-    helpers = Helpers(2, lambda: None)
-    load = os.getloadavg()[0]
-    spare = helpers.spare_core()
-    if abs(load - ((os.cpu_count() or 1) - 1)) > 0.5:  # far from the edge: the reading cannot have crossed it
-        assert spare == (load <= (os.cpu_count() or 1) - 1)
-    assert helpers.spare_core() is spare  # read again only after LOAD_EVERY_S
+def test_by_default_a_pool_copies_each_batch_in_one_piece(monkeypatch):
+    """The default cut copies into ranges whenever the load average left a core spare (the old
+    ``auto``): on a quiet machine that was 0.64-0.68x the batches of one copy per thread (tensors).
+    Unset now means never; ``auto`` is refused with a message, not read as something else."""
+    monkeypatch.delenv(SPLIT_ENV, raising=False)
+    calls = []
+
+    def task(i):
+        run_parts(64, PART_BYTES, lambda a, b: calls.append((a, b)))
+        return i
+
+    assert list(ordered_map(task, range(3), workers=2, depth=2)) == [0, 1, 2]
+    assert calls == [(0, 64)] * 3
+    monkeypatch.setenv(SPLIT_ENV, "auto")
+    with pytest.raises(ConfigError, match="auto was removed"):
+        split_mode()

@@ -23,9 +23,9 @@ def _images(n: int) -> np.ndarray:
     return x
 
 
-@pytest.fixture(autouse=True, params=["always", "auto"])
+@pytest.fixture(autouse=True, params=["always", "never"])
 def split_copies(request, monkeypatch):
-    """Ranges cut whatever the machine's load (always), and as users get them (auto)."""
+    """Ranges cut (always), and as users get them by default (never)."""
     monkeypatch.setenv(SPLIT_ENV, request.param)
 
 
