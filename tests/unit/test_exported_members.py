@@ -60,6 +60,7 @@ def test_public_names_are_in_all():
         "convert",
         "device",
         "errors",
+        "labels",
         "loader",
         "pipeline",
         "store",
