@@ -303,6 +303,7 @@ class Loader:
             self.observers,
             None if not in_threads else partial(begin_copy, self.transfer),
             not in_threads,
+            cfg.seed,
         )
         batch_bytes = self.source.batch_bytes(cfg.batch_size)
         slots = SlotPlan(

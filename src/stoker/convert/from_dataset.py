@@ -45,6 +45,7 @@ from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaErr
 from stoker.pipeline.collate import fetch
 from stoker.pipeline.processes import ProcessPool
 from stoker.pipeline.threads import default_workers
+from stoker.pipeline.work import seed_globals
 from stoker.store.cache import default_root
 from stoker.store.format import Column
 from stoker.store.location import as_url, is_remote
@@ -66,13 +67,17 @@ class _Task:
     """What a worker runs: a batch of indices (``Guarded`` samples, then ``Columnize``), or
     :data:`FINGERPRINT_TASK`: the dataset's content fingerprint (``samples.fingerprint``)."""
 
-    def __init__(self, guarded: Guarded, collate: Columnize, names: Sequence[str] | None) -> None:
+    def __init__(self, guarded: Guarded, collate: Columnize, names: Sequence[str] | None, in_process: bool) -> None:
         self.guarded, self.collate, self.names = guarded, collate, names
+        self.in_process = in_process  # seed the worker's global generators per batch (pipeline/work.py)
 
     def __call__(self, task: Any) -> Any:
         if isinstance(task, str) and task == FINGERPRINT_TASK:
             return {"fingerprint": fingerprint(self.guarded.dataset, self.names)}
-        return self.collate(fetch(self.guarded, [int(i) for i in task]))
+        rows = [int(i) for i in task]
+        if self.in_process and rows:  # forked workers share one generator state: no two may repeat draws
+            seed_globals(0, 0, rows[0])
+        return self.collate(fetch(self.guarded, rows))
 
 
 def _fingerprint_in(pool: ProcessPool | None, dataset: Any, names: Sequence[str] | None) -> dict[str, str | None]:
@@ -181,7 +186,7 @@ def convert(
     collate = Columnize(tuple(names) if names else None, dict(schema) if schema else None)
     guarded = Guarded(dataset)
     # the workers start first and read the fingerprint: this process never calls __getitem__
-    pool = ProcessPool(_Task(guarded, collate, names), workers, stage="convert") if workers else None
+    pool = ProcessPool(_Task(guarded, collate, names, True), workers, stage="convert") if workers else None
     try:
         writer = options.writer(
             store, None, {"source": source}, staging=staging, fingerprint=_fingerprint_in(pool, dataset, names)

@@ -3,6 +3,8 @@ and ``finish_copy``: a batch of any nest of dicts, lists and tuples onto the dev
 
 from __future__ import annotations
 
+import random
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +22,13 @@ class Work:
 
     The epoch travels with each task so that a source in a worker process kept between epochs
     (``persistent_workers``) learns it too: ``set_epoch`` runs wherever ``read`` runs.
+
+    In a worker process (``in_process``) each task first seeds the process's global generators
+    (Python's ``random``, numpy's legacy ``np.random``, torch's) from ``(seed, epoch, first)``
+    (:func:`seed_globals`). Forked workers start as copies of the consumer, generators included, and
+    a pool forked again each epoch starts from the same state: without this, two workers drew the
+    same "random" augmentations, and every epoch repeated the last one's. Seeding per task, not per
+    worker, also makes the draws of a batch independent of which worker reads it.
     """
 
     def __init__(
@@ -29,13 +38,17 @@ class Work:
         observers: Observers,
         start: Callable[[Any], Any] | None,
         in_process: bool = False,
+        seed: int = 0,
     ) -> None:
         self.source, self.collate, self.observers, self.start = source, collate, observers, start
         self.in_process = in_process  # return (batches, source.drain_report()): the counts travel back
+        self.seed = seed
         self.epoch: int | None = None
 
     def __call__(self, task: tuple[int, int, list[np.ndarray]]) -> Any:
-        epoch, _, chunk = task
+        epoch, first, chunk = task
+        if self.in_process:
+            seed_globals(self.seed, epoch, first)
         if epoch != self.epoch:
             self.source.set_epoch(epoch)
             self.epoch = epoch
@@ -60,6 +73,18 @@ class Work:
         epoch, first, chunk = task
         which = f"batch {first}" if len(chunk) == 1 else f"batches {first}-{first + len(chunk) - 1}"
         return first, f"{which} of this pass (epoch {epoch})"
+
+
+def seed_globals(seed: int, epoch: int, first: int) -> None:
+    """Seed this process's global generators (``random``, ``np.random``, torch's, where imported)
+    from ``(seed, epoch, first)``: the same task gets the same draws, different tasks different ones."""
+    state = np.random.SeedSequence([seed % 2**64, epoch, first]).generate_state(2, np.uint32)
+    value = int(state[0]) << 32 | int(state[1])
+    random.seed(value)
+    np.random.seed(int(state[0]))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(value)
 
 
 def begin_copy(transfer: Transfer, batch: Any) -> tuple[Any, PendingBatch]:
