@@ -169,8 +169,22 @@ class LoaderConfig:
     def from_options(cls, **options: Any) -> LoaderConfig:
         unknown = set(options) - cls.names()
         if unknown:
+            hints = "".join(f"; {name}: {TORCH_ONLY[name]}" for name in sorted(unknown) if name in TORCH_ONLY)
             raise ConfigError(
-                f"unknown loader option(s) {sorted(unknown)}; the options are {sorted(cls.names())}",
+                f"unknown loader option(s) {sorted(unknown)}{hints}; the options are {sorted(cls.names())}",
                 option=sorted(unknown)[0],
             )
         return cls(**options)
+
+
+# torch DataLoader keywords a stoker Loader does not take, and what does their job here
+TORCH_ONLY = {
+    "sampler": "the loader orders rows itself (shuffle=, seed=; rank=/world_size= replace a DistributedSampler); "
+    "for an order of your own pass batch_sampler= a stoker.BatchSampler",
+    "generator": "the order comes from seed= (the same seed gives the same batches)",
+    "worker_init_fn": "worker processes seed random, numpy and torch themselves, per task from (seed, epoch, "
+    "batch), which is what a worker_init_fn usually does; other per-process setup belongs in the Dataset",
+    "multiprocessing_context": "worker processes are forked (engine='processes'); engine='threads' starts none",
+    "pin_memory_device": "device= says where batches go (pinned staging buffers on CUDA)",
+    "in_order": "batches always come in the sampler's order (one order whatever the workers)",
+}

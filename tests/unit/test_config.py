@@ -29,3 +29,20 @@ def test_every_field_is_documented():
 def test_rejects(bad):
     with pytest.raises(ConfigError):
         LoaderConfig(**bad)
+
+
+def test_torch_dataloader_keywords_are_refused_with_what_does_their_job():
+    """A DataLoader habit (sampler=, generator=, worker_init_fn=, ...) got the bare list of options;
+    now the refusal says which stoker option does that keyword's job."""
+    import pytest
+
+    from stoker.config import LoaderConfig
+    from stoker.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"sampler: .*rank=/world_size=.*batch_sampler=") as got:
+        LoaderConfig.from_options(batch_size=8, sampler=object())
+    assert got.value.option == "sampler"
+    with pytest.raises(ConfigError, match=r"generator: the order comes from seed="):
+        LoaderConfig.from_options(generator=object(), worker_init_fn=print)
+    with pytest.raises(ConfigError, match=r"unknown loader option\(s\) \['bogus'\]; the options are"):
+        LoaderConfig.from_options(bogus=1)
