@@ -141,8 +141,14 @@ def test_an_offered_copy_is_dropped_once_it_is_done():
     assert list(results) == [True]
 
 
-def test_never_copies_in_one_piece_in_a_pool(monkeypatch):
-    monkeypatch.setenv(SPLIT_ENV, "never")
+@pytest.mark.parametrize("env", ["never", None])
+def test_never_and_the_default_copy_in_one_piece_in_a_pool(monkeypatch, env):
+    """Unset means never: the default cut copies into ranges whenever the load average left a core
+    spare (the old ``auto``), on a quiet machine 0.64-0.68x the batches of one copy per thread."""
+    if env is None:
+        monkeypatch.delenv(SPLIT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SPLIT_ENV, env)
     calls = []
 
     def task(i):
@@ -170,19 +176,7 @@ def test_split_mode_is_read_when_called_and_checked(monkeypatch):
         list(ordered_map(task, range(1), workers=2, depth=1))
 
 
-def test_by_default_a_pool_copies_each_batch_in_one_piece(monkeypatch):
-    """The default cut copies into ranges whenever the load average left a core spare (the old
-    ``auto``): on a quiet machine that was 0.64-0.68x the batches of one copy per thread (tensors).
-    Unset now means never; ``auto`` is refused with a message, not read as something else."""
-    monkeypatch.delenv(SPLIT_ENV, raising=False)
-    calls = []
-
-    def task(i):
-        run_parts(64, PART_BYTES, lambda a, b: calls.append((a, b)))
-        return i
-
-    assert list(ordered_map(task, range(3), workers=2, depth=2)) == [0, 1, 2]
-    assert calls == [(0, 64)] * 3
+def test_auto_is_refused_with_a_message(monkeypatch):
     monkeypatch.setenv(SPLIT_ENV, "auto")
     with pytest.raises(ConfigError, match="auto was removed"):
         split_mode()
