@@ -138,3 +138,22 @@ def test_two_processes_adding_and_evicting_agree_on_the_total(remote_store, tmp_
     assert _total(directory) == {"cached": _on_disk(directory), "reserved": {}}
     assert _on_disk(directory) <= limit
     assert not list(directory.glob("*.part-*"))
+
+
+def test_verify_deleting_an_altered_shard_takes_it_off_the_total(remote_store, tmp_path):
+    """verify() deleted a cached shard whose bytes were altered but left its bytes in the total, which
+    then overcounted until an eviction's listing set it right."""
+    from stoker.errors import ShardError
+
+    ds = stoker.open(remote_store, cache_dir=tmp_path / "cache")
+    ds.gather(np.arange(ROWS), ["x"])  # every shard cached
+    directory = _cache(tmp_path / "cache")
+    assert _total(directory)["cached"] == _on_disk(directory)
+    victim = sorted(directory.glob("*.arrow"))[0]
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    victim.write_bytes(raw)
+    with pytest.raises(ShardError, match="altered in the cache"):
+        ds.verify()
+    assert not victim.exists()
+    assert _total(directory) == {"cached": _on_disk(directory), "reserved": {}}

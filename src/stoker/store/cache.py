@@ -180,6 +180,20 @@ class ShardFiles:
             if self.has(name, size):
                 total.cached += size
 
+    def discard(self, name: str, size: int) -> None:
+        """Delete cached shard ``name`` (found altered) and take its ``size`` bytes off the running total.
+
+        Under ``<name>.lock`` held exclusively, as a download holds it: no reader maps the file then.
+        """
+        with self.locked(name):
+            self.unmap(name)
+            try:
+                os.unlink(self.path(name))
+            except FileNotFoundError:
+                return
+            with self._bookkeeping() as total:
+                total.cached = max(0, total.cached - size)
+
     @contextmanager
     def _bookkeeping(self) -> Iterator[Total]:
         """Hold ``.cache.lock`` and the running total of the cache's bytes for the block; written back after it."""

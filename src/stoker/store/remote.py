@@ -321,7 +321,7 @@ class RemoteShards:
             with self.holding(index):
                 problem = self._check(self.files.path(info.file), info)
             if problem:
-                self.files.path(info.file).unlink(missing_ok=True)
+                self.files.discard(info.file, info.bytes)
                 raise ShardError(
                     f"cached shard {self.files.path(info.file)} of {self.remote.url_of(info.file)} has {problem}: "
                     "it was altered in the cache; it is deleted now, open the store again to fetch it anew"
