@@ -37,7 +37,7 @@ from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
 from stoker.pipeline.executor import Executor, pass_tasks
 from stoker.pipeline.inputs import as_source, describe
-from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, qualified_name
+from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, public_name, qualified_name
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.ranks import check_agreement, data_fingerprint, shares_process_group
 from stoker.pipeline.ranks import distributed_rank as distributed_rank  # its old home; text/lightning import it here
@@ -154,9 +154,10 @@ class Loader:
     def _info(self) -> LoaderInfo:
         inner = self.source.dataset if isinstance(self.source, DatasetSource) else self.source
         qualified = qualified_name(type(inner))
+        what = repr(self.source.store.url) if isinstance(self.source, StoreSource) else public_name(type(inner))
         return LoaderInfo(
             loader_id=os.getpid() * 1_000_000 + next(_LOADER_IDS),
-            name=f"{type(self).__module__.split('.')[0]}.Loader({qualified})",
+            name=f"{type(self).__module__.split('.')[0]}.Loader({what})",
             source=qualified,
             source_id=id(inner),
             engine="threads" if self.engine == "auto" else self.engine,

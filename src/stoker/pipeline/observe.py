@@ -21,6 +21,7 @@ A loader with ``"auto"`` settings also tells its observers each decision of its 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -189,6 +190,17 @@ def qualified_name(kind: type) -> str:
     if kind.__module__ in ("builtins", "__main__"):
         return kind.__qualname__
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def public_name(kind: type) -> str:
+    """A class's name as users write it: through the shortest package that exports it
+    (``stoker.vision.ImageSource``, not ``stoker.vision.source.ImageSource``), else :func:`qualified_name`."""
+    parts = kind.__module__.split(".")
+    for i in range(1, len(parts)):
+        package = sys.modules.get(".".join(parts[:i]))
+        if package is not None and getattr(package, kind.__qualname__, None) is kind:
+            return f"{'.'.join(parts[:i])}.{kind.__qualname__}"
+    return qualified_name(kind)
 
 
 def register_observer(observer: Observer) -> Handle:

@@ -39,9 +39,11 @@ def _class_attributes():
     return dict(vars(Loader))
 
 
-def _loader(report, source):
+def _loader(report, source, name=None):
+    """The report's loader whose source ends with ``source``; its name is ``stoker.Loader(<name>)``: the
+    store's path for a store, else the source class as users write it (not the internal StoreSource)."""
     (ld,) = [ld for ld in report.loaders if ld["info"]["source"].endswith(source)]
-    assert ld["name"] == f"stoker.Loader({ld['info']['source']})"
+    assert ld["name"] == f"stoker.Loader({name or ld['info']['source']})"
     return ld
 
 
@@ -55,7 +57,7 @@ def test_the_report_names_stoker_loaders_their_stages_wait_and_settings_through_
             b["x"].sum()
         for b in Loader(Squares(), batch_size=15, num_workers=0):
             assert torch.equal(b["z"], b["x"] + b["y"])
-    store = _loader(report, ".StoreSource")
+    store = _loader(report, ".StoreSource", repr(str(tmp_path / "s")))
     squares = _loader(report, ".Squares")
     assert store["steps"] == 10 and squares["steps"] == 4
     assert store["wait_s"] > 0 and squares["wait_s"] > 0  # every step's data wait is recorded
