@@ -12,7 +12,8 @@ before a clock stops):
             (compute-alone time / loop time; 1.0 = never waits for data)
   jpeg      real photos (scripts/fetch_data.py images) to normalized 224 training batches on the GPU:
             stoker encoded store with CPU decode (libjpeg-turbo threads) and Normalize on the device,
-            the same with nvJPEG (decode_device="cuda", needs torchvision), and seed 002's recipe
+            the same with nvJPEG (decode_device="cuda", needs torchvision), NVIDIA DALI's GPU pipeline
+            (benchmarks/dali_gpu.py: mixed nvJPEG decode, resize, crop_mirror_normalize), and seed 002's recipe
             (ImageFolder + PIL + Normalize per sample, DataLoader with pin_memory) + .to(device)
   text      Friends lines (scripts/fetch_data.py text) to BERT batches on the GPU, on the fly and
             from a store
@@ -198,7 +199,7 @@ def bench_jpeg(data: Path, tmp: str, seconds: float, results: list[Result], chec
     count = lambda b: len(b[1]) if isinstance(b, (list, tuple)) else len(b["label"])  # noqa: E731
     cpu = stoker.Loader(vision.ImageSource(enc.path, train), batch_size=128, shuffle=True, device="cuda")
     s = device_rate(lambda: cpu, count, seconds)
-    results.append(Result(w, f"stoker encoded store, CPU decode ({cpu.num_workers} threads)", s))
+    results.append(Result(w, f"stoker encoded store, CPU decode ({cpu.num_workers} {cpu.engine})", s))
     checks["jpeg_stoker_cpu_decode"] = s
     try:
         gpu = stoker.Loader(
@@ -209,6 +210,17 @@ def bench_jpeg(data: Path, tmp: str, seconds: float, results: list[Result], chec
         checks["jpeg_nvjpeg_vs_cpu_decode"] = g / s
     except stoker.StokerError as exc:
         print(f"jpeg: nvJPEG path not measured: {exc}")
+        g = 0.0
+    try:  # NVIDIA DALI's GPU pipeline on the same files (benchmarks/dali_gpu.py)
+        import dali_gpu
+
+        it = dali_gpu.loader(many.paths, list(many.labels or ()), 128, "gpu", threads=len(os.sched_getaffinity(0)))
+        d = device_rate(lambda: dali_gpu.batches(it), count, seconds)
+        results.append(Result(w, "NVIDIA DALI GPU (mixed nvJPEG decode + resize + crop_mirror_normalize)", d))
+        if g:
+            checks["jpeg_nvjpeg_vs_dali_gpu"] = g / d
+    except ImportError as exc:
+        print(f"jpeg: DALI GPU not measured: {exc} (its wheel travels in parts: docs/design-notes.md, GPU rows)")
     best = 0.0
     for workers in (8, 14):
         dl = torch.utils.data.DataLoader(
