@@ -15,6 +15,7 @@ from pathlib import Path
 LOOK_AT = 2000  # directory entries read at most, so a huge folder costs milliseconds
 
 _KINDS: dict[str, tuple[str, ...]] = {
+    # images: vision/finder.py's IMG_EXTENSIONS (the store layer does not import vision)
     "images": (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"),
     "text": (".txt", ".jsonl", ".csv", ".tsv"),
     "hdf5": (".h5", ".hdf5", ".he5", ".nc"),
@@ -41,8 +42,10 @@ def hint(path: Path) -> str:
     """A sentence on what ``path`` holds and how to read it, or "" when nothing is recognised."""
     if path.is_file():
         kind = kind_of_name(path.name)
-        how = _HOW[kind].replace(" ({file})", "") if kind else ""  # the message names the file already
-        return f"it is {how.format(folder=str(path.parent), file=str(path))}" if kind else ""
+        if kind is None:
+            return ""
+        how = _HOW[kind].replace(" ({file})", "")  # the message names the file already
+        return f"it is {how.format(folder=str(path.parent), file=str(path))}"
     counts: dict[str, int] = {}
     example: dict[str, str] = {}
     files = shards = 0
