@@ -65,7 +65,11 @@ class EpochOrder:
         return out
 
     def rows(self, begin: int, end: int) -> np.ndarray:
-        """The rows at positions ``begin..end-1``."""
+        """The rows (int64) at positions ``begin..end-1`` (``0 <= begin <= end <= num_rows``)."""
+        if self.order == "sequential":
+            return np.arange(begin, end, dtype=np.int64)
+        if self._perm is not None:
+            return self._perm[begin:end].astype(np.int64)
         return self.take(np.arange(begin, end, dtype=np.int64))
 
     def _window_rows(self, w: int) -> np.ndarray:

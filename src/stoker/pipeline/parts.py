@@ -17,7 +17,7 @@ otherwise wait: fewer batches in flight than threads, the batch the consumer wai
 being copied while others are done. Outside a pool's worker thread (``num_workers=0``, worker
 processes, a user's own call) a copy runs in one piece.
 
-When: ``STOKER_SPLIT_COPIES`` (read at each copy) is ``never`` (the default) or ``always``.
+When: ``STOKER_SPLIT_COPIES`` (read when a pool starts, i.e. at each pass) is ``never`` (the default) or ``always``.
 Measured side by side (``benchmarks/bench_loader.py --only gather --rounds 3``, 2-vCPU VM, load
 1.5, w=2, shuffled): cutting every large copy delivered 0.64x the batches of one copy per thread
 on tensors (float32 3x32x32, b512) and 0.88x on images_uint8 (224x224x3, b256); with every worker
@@ -102,9 +102,13 @@ class Helpers:
     Args:
         threads: the pool's worker threads (the caller included).
         wake: wakes one worker thread that may be waiting for a task (it then calls :meth:`help`).
+
+    ``split``: whether copies are cut at all (``STOKER_SPLIT_COPIES``, read here: once per pool,
+    not per copy; a bad value is an error when the pool starts).
     """
 
     def __init__(self, threads: int, wake: Callable[[], None]) -> None:
+        self.split = split_mode() == "always"
         self.threads = threads
         self._offered: deque[_Job] = deque()
         self._wake = wake
@@ -164,10 +168,9 @@ def run_parts(rows: int, row_bytes: int, copy: Callable[[int, int], None]) -> No
 
     Returns once every range is copied; an error raised by any range is raised here.
     """
-    mode = split_mode()  # read first: a bad value is an error whatever the size of the copy
     helpers: Helpers | None = getattr(_local, "helpers", None)
     # the cheap checks first: a copy that is not cut computes no bounds
-    if helpers is None or mode == "never" or helpers.threads < 2 or rows * row_bytes < SPLIT_BYTES:
+    if helpers is None or not helpers.split or helpers.threads < 2 or rows * row_bytes < SPLIT_BYTES:
         copy(0, rows)
         return
     bounds = part_bounds(rows, row_bytes, helpers.threads)

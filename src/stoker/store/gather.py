@@ -31,8 +31,9 @@ PartRunner = Callable[[int, int, Callable[[int, int], None]], None]
 class Plan:
     """Where each requested row lives: (shard, local row), grouped into runs of one shard."""
 
-    def __init__(self, idx: np.ndarray, starts: np.ndarray) -> None:
-        if len(idx) > 1 and not (idx[1:] >= idx[:-1]).all():
+    def __init__(self, idx: np.ndarray, starts: np.ndarray, ascending: bool | None = None) -> None:
+        """``ascending``: whether ``idx`` never decreases, when the caller knows (None: checked here)."""
+        if not (ascending_order(idx) if ascending is None else ascending):
             shard = np.searchsorted(starts, idx, side="right") - 1
             self._set(shard, idx - starts[shard])
             return
@@ -77,6 +78,11 @@ class Plan:
         if start == 0 and stop == self.n:
             return self
         return Plan._of(self.shard[start:stop], self.local[start:stop])
+
+
+def ascending_order(idx: np.ndarray) -> bool:
+    """Whether the rows ``idx`` never decrease (a loader's batches are sorted before the gather)."""
+    return len(idx) < 2 or bool((idx[1:] >= idx[:-1]).all())
 
 
 def gather_columns(
@@ -197,4 +203,13 @@ def gather_blobs(views: Mapping[int, ColumnView], plan: Plan, as_text: bool) -> 
     return result
 
 
-__all__ = ["Plan", "PartRunner", "gather_blobs", "gather_columns", "gather_ragged", "gather_tensor", "ramp"]
+__all__ = [
+    "Plan",
+    "PartRunner",
+    "ascending_order",
+    "gather_blobs",
+    "gather_columns",
+    "gather_ragged",
+    "gather_tensor",
+    "ramp",
+]

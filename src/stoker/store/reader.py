@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from stoker.errors import ShardError, StoreNotFoundError
 from stoker.store.format import Column, Manifest
-from stoker.store.gather import PartRunner, Plan, gather_columns
+from stoker.store.gather import PartRunner, Plan, ascending_order, gather_columns
 from stoker.store.location import is_remote, local_path
 from stoker.store.not_a_store import hint
 from stoker.store.remote import open_remote
@@ -94,6 +94,7 @@ class Store:
         rows = np.fromiter((info.rows for info in infos), dtype=np.int64, count=len(infos))
         self._starts = np.concatenate([[0], np.cumsum(rows)])
         self._len = int(self._starts[-1])
+        self._bytes = sum(s.bytes for s in infos)  # of every shard (nbytes is asked per chunk of a pass)
         self._rows: np.ndarray | None = None  # a view's rows of the whole store; None: all of them
 
     def _open_local(self, path: Path) -> None:
@@ -203,7 +204,7 @@ class Store:
     @property
     def nbytes(self) -> int:
         """Bytes of the shards on disk; for a view, its rows' share of them (rows x mean row size)."""
-        total = sum(s.bytes for s in self.manifest.shards)
+        total = self._bytes
         if self._rows is None:
             return total
         return round(total * self._len / max(int(self._starts[-1]), 1))
@@ -286,16 +287,19 @@ class Store:
         cover every row (from any threads; see ``store/gather.py``) before it returns.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        if idx.size and (idx.min() < 0 or idx.max() >= self._len):
+        ascending: bool | None = ascending_order(idx)  # a loader's batch: the first and last row bound the rest
+        if idx.size and (
+            (idx[0] < 0 or idx[-1] >= self._len) if ascending else (idx.min() < 0 or idx.max() >= self._len)
+        ):
             bad = idx[(idx < 0) | (idx >= self._len)][0]
             raise IndexError(f"row {bad} is out of range for a store of {self._len} rows")
         if self._rows is not None:
-            idx = self._rows[idx]
+            idx, ascending = self._rows[idx], None
         names = list(self.schema) if columns is None else list(columns)
         for name in names:
             if name not in self.schema:
                 raise KeyError(f"no column {name!r}; the store has {list(self.schema)}")
-        plan = Plan(idx, self._starts)
+        plan = Plan(idx, self._starts, ascending)
         # only the shards this batch touches, held until the gather returns (eviction cannot unmap them)
         shards = {s: self._cache.get(s) for s, _ in plan.runs}
         return gather_columns(self.schema, names, shards, plan, out, parts)

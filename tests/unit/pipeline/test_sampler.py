@@ -73,3 +73,44 @@ def test_order_names():
     assert order_name(True) == "global" and order_name(False) == "sequential" and order_name("block") == "block"
     with pytest.raises(ConfigError, match="shuffle must be"):
         order_name("yes")
+
+
+@pytest.mark.parametrize("order", ["sequential", "global", "block"])
+def test_a_run_of_the_order_is_its_positions(order):
+    """``EpochOrder.rows`` (one rank's batch: a run of positions) gives what ``take`` gives."""
+    epoch_order = Sampler(1000, order, seed=3, block_size=64, window=2).epoch_order(2)
+    for begin, end in [(0, 1000), (0, 0), (17, 529), (999, 1000)]:
+        rows = epoch_order.rows(begin, end)
+        assert rows.dtype == np.int64
+        np.testing.assert_array_equal(rows, epoch_order.take(np.arange(begin, end)))
+
+
+def test_the_next_epochs_order_is_built_ahead_and_is_the_same_order():
+    """The last batch of a pass builds the next epoch's global order (hidden behind the reads in
+    flight); the next pass gets that object once, equal to the order built fresh."""
+    from stoker.pipeline import sampler as module
+
+    s = Sampler(5000, "global", seed=11)
+    batches = list(s.batches(0, 100, False))
+    ahead = module._AHEAD.get((s, 1))
+    assert ahead is not None
+    again = Sampler(5000, "global", seed=11)  # an equal sampler (another loader) may take it
+    assert again.epoch_order(1) is ahead
+    assert (s, 1) not in module._AHEAD  # handed out once
+    fresh = Sampler(5000, "global", seed=11).epoch_order(1)
+    np.testing.assert_array_equal(ahead.rows(0, 5000), fresh.rows(0, 5000))
+    np.testing.assert_array_equal(np.concatenate(batches), s.indices(0))
+    np.testing.assert_array_equal(np.concatenate(list(s.batches(1, 100, False))), fresh.rows(0, 5000))
+
+
+def test_orders_built_ahead_are_bounded(monkeypatch):
+    from stoker.pipeline import sampler as module
+
+    monkeypatch.setattr(module, "AHEAD_ROWS", 1000)
+    monkeypatch.setattr(module, "_AHEAD", {})
+    list(Sampler(1001, "global").batches(0, 500, False))  # above the bound: nothing built ahead
+    list(Sampler(10, "sequential").batches(0, 5, False))  # nothing to build
+    assert not module._AHEAD
+    for seed in range(module.AHEAD_KEPT + 3):
+        list(Sampler(100, "global", seed=seed).batches(0, 50, False))
+    assert len(module._AHEAD) <= module.AHEAD_KEPT

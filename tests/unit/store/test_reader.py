@@ -220,3 +220,14 @@ def test_format_2_store_of_ipc_files_still_opens(mixed_store, mixed_columns):
     np.testing.assert_array_equal(ds[:]["image"], mixed_columns["image"])
     assert ds[:]["text"] == mixed_columns["text"]
     assert ds.table().num_rows == 300
+
+
+def test_gather_checks_the_bounds_of_sorted_and_unsorted_rows(tmp_path):
+    """Sorted rows are bounded by their first and last; any other order by its min and max."""
+    stoker.write(tmp_path / "s", {"x": np.arange(50, dtype=np.int64)}, shard_size=80)
+    store = stoker.open(tmp_path / "s")
+    for rows in ([3, 4, 50], [-1, 2, 3], [50, 3, 4], [3, -1, 4]):
+        with pytest.raises(IndexError, match="out of range"):
+            store.gather(np.array(rows))
+    np.testing.assert_array_equal(store.gather(np.array([0, 7, 7, 49]))["x"], [0, 7, 7, 49])
+    np.testing.assert_array_equal(store.gather(np.array([49, 0, 12]))["x"], [49, 0, 12])
