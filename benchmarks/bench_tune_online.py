@@ -136,7 +136,7 @@ class Log:
         return float(self.rows[j] - self.rows[i]) / span
 
     def steady_rate(self, end: float, span: float) -> float:
-        """Rows per second over the batches of ``(end - span, end]``, pass restarts left out (as the grid's trials)."""
+        """Rows per second over the batches of ``(end - span, end]``, pass restarts left out (the grid's trials time them: this shows what they cost)."""
         i, j = self._span(end - span, end)
         timed = float(self.timed[j] - self.timed[i])
         return float(self.rows[j] - self.rows[i]) / timed if timed > 0 else 0.0
@@ -251,7 +251,7 @@ def main() -> None:
                 return f"t(0.9x) {'never' if t is None else f'{t:.1f} s'}, last5/best {r['steady_last5_over_best']:.2f}"
 
             print(
-                f"{'':<9} steady (pass restarts left out, as the grid's trials time): auto {steady(r)}; "
+                f"{'':<9} steady (pass restarts left out; the grid's trials time them): auto {steady(r)}; "
                 f"engine='auto' too {steady(r_engine)}; the grid's best fixed {steady(r_fixed)}; "
                 f"pass restarts in 15 s: {r['pass_restarts']}, {r_engine['pass_restarts']}, {r_fixed['pass_restarts']}; "
                 f"load {os.getloadavg()[0]:.2f}",

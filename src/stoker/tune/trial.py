@@ -5,13 +5,16 @@ batches (more while ``min_seconds`` have not passed: short trials are noisy): th
 per second over them, and the *wait share* is the part of that time the consumer spent waiting for
 the next batch rather than in its step. The step is a pure-Python busy loop holding the GIL for
 ``step_ms`` per batch, as a Python-heavy training step does. An epoch shorter than the trial
-starts the next one; the first batch of that later pass (its workers' start, its first read, the
-previous pass's close) is left out of the timed span: a trial measures the loader's steady rate,
-what an epoch far longer than the trial sees (``persistent_workers`` is what saves those starts
-on short epochs). For the same reason, when the trial goes on past its first pass, that whole
-pass is warm-up too (its timed batches are dropped and the timing starts again with the next
-pass): a first epoch fills caches (on-the-fly text's token cache, the page cache) and runs slower
-than the epochs after it, a transient that a short trial would count and a long one would not.
+starts the next one, and that start (the previous pass's close, the new pass's workers and first
+reads) is timed like any step: a trial measures what consecutive epochs deliver, which is what a
+user whose epochs are that short gets (``persistent_workers`` is what saves those starts). Leaving
+the starts out, as trials once did, also left out whatever a loader prefetched during them: on
+short epochs that made deep prefetch look fastest (a worker thread at prefetch 8 measured 1.4x the
+inline default on 8,000 lines of on-the-fly text, where whole epochs ran at 0.72x of it). When the
+trial goes on past its first pass, that whole pass is warm-up (its timed batches are dropped and
+the timing starts again with the next pass): a first epoch fills caches (on-the-fly text's token
+cache, the page cache) and runs slower than the epochs after it, a transient that a short trial
+would count and a long one would not.
 
 A trial given ``stable`` (a screening trial) ends as soon as it knows its rate well enough: the
 timed batches are cut into up to :data:`BLOCKS` runs of consecutive batches (batch means: runs
@@ -30,7 +33,7 @@ bookkeeping of a look is Python time in the consumer, which a loader handing out
 of batches a second (a worker thread holding the GIL beside it) would otherwise pay in its rate,
 and fewer looks are fewer chances to race on a dip. Once it has its minimum batches and
 ``min_seconds``, a screen ends at ``max_seconds`` of its whole cost (its loader's build, the warm-up,
-a first pass dropped as warm-up and later passes' left-out starts count, not only the timed span):
+and a first pass dropped as warm-up count, not only the timed span):
 the cap bounds what a screen costs the search, which a setting that never settles would otherwise
 double (a worker pool's start and a dropped first pass on top of a timed span of ``max_seconds``). Any
 exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
@@ -158,8 +161,8 @@ class Ending:
     def done(self, marks: list[float], beat: float | None = None, spent: float = 0.0) -> bool:
         """Whether to stop, given ``marks``: the start of the timed span, then the end of each timed
         step; ``beat``: batches per second the trial must exceed to matter (screens only);
-        ``spent``: seconds the trial has cost so far, its build, warm-up and left-out pass starts
-        included (the cap counts them: :meth:`capped`)."""
+        ``spent``: seconds the trial has cost so far, its build and warm-up included (the cap counts
+        them: :meth:`capped`)."""
         timed = len(marks) - 1
         if self.behind(marks, beat):
             return True
@@ -224,10 +227,10 @@ def _measure(
     warmup = end.warmup
     rows = seen = size = 0
     waited = 0.0
-    clock = 0.0  # seconds timed so far: each pass's own time, the start of a later pass left out
+    clock = 0.0  # seconds timed so far: every step since the timed span began, pass starts included
     marks: list[float] = []  # the timed span's start (0) on ``clock``, then the end of each timed step
-    last: float | None = None  # when the previous timed step of this pass ended
-    restart = False  # this pass is a later one: its first batch is not timed
+    last: float | None = None  # when the previous timed step ended (in this pass or the one before)
+    first_pass = True  # the pass running is the trial's first (warm-up when the trial goes past it)
 
     look = 0  # a screen's next look at its interval, in timed batches (looks grow geometrically)
     over = False  # a look found the trial done: it stays done
@@ -246,6 +249,7 @@ def _measure(
         return not over
 
     while more():
+        began = time.perf_counter()  # a later pass's start (its workers, its first reads) is timed
         it = iter(loader)
         in_pass = 0
         while more():
@@ -259,12 +263,12 @@ def _measure(
             size = size or nbytes(batch) // max(1, rows_of(batch))
             busy_step(step_ms)
             done = time.perf_counter()  # the measured span ends with the last step, not the loader's close
-            if seen <= warmup or (restart and in_pass == 1):
-                last = done if seen > warmup else None  # a later pass's start (its workers, its first read)
+            if seen <= warmup:
                 continue
             if not marks:
                 marks.append(0.0)
-            clock += done - (asked if last is None else last)
+            since = last if last is not None else (began if in_pass == 1 and not first_pass else asked)
+            clock += done - since
             marks.append(clock)
             last = done
             waited += ready - asked
@@ -274,9 +278,9 @@ def _measure(
             close()
         if not in_pass:
             raise RuntimeError("the loader gave no batch: the store is empty or smaller than one batch with drop_last")
-        if not restart and in_pass > 1 and marks and more(force=True):  # the first pass was warm-up: time from the next
-            rows, waited, clock, marks = 0, 0.0, 0.0, []
-        restart, last = in_pass > 1, None  # passes of one batch are timed whole (else none would count)
+        if first_pass and in_pass > 1 and marks and more(force=True):  # the first pass was warm-up: time from the next
+            rows, waited, clock, marks, last = 0, 0.0, 0.0, [], None
+        first_pass = False
     elapsed = clock if clock > 0 else time.perf_counter() - t_start
     found = interval(marks) if end.stable is not None else None
     per_batch = rows / max(1, len(marks) - 1)
