@@ -15,11 +15,11 @@ For each, in this order:
             the online tuner does not: without it the source's own engine stays); and the grid's best
             setting, fixed, read the same way (the grid's best rate is the best of many 1 s trials, so
             noise lifts it: this is what that setting sustains over RAMP_S seconds read like the ramp).
-            Each also *steady*: the same figures with time counted as the grid's trials count it
-            (stoker/tune/trial.py: each later pass's restart, the span ending with its first batch, left
-            out), so that they compare with the grid's best; the epochs here are short (38-125
-            batches), and a pass restart (the last pass's close, the workers' start, the pipeline's
-            fill) is a share of the time that the grid's best does not include
+            The grid's trials time each later pass's restart (stoker/tune/trial.py), as the ramp does,
+            so the raw figures compare with the grid's best. Each also *steady*: the same figures with
+            each restart (the span ending with a later pass's first batch) left out, which shows what
+            restarts cost on these short epochs (38-125 batches): the last pass's close, the workers'
+            start, the pipeline's fill
   change    the auto loader (fresh) under a simulated step of 4*F ms for CHANGE_AT seconds, then F ms
             (4x faster) for CHANGE_AFTER seconds; F is chosen so that the fast step asks for a third of the
             grid's best rate (with the GIL-holding step, half was more than any fixed setting delivered

@@ -9,6 +9,7 @@ batch-level. Anything else is a ConfigError saying what is accepted.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,6 +39,8 @@ def as_source(
     if isinstance(data, (str, os.PathLike)):
         data = Store(data)
     if isinstance(data, Store):
+        if columns is None:
+            encoded_images_hint(data)
         return StoreSource(data, columns, pad_value, pad_to_multiple_of)
     given = {"columns": columns is not None, "pad_value": pad_value != 0, "pad_to_multiple_of": pad_to_multiple_of != 1}
     for option, set_here in given.items():
@@ -69,6 +72,26 @@ def as_source(
     )
 
 
+class EncodedImagesWarning(UserWarning):
+    """A plain loader over a store of encoded images: its batches hold JPEG bytes, not images."""
+
+
+def encoded_images_hint(store: Store) -> None:
+    """Warn when ``store`` holds encoded images (``stoker convert images``' default) and is read as
+    plain columns: the batches then hold lists of JPEG bytes, which a user who converted photos
+    rarely wants. ``columns=`` given says the bytes are wanted: no warning then."""
+    meta = store.metadata or {}
+    if meta.get("kind") == "images" and meta.get("mode") == "encoded":
+        warnings.warn(
+            f"{store!r} holds encoded images: a plain stoker.Loader hands out its 'image' column as lists "
+            "of JPEG bytes. For decoded (and augmented) image batches, load "
+            "stoker.vision.ImageSource(store, stoker.vision.train_transforms(224)) instead; to read "
+            "the bytes, name the columns (columns=['image', 'label']) and this warning goes",
+            EncodedImagesWarning,
+            stacklevel=4,
+        )
+
+
 def describe(data: Any) -> str:
     """A source in words for messages: a store's repr, a source's own repr (an HDF5 names its file and
     datasets), else its type."""
@@ -80,4 +103,4 @@ def describe(data: Any) -> str:
     return f"the {type(data).__name__}"
 
 
-__all__ = ["as_source", "describe"]
+__all__ = ["EncodedImagesWarning", "as_source", "describe", "encoded_images_hint"]
