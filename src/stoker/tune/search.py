@@ -3,6 +3,10 @@
 From the start setting, each keyword in turn (the engine first: the best worker count depends on
 it) is varied with the others held: a numeric one (workers, prefetch depth) climbs from its
 current value to the neighbour that is faster and goes on that way while the rate keeps rising. A
+keyword in :data:`MODES_AT_ZERO` (the worker count) also tries 0 when its climb stops short of
+it: no workers is a mode of its own (the consumer reads inline; no pool starts each pass), which
+can be the fastest where one worker is the slowest (a user Dataset on short epochs: a process pool
+costs a pass tens of milliseconds before its first batch). A
 keyword in :data:`DEEPER` (the prefetch depth) tries its largest value first: a deeper buffer
 costs memory, not speed, and a loader that gains only at the deepest value (one worker thread on
 on-the-fly text) would be dropped on its shallower steps; if the deepest does not beat the best,
@@ -32,6 +36,9 @@ from stoker.tune.space import LOADER_DEFAULTS, Space, normalize
 from stoker.tune.trial import Trial
 
 DEEPER = frozenset({"prefetch_factor"})  # keywords whose larger values cost memory, not speed: tried deepest first
+# keywords whose lowest value is a mode of its own, not the end of a climb: no workers (the consumer reads
+# inline, with no pool to start each pass) can be the fastest where one worker is the slowest
+MODES_AT_ZERO = frozenset({"num_workers"})
 
 Measure = Callable[[dict[str, Any]], Trial]
 Race = Callable[[dict[str, Any], float], Trial]  # a measure told the rate to beat (it may end early below it)
@@ -228,6 +235,11 @@ def _vary(
             j += step
         if chosen != current:
             break
+    if name in MODES_AT_ZERO and ordered[0] == 0 and chosen[name] != 0:  # inline, when the climb stopped short of it
+        setting = at(0)
+        rate = better(setting, chosen_rate)
+        if rate is not None and setting is not None:
+            chosen, chosen_rate = setting, rate
     return chosen, chosen_rate
 
 
