@@ -100,3 +100,27 @@ def test_zero_workers_reads_in_the_calling_thread_then_threads_again():
     assert out == list(range(60))
     assert all(where[i] == me for i in range(20, 41)) and where[5] != me and where[55] != me
     assert _stoker_threads("inline") == []
+
+
+def test_a_map_that_starts_inline_starts_no_thread_until_asked():
+    """A pass the online tuner begins at 0 workers started an idle thread anyway (its start and join
+    were 10-20 % of a 3.5 ms epoch); now the first thread starts when knobs.workers asks for one."""
+    knobs = Knobs(0, 2)
+    seen = []
+
+    def work(i):
+        seen.append((i, len(_stoker_threads("inline"))))
+        return i
+
+    out = []
+    for n, value in enumerate(ordered_map(work, range(30), workers=0, depth=2, stage="inline", knobs=knobs)):
+        out.append(value)
+        if n == 9:
+            knobs.workers = 2
+    assert out == list(range(30))
+    assert all(threads == 0 for i, threads in seen if i < 10)  # read inline, no pool
+    assert any(threads == 2 for i, threads in seen if i >= 12)  # then a pool, once asked
+    assert knobs.threads == 2
+    for t in _stoker_threads("inline"):
+        t.join(5)
+    assert not _stoker_threads("inline")
