@@ -39,7 +39,7 @@ def test_convert_images_with_label_names_from_train(tmp_path):
     va = stoker.convert.images(val, tmp_path / "va", label_names=names)
     store = stoker.open(va.path)
     assert store.metadata["class_to_idx"] == {"ant": 0, "moth": 1, "zebra": 2}
-    labels = np.concatenate([b["label"].numpy() for b in stoker.Loader(store, batch_size=4)])
+    labels = np.concatenate([b["label"].numpy() for b in stoker.Loader(store, batch_size=4, columns=["label"])])
     assert sorted(labels.tolist()) == [1] * 4 + [2] * 4
     by_dict = stoker.convert.images(val, tmp_path / "va2", class_to_idx={"ant": 0, "moth": 1, "zebra": 2})
     assert stoker.open(by_dict.path).metadata["classes"] == ["ant", "moth", "zebra"]
