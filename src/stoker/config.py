@@ -53,7 +53,8 @@ class LoaderConfig:
         pad_value: padding of sequence columns.
         pad_to_multiple_of: the padded width of a batch's sequence columns is its longest row rounded
             up to a multiple of this (the same option of ``stoker.text`` defaults to 8).
-        persistent_workers: keep worker processes between epochs (the process engine only).
+        persistent_workers: keep the workers between epochs until ``close()``: worker processes, and
+            worker threads unless ``num_workers="auto"`` resizes them (a pass then starts none).
         engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, ``"auto"``, or
             ``None`` for the source's own choice (threads for stores and most domain sources;
             processes for a torch Dataset's ``__getitem__`` and, on more than one usable core, for

@@ -132,7 +132,7 @@ class _Slot:
         return value
 
 
-class _Threads:
+class ThreadPool:
     """Daemon worker threads taking tasks (:class:`_Slot`) off one queue.
 
     Not ``concurrent.futures.ThreadPoolExecutor``: its threads are joined when the interpreter
@@ -147,6 +147,7 @@ class _Threads:
         self._helpers = Helpers(workers, lambda: tasks.put(_WAKE))
         self.threads: list[threading.Thread] = []
         self.size = 0  # threads serving, not counting those told to retire
+        self.broken = False  # a thread of it was left behind in a task past its timeout: not to be reused
         self.resize(workers)
 
     def resize(self, workers: int) -> None:
@@ -226,6 +227,7 @@ def ordered_map(
     stage: str = "worker",
     timeout: float | None = None,
     knobs: Knobs | None = None,
+    pool: ThreadPool | None = None,
 ) -> Generator[R, None, None]:
     """Yield ``fn(item)`` for each item, in order, computed by ``workers`` threads.
 
@@ -242,6 +244,10 @@ def ordered_map(
     the next items in the calling thread once those in flight are handed out (one idle thread stays);
     a map that starts at 0 starts no thread until ``knobs.workers`` asks for one (a pass restart
     then costs no thread's start and join: 10-20 % of a 3.5 ms epoch of on-the-fly text).
+
+    ``pool``: threads kept by the caller between maps (``persistent_workers``): used as they are
+    (resized to ``workers``), never stopped here; the tasks of an abandoned map are cancelled, and
+    after a timeout the pool is marked ``broken`` (its stuck thread) and stopped.
     """
     if workers <= 0 and knobs is None:
         for n, item in enumerate(items):
@@ -256,8 +262,11 @@ def ordered_map(
     if knobs is not None:
         workers, depth = knobs.workers, knobs.depth
     depth = max(1, depth)
-    # no thread starts before one is wanted: a pass the tuner begins inline (knobs.workers == 0) starts none
-    pool = _Threads(workers, f"stoker-{stage}") if workers > 0 else None
+    own = pool is None
+    if pool is None:  # no thread starts before one is wanted: a pass the tuner begins inline starts none
+        pool = ThreadPool(workers, f"stoker-{stage}") if workers > 0 else None
+    elif workers > 0 and workers != pool.size:
+        pool.resize(workers)
     timed_out = False
     try:
         if pool is not None:
@@ -268,7 +277,7 @@ def ordered_map(
             if not pending and knobs is not None:  # nothing in flight: threads again, or read here
                 if knobs.workers > 0:
                     if pool is None:
-                        pool = _Threads(knobs.workers, f"stoker-{stage}")
+                        pool = ThreadPool(knobs.workers, f"stoker-{stage}")
                     elif knobs.workers != pool.size:
                         pool.resize(knobs.workers)
                     pending.extend(pool.submit(fn, i) for i in itertools.islice(it, max(1, knobs.depth)))
@@ -319,7 +328,8 @@ def ordered_map(
     finally:
         for slot in pending:
             slot.cancelled = True
-        if pool is not None:
+        if pool is not None and (own or timed_out):
+            pool.broken = pool.broken or timed_out
             pool.stop(wait=0.0 if timed_out else timeout)
 
 
@@ -329,4 +339,4 @@ def default_workers(limit: int | None = None) -> int:
     return max(1, cores if limit is None else min(cores, limit))
 
 
-__all__ = ["Knobs", "ordered_map", "tag_error", "default_workers", "one_torch_thread_here"]
+__all__ = ["Knobs", "ThreadPool", "ordered_map", "tag_error", "default_workers", "one_torch_thread_here"]
