@@ -120,7 +120,7 @@ class Sampler:
         taken its last batch, while the reads in flight still run, so that the next pass does not
         start with a permutation (1.5 ms per 10**5 rows). Only for orders of at most ``AHEAD_ROWS``
         rows: a larger permutation would double the memory held for an epoch that may never come.
-        Kept by value (equal samplers have equal orders), for the last ``len(_AHEAD)`` samplers."""
+        Kept by value (equal samplers have equal orders), for the last ``AHEAD_KEPT`` samplers."""
         if self.order == "global" and self.num_rows <= AHEAD_ROWS:
             _AHEAD[(self, epoch)] = self.epoch_order(epoch)
             while len(_AHEAD) > AHEAD_KEPT:

@@ -83,8 +83,8 @@ class _Stuck(torch.utils.data.Dataset):
 
 
 def test_a_timed_out_pool_is_not_reused():
-    data = _Stuck(1.0)
-    loader = stoker.Loader(data, 4, num_workers=2, engine="threads", persistent_workers=True, timeout=0.2)
+    data = _Stuck(2.5)  # well past the timeout; the timeout well past a batch's read on a loaded machine
+    loader = stoker.Loader(data, 4, num_workers=2, engine="threads", persistent_workers=True, timeout=1.0)
     with pytest.raises(WorkerError, match="not ready after timeout"):
         _epoch_x(loader)
     rows = _epoch_x(loader)  # a fresh pool: the stuck thread is not waited for
