@@ -4,7 +4,8 @@ The heavy work of a batch (numpy gathers, Arrow reads, the Rust tokenizer, libjp
 torch copies) releases the GIL, so threads run it in parallel without the cost of moving
 batches between processes. Threads start when iteration starts and are joined when it
 ends, however it ends (exhausted, ``break``, an exception, Ctrl-C, the iterator dropped);
-only a thread stuck past ``timeout`` is left behind, as a daemon.
+only a thread stuck past ``timeout`` is left behind, as a daemon. A caller may instead keep a
+:class:`ThreadPool` between maps (``persistent_workers``: the executor stops it on ``close()``).
 
 The threads of one pool also share the row copies of large batches (:mod:`stoker.pipeline.parts`):
 a thread with no queued task before it copies the ranges another thread offers.
