@@ -340,8 +340,9 @@ class Loader:
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
         batches = sampler.batches_from(epoch, position.begin)
-        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, self.config.chunk_size)
         tuner = self._tuner if self._tuner is not None and (workers > 0 or self._tuner.tune_workers) else None
+        target = None if tuner is None else tuner.chunk_target  # the tuner's chunk size, asked per chunk
+        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, self.config.chunk_size, target)
         if tuner is not None:  # the settings learned by earlier passes carry over
             tuner.begin_pass(per_chunk, sized())
         if self.engine == "auto":

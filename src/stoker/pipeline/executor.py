@@ -25,6 +25,7 @@ from stoker.pipeline.processes import ProcessPool
 from stoker.pipeline.slots import SlotPlan
 from stoker.pipeline.source import ENGINES
 from stoker.pipeline.threads import Knobs, ThreadPool, ordered_map
+from stoker.pipeline.tuning import chunk_size
 
 
 class Executor:
@@ -114,14 +115,6 @@ class Executor:
             threads.stop(wait=self.timeout if self.timeout is not None else 5.0)
 
 
-def chunk_size(batch_bytes: float | None, target_bytes: int = 2**20, limit: int = 64) -> int:
-    """How many consecutive batches one worker task reads: about ``target_bytes`` of data
-    (one batch per task when the size of a batch is unknown)."""
-    if batch_bytes is None:
-        return 1
-    return int(max(1, min(limit, target_bytes // max(batch_bytes, 1))))
-
-
 def chunked(batches: Iterable[np.ndarray], size: int) -> Iterator[list[np.ndarray]]:
     """Group consecutive index arrays into lists of ``size`` (the last may be shorter)."""
     chunk: list[np.ndarray] = []
@@ -178,9 +171,10 @@ def pass_tasks(
     batch_bytes: Callable[[], float | None],
     upcoming: Callable[[list[np.ndarray]], None] | None = None,
     most: int | None = None,
+    target: Callable[[], int | None] | None = None,
 ) -> tuple[int, Iterator[tuple[int, int, list[np.ndarray]]]]:
     """A pass's worker tasks ``(epoch, first batch, chunk)`` (see :func:`growing_chunks`), and the
-    most batches a chunk holds: size buffers as ``batch_bytes() * that``.
+    most batches a chunk holds by default: size buffers made before the pass as ``batch_bytes() * that``.
 
     ``batch_bytes`` (the source's, for the loader's batch size) is asked before each chunk. When it
     is known at the start, no chunk exceeds what it said then (buffers sized by it hold every
@@ -188,7 +182,10 @@ def pass_tasks(
     once known. ``upcoming`` (the source's hook), when given, learns each batch one full chunk
     ahead: the next that many batches beyond the tasks in flight (:func:`announced`). ``most`` (the
     loader's ``chunk_size``), when given, bounds every chunk instead of the size derived from
-    ``batch_bytes``.
+    ``batch_bytes``. ``target`` (the online tuner's), asked before each chunk, gives the bytes a
+    chunk holds from then on (:func:`~stoker.pipeline.tuning.chunk_size` of that target: past the
+    default bound, so only worker threads and inline reads are given one, whose buffers follow each
+    chunk's size), or None for the default sizing.
     """
     known = batch_bytes()
     largest = chunk_size(known) if most is None else most
@@ -196,6 +193,9 @@ def pass_tasks(
     def limit() -> int:
         if most is not None:
             return most
+        tuned = None if target is None else target()
+        if tuned is not None:
+            return chunk_size(batch_bytes(), tuned)
         size = chunk_size(batch_bytes())
         return size if known is None else min(size, largest)
 

@@ -8,16 +8,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PREFETCH = 8  # chunks in flight per worker at most
+CHUNK_BYTES = 2**20  # a worker task's data by default (``executor.chunk_size``): where a tuned chunk starts
+MAX_CHUNK_BYTES = 2**24  # a tuned chunk's data at most
+CHUNK_BATCHES = 64  # a default chunk's batches at most (a tuned chunk: this many per CHUNK_BYTES)
+
+
+def chunk_size(batch_bytes: float | None, target_bytes: int = CHUNK_BYTES, limit: int | None = None) -> int:
+    """How many consecutive batches one worker task reads: about ``target_bytes`` of data, ``limit``
+    batches at most (by default :data:`CHUNK_BATCHES` per :data:`CHUNK_BYTES` of the target), one batch
+    per task when the size of a batch is unknown."""
+    if batch_bytes is None:
+        return 1
+    if limit is None:
+        limit = max(1, CHUNK_BATCHES * target_bytes // CHUNK_BYTES)
+    return int(max(1, min(limit, target_bytes // max(batch_bytes, 1))))
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """Where the tuner may move: workers and prefetch ranges, the bytes in flight at most."""
+    """Where the tuner may move: workers, prefetch and chunk ranges, the bytes in flight at most."""
 
     max_workers: int
     max_prefetch: int = MAX_PREFETCH
     memory_budget: int | None = None
     jump_to: int | None = None  # the most workers an estimate jumps to (the cores; past it one at a time)
+    max_chunk_bytes: int = MAX_CHUNK_BYTES
 
 
 @dataclass(frozen=True)
@@ -31,6 +46,7 @@ class Measure:
     ready: float = 0.0  # mean results done when the consumer asked
     tasks: int = 0  # worker tasks that ended in the window
     jitter: float = 0.0  # the spread of the task times: their standard deviation / their mean
+    task_s: float = 0.0  # the mean seconds of a worker task that ended in the window (0: none timed)
 
     @property
     def wait_share(self) -> float:
@@ -50,9 +66,9 @@ class Measure:
         """Seconds between batches."""
         return self.wall / max(1, self.batches)
 
-    def figures(self, workers: int) -> str:
+    def figures(self) -> str:
         """The window's figures in words."""
-        read = f", {self.busy * workers * self.wall / self.tasks * 1e3:.1f} ms per task" if self.tasks else ""
+        read = f", {self.task_s * 1e3:.2f} ms per task" if self.tasks else ""
         return (
             f"wait {self.wait_share:.0%}, {self.rate:.1f} batches/s, workers busy {self.busy:.0%}{read}, "
             f"{self.ready:.1f} results ready when asked"
@@ -97,7 +113,8 @@ class Window:
         if tasks > 1 and busy > 0:
             mean = busy / tasks
             jitter = max(0.0, busy2 / tasks - mean * mean) ** 0.5 / mean
-        return Measure(wall, self.waited, self.batches, share, self.ready / batches, tasks, jitter)
+        task_s = busy / tasks if tasks else 0.0
+        return Measure(wall, self.waited, self.batches, share, self.ready / batches, tasks, jitter, task_s)
 
 
 @dataclass
@@ -110,6 +127,7 @@ class Trial:
     waited: float
     workers: int
     prefetch: int
+    chunk_bytes: int = CHUNK_BYTES
     rates: list[float] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
 
@@ -122,7 +140,7 @@ class Decision:
         at: ``time.perf_counter()`` when it was made.
         since_start: seconds since the tuner's first pass began.
         action: ``"add worker"`` (one or more, to the estimate), ``"retire worker"`` (one or more),
-            ``"drop worker"`` (one fewer while the consumer waits), ``"deepen"``, ``"inline"``,
+            ``"drop worker"`` (one fewer while the consumer waits), ``"deepen"``, ``"grow chunk"``, ``"inline"``,
             ``"undo"``, ``"hold"``, ``"step changed"`` or ``"fixed"``
             (a setting picked once, not tuned).
         workers, prefetch: the settings from now on.
@@ -130,6 +148,7 @@ class Decision:
         rate: batches per second over the window.
         busy: the workers' busy share over the window.
         reason: why, in words, with the window's figures (queue occupancy and time per task too).
+        chunk_bytes: the data of one worker task from now on, at most (0: not tuned; the loader's sizing).
     """
 
     at: float
@@ -141,9 +160,18 @@ class Decision:
     rate: float
     busy: float
     reason: str
+    chunk_bytes: int = 0
 
     def __str__(self) -> str:
-        return f"{self.since_start:7.2f}s  {self.action:<13} -> {self.workers} worker(s), prefetch {self.prefetch}: {self.reason}"
+        chunks = f", chunks of {_mib(self.chunk_bytes)}" if self.chunk_bytes else ""
+        return (
+            f"{self.since_start:7.2f}s  {self.action:<13} -> {self.workers} worker(s), prefetch {self.prefetch}"
+            f"{chunks}: {self.reason}"
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB"
 
 
 def nbytes(batch: Any) -> int:
@@ -163,10 +191,13 @@ class TuneReport:
     prefetch: int
     decisions: tuple[Decision, ...]
     inner: Any
+    chunk_bytes: int = 0  # a worker task's data at most (0: not tuned online)
 
     def __str__(self) -> str:
+        chunks = f", chunks of {_mib(self.chunk_bytes)}" if self.chunk_bytes else ""
         lines = [
-            f"online tuning: {self.workers} worker(s), prefetch {self.prefetch}; {len(self.decisions)} decision(s)"
+            f"online tuning: {self.workers} worker(s), prefetch {self.prefetch}{chunks}; "
+            f"{len(self.decisions)} decision(s)"
         ]
         lines += [f"  {d}" for d in self.decisions]
         if self.inner is not None:
@@ -174,4 +205,16 @@ class TuneReport:
         return "\n".join(lines)
 
 
-__all__ = ["Bounds", "Decision", "Measure", "Trial", "TuneReport", "Window", "nbytes"]
+__all__ = [
+    "CHUNK_BATCHES",
+    "CHUNK_BYTES",
+    "MAX_CHUNK_BYTES",
+    "Bounds",
+    "Decision",
+    "Measure",
+    "Trial",
+    "TuneReport",
+    "Window",
+    "chunk_size",
+    "nbytes",
+]
