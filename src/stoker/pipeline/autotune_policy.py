@@ -13,15 +13,15 @@ worker count, the prefetch depth or the chunk size out, with what it learned kep
    without the rate falling :data:`GAIN`; fewer workers while the consumer waits stay unless the rate
    fell :data:`GAIN`. Else the change is undone and the value blocked for :data:`BLOCK_S`, doubled at
    each new failure, :data:`FORGET_S` at most.
-3. **The consumer waits** (> :data:`WAIT_HIGH`): when the worker tasks are short (under
-   :data:`SHORT_TASK_S` on average) and the chunk size is tuned, first the chunks grow (twice the
-   data per task, within ``max_chunk_bytes`` and ``memory_budget``: fewer hand-offs for the same
-   rows). Else on busy workers (>= :data:`BUSY_HIGH`) jump to the
+3. **The consumer waits** (> :data:`WAIT_HIGH`): on busy workers (>= :data:`BUSY_HIGH`) jump to the
    estimate ``ceil(workers × busy / (1 - wait))`` (one more at least, the cores at most at once,
    below a ceiling, within ``memory_budget``); on idle ones double the depth (or ``1 + 2 × spread``);
    at one worker thread whose second did not pay, read inline. When neither more workers nor a deeper
-   prefetch can be tried and the workers are not the bottleneck (or outnumber the cores), one worker
-   fewer is tried (the hand-off between threads may be what costs).
+   prefetch can be tried: if the worker tasks are short (under :data:`SHORT_TASK_S` on average) and
+   the chunk size is tuned, the chunks grow (twice the data per task, within ``max_chunk_bytes`` and
+   ``memory_budget``: fewer hand-offs for the same rows); else, when the workers are not the
+   bottleneck (or outnumber the cores), one worker fewer is tried (the hand-off between threads may
+   be what costs).
 4. **The consumer does not wait** (< :data:`WAIT_LOW`, a result ready when asked): retire down to
    ``ceil(busy × workers / BUSY_RETIRE)``.
 """
@@ -296,9 +296,6 @@ class Policy:
 
     def _more(self, m: Measure, now: float) -> Decision | None:
         bottleneck = m.busy >= BUSY_HIGH
-        if 0 < m.task_s < SHORT_TASK_S and self._can_grow(now) is None:  # the cheapest change first
-            why = f"tasks of {m.task_s * 1e3:.2f} ms: the hand-off per task weighs"
-            return self._change(m, GROW, self.workers, self.prefetch, why, self._grown())
         add, deepen = self._can_add(now), self._can_deepen(now)
         inline = self.workers == 1 and self.tune_workers and not self.processes and not self._floored(0, now)
         if inline and self._blocked("workers", 2, now):  # a second thread did not pay: the hand-off may not
@@ -315,6 +312,10 @@ class Policy:
                 return self._change(m, action, self.workers, p, "workers idle between tasks" if not bottleneck else "")
         if inline:  # one worker thread left, and neither a second one nor a deeper prefetch can be tried
             return self._change(m, "inline", 0, self.prefetch, "neither a second worker nor a deeper prefetch helped")
+        short, grow = 0 < m.task_s < SHORT_TASK_S, self._can_grow(now)
+        if short and grow is None:  # after workers and prefetch: they weigh more
+            why = f"tasks of {m.task_s * 1e3:.2f} ms: the hand-off per task weighs"
+            return self._change(m, GROW, self.workers, self.prefetch, why, self._grown())
         cores = self.bounds.jump_to or self.bounds.max_workers
         if (
             self.tune_workers
@@ -324,7 +325,8 @@ class Policy:
         ):
             why = "neither more workers nor a deeper prefetch helped, and the workers are not the bottleneck"
             return self._change(m, DROP, self.workers - 1, self.prefetch, why)
-        reason = f"the consumer waits, but: {add}; {deepen}"
+        reason = "; ".join(x for x in (add, deepen, grow if short and self.chunk_target() is not None else None) if x)
+        reason = f"the consumer waits, but: {reason}"
         if reason != self._held:
             self._held = reason
             return self._record(m, "hold", reason)

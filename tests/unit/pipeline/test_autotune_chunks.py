@@ -1,6 +1,6 @@
 """The online tuner's third knob, the chunk size (the data of one worker task): grown while tasks are
-short and the consumer waits, kept only when the rate rises, within its bounds; driven by injected
-window figures and a fake clock (no timing)."""
+short and the consumer waits once neither more workers nor a deeper prefetch can be tried, kept only
+when the rate rises, within its bounds; driven by injected window figures and a fake clock (no timing)."""
 
 import numpy as np
 
@@ -38,11 +38,17 @@ def verify(t, clock, m):
     return t.step(m)
 
 
-def test_short_tasks_grow_the_chunk_first_and_a_gain_keeps_it():
-    t, clock = tuner()
+def test_workers_and_prefetch_come_before_the_chunk():
+    t, _ = tuner()
+    d = t.step(window(100, 0.5, 0.95, 0.3e-3))  # short tasks, but a second worker may be tried
+    assert d.action == "add worker" and t.chunk_target() == CHUNK_BYTES
+
+
+def test_short_tasks_grow_the_chunk_at_the_most_workers_and_a_gain_keeps_it():
+    t, clock = tuner(workers=4, prefetch=8)  # the bounds' most: nothing else to add
     assert t.chunk_target() == CHUNK_BYTES and t.batches_per_chunk() == 8  # 128 KiB batches: 8 a default chunk
     d = t.step(window(100, 0.5, 0.95, 0.3e-3))
-    assert d.action == GROW and t.chunk_target() == 2 * CHUNK_BYTES and t.workers == 1
+    assert d.action == GROW and t.chunk_target() == 2 * CHUNK_BYTES and (t.workers, t.prefetch) == (4, 8)
     assert d.chunk_bytes == 2 * CHUNK_BYTES and "chunks of 2 MiB" in str(d) and "0.30 ms" in d.reason
     d = verify(t, clock, window(130, 0.4, 0.95, 0.5e-3))  # 30 % faster: kept, and the tasks are still short
     assert d.action == GROW and t.chunk_target() == 4 * CHUNK_BYTES
@@ -50,33 +56,34 @@ def test_short_tasks_grow_the_chunk_first_and_a_gain_keeps_it():
 
 
 def test_a_larger_chunk_that_does_not_pay_is_undone_and_blocked():
-    t, clock = tuner()
+    t, clock = tuner(workers=4, prefetch=8)
     assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == GROW
     d = verify(t, clock, window(101, 0.5, 0.95, 0.6e-3))
     assert d.action == "undo" and t.chunk_target() == CHUNK_BYTES
     clock.t += 0.1
-    assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == "add worker"  # not the chunk again, for a while
+    d = t.step(window(100, 0.5, 0.95, 0.3e-3))  # not the chunk again, for a while
+    assert d.action == "hold" and "did not raise the rate" in d.reason and t.chunk_target() == CHUNK_BYTES
 
 
 def test_long_tasks_leave_the_chunk_alone():
-    t, _ = tuner()
+    t, _ = tuner(workers=4, prefetch=8)
     d = t.step(window(100, 0.5, 0.95, 2 * SHORT_TASK_S))
-    assert d.action == "add worker" and t.chunk_target() == CHUNK_BYTES
+    assert d.action == "hold" and t.chunk_target() == CHUNK_BYTES
 
 
 def test_the_chunk_is_not_tuned_when_fixed_with_processes_or_at_its_bound():
-    t, _ = tuner()
+    t, _ = tuner(workers=4, prefetch=8)
     t.tune_chunk = False  # chunk_size given
-    assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == "add worker" and t.chunk_target() is None
-    t, _ = tuner()
+    assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == "hold" and t.chunk_target() is None
+    t, _ = tuner(workers=4, prefetch=8)
     t.for_processes()  # slots are sized when the pool starts
-    assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == "add worker" and t.chunk_target() is None
-    t, _ = tuner(max_chunk_bytes=CHUNK_BYTES)
-    assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == "add worker" and t.chunk_target() == CHUNK_BYTES
+    assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == "hold" and t.chunk_target() is None
+    t, _ = tuner(workers=4, prefetch=8, max_chunk_bytes=CHUNK_BYTES)
+    assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == "hold" and t.chunk_target() == CHUNK_BYTES
 
 
 def test_a_chunk_grows_to_the_next_size_that_holds_more_batches():
-    t, _ = tuner(batch_bytes=3 * 2**20)  # 3 MiB batches: one a chunk at 1 and 2 MiB
+    t, _ = tuner(workers=4, prefetch=8, batch_bytes=3 * 2**20)  # 3 MiB batches: one a chunk at 1 and 2 MiB
     assert t.batches_per_chunk() == 1
     assert t.step(window(100, 0.5, 0.95, 0.3e-3)).action == GROW
     assert t.chunk_target() == 8 * CHUNK_BYTES and t.batches_per_chunk() == 2
