@@ -5,6 +5,8 @@ and end. Microseconds per pass (median over rounds) for:
   inline          num_workers=0
   threads         num_workers=2, engine="threads"
   threads kept    the same with persistent_workers=True (the threads serve every pass)
+  tuned threads   num_workers=2, prefetch_factor="auto", engine="threads" (the online tuner's knobs)
+  tuned kept      the same with persistent_workers=True (kept threads the tuner resizes)
   processes       num_workers=2, engine="processes"
   processes kept  the same with persistent_workers=True
 Part B, whole epochs: on-the-fly text (``stoker.text.Loader`` over lines of
@@ -16,6 +18,7 @@ out), on 8,000 lines (bench_tune's ``fly``, 125 batches an epoch) and on 400,000
 Every loader is built outside the timings; rounds interleave the configurations.
 
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_pass_starts.py [--data data] [--rounds 5]
+        [--starts-only]
 """
 
 from __future__ import annotations
@@ -37,10 +40,20 @@ STARTS = {
     "inline": {"num_workers": 0},
     "threads": {"num_workers": 2, "engine": "threads"},
     "threads kept": {"num_workers": 2, "engine": "threads", "persistent_workers": True},
+    "tuned threads": {"num_workers": 2, "prefetch_factor": "auto", "engine": "threads"},
+    "tuned kept": {"num_workers": 2, "prefetch_factor": "auto", "engine": "threads", "persistent_workers": True},
     "processes": {"num_workers": 2, "engine": "processes"},
     "processes kept": {"num_workers": 2, "engine": "processes", "persistent_workers": True},
 }
-PASSES = {"inline": 2000, "threads": 2000, "threads kept": 2000, "processes": 40, "processes kept": 2000}
+PASSES = {
+    "inline": 2000,
+    "threads": 2000,
+    "threads kept": 2000,
+    "tuned threads": 2000,
+    "tuned kept": 2000,
+    "processes": 40,
+    "processes kept": 2000,
+}
 TEXT = {"default": {}, "1 thread, prefetch 8": {"num_workers": 1, "prefetch_factor": 8}}
 TEXT_LINES = (8_000, 400_000)
 TEXT_SECONDS = 1.0  # whole epochs are read until this much time has passed, per round
@@ -66,6 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--starts-only", action="store_true", help="part A only")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
 
@@ -83,6 +97,8 @@ def main() -> None:
     print("\nA. a pass of one 64-row batch (us per pass, median; rounds)")
     for name, values in starts.items():
         print(f"  {name:<16} {statistics.median(values):>9,.0f}   {', '.join(f'{v:,.0f}' for v in values)}")
+    if args.starts_only:
+        return
 
     all_lines = (Path(args.data) / "text" / "friends.txt").read_text(encoding="utf-8").splitlines()
     vocab = str(Path(args.data) / "text" / "vocab.txt")

@@ -294,8 +294,9 @@ class Loader:
             workers = tuner.for_processes()  # busy share from the tasks outstanding (not timed here)
         tuner = tuner if tuner is not None and (workers > 0 or tuner.tune_workers) and calibration is None else None
         cached = self._executor
-        if calibration is None and cached is not None and (cached.workers, cached.method) == (workers, engine):
-            return cached
+        if calibration is None and cached is not None and cached.method == engine:
+            if cached.workers == workers or (tuner is not None and cached.knobs is tuner.knobs):
+                return cached  # a tuned one resizes to the knobs whatever it started with
         in_threads = engine == "threads" or workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
         work = Work(

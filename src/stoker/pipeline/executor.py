@@ -39,8 +39,9 @@ class Executor:
         timeout: seconds to wait for one result (None: forever).
         stage: the name errors and timeouts are tagged with.
         persistent: keep the workers between :meth:`map` calls until :meth:`close`: worker
-            processes, and worker threads where no ``knobs`` resize them (a pass then starts no
-            thread: 596 against 176 us a one-batch pass, benchmarks/bench_pass_starts.py).
+            processes, and worker threads (a pass then starts no thread: 596 against 176 us a
+            one-batch pass, benchmarks/bench_pass_starts.py). With ``knobs`` the kept threads start
+            when a map first wants one and are resized by every map; a map at 0 workers leaves them idle.
         slots: how the process pool makes its shared-memory batch slots (``pipeline/slots.py``).
         knobs: the worker count and depth, read while the map runs (they replace ``workers`` and
             ``depth`` there); worker processes read only the depth.
@@ -70,7 +71,7 @@ class Executor:
         self.slots = slots
         self.knobs = knobs
         self._pool: ProcessPool | None = None
-        self._threads: ThreadPool | None = None  # kept between maps: persistent, threads, no knobs
+        self._threads: ThreadPool | None = None  # kept between maps: persistent, threads
 
     @property
     def in_processes(self) -> bool:
@@ -80,9 +81,12 @@ class Executor:
     def map(self, items: Iterable[Any]) -> Generator[Any, None, None]:
         if not self.in_processes:
             pool = None
-            if self.persistent and self.workers > 0 and self.knobs is None:
-                if self._threads is None or self._threads.broken:
-                    self._threads = ThreadPool(self.workers, f"stoker-{self.stage}")
+            if self.persistent:  # threads kept between maps; with knobs, started once the tuner wants one
+                wanted = self.workers if self.knobs is None else self.knobs.workers
+                if self._threads is not None and self._threads.broken:
+                    self._threads = None  # stopped by the map that timed out
+                if self._threads is None and wanted > 0:
+                    self._threads = ThreadPool(wanted, f"stoker-{self.stage}")
                 pool = self._threads
             return ordered_map(
                 self.fn,

@@ -270,7 +270,7 @@ def ordered_map(
         pool.resize(workers)
     timed_out = False
     try:
-        if pool is not None:
+        if pool is not None and workers > 0:  # a kept pool waits while the map starts inline
             for item in itertools.islice(it, depth):
                 pending.append(pool.submit(fn, item))
         n = 0

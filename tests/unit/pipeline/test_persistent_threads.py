@@ -11,6 +11,7 @@ import torch
 
 import stoker
 from stoker.errors import WorkerError
+from stoker.pipeline.autotune import AutoTuner
 
 
 def _stoker_threads():
@@ -56,13 +57,56 @@ def test_a_pass_left_with_break_does_not_disturb_the_next(store):
     assert not _stoker_threads()
 
 
-def test_the_online_tuner_keeps_starting_threads_per_pass(store):
-    loader = stoker.Loader(
-        store, batch_size=8, num_workers="auto", prefetch_factor="auto", persistent_workers=True, engine="threads"
+def test_threads_resized_by_the_online_tuner_are_kept_too(store):
+    """Before, a loader with an "auto" setting started and joined its threads every pass."""
+    kept = stoker.Loader(
+        store,
+        batch_size=8,
+        shuffle=True,
+        num_workers=2,
+        prefetch_factor="auto",
+        persistent_workers=True,
+        engine="threads",
     )
-    _epoch(loader)
-    assert not _stoker_threads()  # resized by the tuner: one pool per pass, as before
+    fresh = stoker.Loader(store, batch_size=8, shuffle=True, num_workers=2)
+    first = _epoch(kept)
+    serving = _stoker_threads()
+    assert len(serving) == 2
+    second = _epoch(kept)
+    assert _stoker_threads() == serving
+    np.testing.assert_array_equal(first, _epoch(fresh))
+    np.testing.assert_array_equal(second, _epoch(fresh))
+    kept.close()
+    assert not _stoker_threads()
+
+
+def test_a_pass_the_tuner_reads_inline_leaves_the_kept_threads_idle(store, monkeypatch):
+    monkeypatch.setattr(AutoTuner, "step", lambda self, m: None)  # no decision inside a pass: set between them
+    loader = stoker.Loader(
+        store,
+        batch_size=8,
+        shuffle=True,
+        num_workers="auto",
+        prefetch_factor="auto",
+        persistent_workers=True,
+        engine="threads",
+    )
+    fresh = stoker.Loader(store, batch_size=8, shuffle=True, num_workers=0)
+    loader._tuner._set(0, 2)
+    np.testing.assert_array_equal(_epoch(loader), _epoch(fresh))
+    assert not _stoker_threads()  # started inline: no thread yet
+    loader._tuner._set(1, 2)
+    np.testing.assert_array_equal(_epoch(loader), _epoch(fresh))
+    serving = _stoker_threads()
+    assert len(serving) == 1
+    loader._tuner._set(0, 2)
+    np.testing.assert_array_equal(_epoch(loader), _epoch(fresh))  # read inline, the kept thread idle
+    assert _stoker_threads() == serving
+    loader._tuner._set(2, 2)
+    np.testing.assert_array_equal(_epoch(loader), _epoch(fresh))
+    assert len(_stoker_threads()) == 2 and serving[0] in _stoker_threads()  # grown, not restarted
     loader.close()
+    assert not _stoker_threads()
 
 
 class _Stuck(torch.utils.data.Dataset):
