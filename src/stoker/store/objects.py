@@ -22,6 +22,10 @@ by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one t
   options map, so any option keeps fsspec).
 
 ``STOKER_REMOTE_CLIENT=obstore`` refuses those cases with a ConfigError naming the key instead.
+
+obstore's :meth:`ObstoreClient.download` of an ``s3://`` shard at an ``http://`` endpoint (Linux)
+first tries a spliced GET (``spliced.py``: the kernel moves the body into the file, no copy in
+Python); whatever that declines, obstore fetches. ``STOKER_REMOTE_SPLICE=0`` switches it off.
 """
 
 from __future__ import annotations

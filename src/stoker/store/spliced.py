@@ -47,6 +47,7 @@ PIPE_BYTES = 4 * 2**20  # the pipe asked for; an unprivileged process gets at mo
 SIGNED_FOR = timedelta(minutes=15)  # a presigned URL's lifetime (used at once: it only has to outlive one GET)
 HEAD_LIMIT = 64 * 2**10  # a response head longer than this is declined
 HASH_PIECE = 8 * 2**20  # the checksum is taken over the map in pieces of this size
+WRITE_ALIGN = 256 * 2**10  # a write into the file from a pipe short of full ends at a multiple of this
 
 
 class Declined(Exception):
@@ -233,9 +234,11 @@ def _max_pipe() -> int:
 def _move(sock: socket.socket, fd: int, size: int, read_s: float, where: str) -> None:
     """``size`` body bytes from ``sock`` into ``fd`` through a pipe, by splice; each wait bounded by ``read_s``.
 
-    The pipe is filled to its size before it is emptied into the file, so every write but the
-    last is a whole pipe at an offset that is a multiple of it. A pipe that holds fewer bytes
-    than its size (the network's pieces take its slots) is emptied when it takes no more.
+    The pipe is filled to its size before it is emptied into the file. A pipe that takes no
+    more while it holds fewer bytes than its size (the network's pieces, often short of a page,
+    take its slots) is emptied only up to a multiple of :data:`WRITE_ALIGN` in the file, the
+    rest kept for the next write: the page cache sizes a file's folios by its writes' lengths
+    and alignment, and writes ending anywhere would leave it in 4-32 KiB folios.
     """
     r, w = os.pipe2(os.O_CLOEXEC)
     try:
@@ -265,8 +268,14 @@ def _move(sock: socket.socket, fd: int, size: int, read_s: float, where: str) ->
                     held += n
                     if held < cap and done + held < size:
                         continue
-            while held:
-                m = os.splice(r, fd, held, flags=os.SPLICE_F_MOVE)
+            k = held
+            if held < cap and done + held < size:  # a pipe short of full: write up to an aligned end
+                k = (done + held) // WRITE_ALIGN * WRITE_ALIGN - done
+                if k <= 0:
+                    k = held
+            while k:
+                m = os.splice(r, fd, k, flags=os.SPLICE_F_MOVE)
+                k -= m
                 held -= m
                 done += m
     finally:
