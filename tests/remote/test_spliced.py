@@ -7,6 +7,7 @@ faults a server can send mid-body are played by a few lines of socket server on 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -53,6 +54,26 @@ def test_switched_off_obstore_fetches_every_shard(stored, tmp_path, monkeypatch)
     stats = ds.remote_stats()
     assert stats["fetched_by"] == {"obstore": ds.num_shards}
     assert stats["splice"] == "off: STOKER_REMOTE_SPLICE=0"
+
+
+def test_auto_leaves_a_store_over_its_size_to_obstore_and_1_splices_it(stored, tmp_path, monkeypatch):
+    _, url, v = stored
+    monkeypatch.setattr(spliced, "AUTO_MAX_STORE", 100_000)  # the store is ~512 KB
+    monkeypatch.delenv("STOKER_REMOTE_SPLICE", raising=False)
+    ds = stoker.open(url, cache_dir=tmp_path / "auto")
+    np.testing.assert_array_equal(ds[:]["v"], v)
+    assert ds.remote_stats()["fetched_by"] == {"obstore": ds.num_shards}
+    pattern = r"off: a store of \d MiB, over the 0 MiB that STOKER_REMOTE_SPLICE=auto splices .*"
+    assert re.fullmatch(pattern, ds.remote_stats()["splice"])
+    monkeypatch.setenv("STOKER_REMOTE_SPLICE", "1")
+    forced = stoker.open(url, cache_dir=tmp_path / "forced")
+    np.testing.assert_array_equal(forced[:]["v"], v)
+    assert forced.remote_stats()["fetched_by"] == {"spliced": forced.num_shards}
+    monkeypatch.setattr(spliced, "AUTO_MAX_STORE", 2**30)
+    monkeypatch.setenv("STOKER_REMOTE_SPLICE", "auto")
+    small = stoker.open(url, cache_dir=tmp_path / "small")
+    np.testing.assert_array_equal(small[:]["v"], v)
+    assert small.remote_stats()["fetched_by"] == {"spliced": small.num_shards}
 
 
 def test_a_switch_value_that_is_not_0_or_1_is_a_config_error(stored, tmp_path, monkeypatch):

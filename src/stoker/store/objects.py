@@ -25,7 +25,8 @@ by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one t
 
 obstore's :meth:`ObstoreClient.download` of an ``s3://`` shard at an ``http://`` endpoint (Linux)
 first tries a spliced GET (``spliced.py``: the kernel moves the body into the file, no copy in
-Python); whatever that declines, obstore fetches. ``STOKER_REMOTE_SPLICE=0`` switches it off.
+Python); whatever that declines, obstore fetches. ``STOKER_REMOTE_SPLICE``: ``auto`` (stores up to
+512 MiB, :meth:`ObstoreClient.fit_splicing`), ``1`` (any store) or ``0`` (none).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from stoker.errors import ConfigError
-from stoker.store.spliced import Declined, Splicer, hash_file, splice_reason
+from stoker.store.spliced import Declined, Splicer, hash_file, size_reason, splice_reason
 
 T = TypeVar("T")
 CLIENT_ENV = "STOKER_REMOTE_CLIENT"
@@ -99,6 +100,11 @@ class ObstoreClient:
         self.store = store
         self.splicer = splicer  # spliced GETs (``spliced.py``), tried first when there is one
         self.splice_off = splice_off  # why there is none
+
+    def fit_splicing(self, store_bytes: int) -> None:
+        """Stop splicing where ``STOKER_REMOTE_SPLICE=auto`` leaves a store of ``store_bytes`` to obstore."""
+        if self.splicer is not None and (why := size_reason(store_bytes)):
+            self.splicer, self.splice_off = None, why
 
     def read(self, name: str) -> bytes:
         import obstore

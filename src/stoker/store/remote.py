@@ -34,6 +34,7 @@ from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundE
 from stoker.store.cache import ShardFiles, cache_key, default_root, parse_limit
 from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
 from stoker.store.location import Remote, remote
+from stoker.store.objects import ObstoreClient
 from stoker.store.shardfile import file_checksum, new_hasher
 
 FETCH_THREADS = 4  # shards downloaded at once by one process
@@ -63,6 +64,8 @@ def open_remote(
             "writer uploads its manifest last, so an unfinished write has none: write it again)"
         ) from None
     manifest, checksum = _parse_manifest(bytes(raw), manifest_url)
+    if isinstance(rem.client, ObstoreClient):  # STOKER_REMOTE_SPLICE=auto splices stores up to a size
+        rem.client.fit_splicing(sum(s.bytes for s in manifest.shards))
     directory = (Path(cache_dir) if cache_dir is not None else default_root()) / cache_key(rem.url, checksum)
     try:
         directory.mkdir(parents=True, exist_ok=True)
