@@ -187,7 +187,7 @@ def _huge_share(directory: Path) -> float:
 
 def _label(splice: str) -> str:
     """How a remote epoch's shards were downloaded, as the bench's lines name it."""
-    return {"1": "(spliced)", "0": "(obstore, not spliced)"}.get(splice, "(STOKER_REMOTE_SPLICE as set)")
+    return {"1": "(spliced)", "0": "(obstore, not spliced)"}.get(splice, "(as STOKER_REMOTE_SPLICE says; unset: auto)")
 
 
 def _load() -> str:
