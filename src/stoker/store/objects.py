@@ -22,6 +22,11 @@ by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one t
   options map, so any option keeps fsspec).
 
 ``STOKER_REMOTE_CLIENT=obstore`` refuses those cases with a ConfigError naming the key instead.
+
+obstore's :meth:`ObstoreClient.download` of an ``s3://`` shard at an ``http://`` endpoint (Linux)
+first tries a spliced GET (``spliced.py``: the kernel moves the body into the file, no copy in
+Python); whatever that declines, obstore fetches. ``STOKER_REMOTE_SPLICE``: ``auto`` (stores up to
+512 MiB, :meth:`ObstoreClient.fit_splicing`), ``1`` (any store) or ``0`` (none).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from stoker.errors import ConfigError
+from stoker.store.spliced import Declined, Splicer, hash_file, size_reason, splice_reason
 
 T = TypeVar("T")
 CLIENT_ENV = "STOKER_REMOTE_CLIENT"
@@ -61,8 +67,8 @@ class FsspecClient:
 
     def download(
         self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
-    ) -> None:
-        """The object into ``local``; with ``seen``, the file's bytes are read back and handed to it."""
+    ) -> str:
+        """The object into ``local``; with ``seen``, the file's bytes are read back and handed to it. ``"fsspec"``."""
         self.fs.get_file(self._path(name), str(local))
         if seen is not None:
             buf = bytearray(RANGE_BYTES)
@@ -70,6 +76,7 @@ class FsspecClient:
             with open(local, "rb", buffering=0) as f:
                 while n := f.readinto(buf):
                     seen(view[:n])
+        return self.name
 
     def upload(self, local: Path, name: str) -> None:
         self.fs.put_file(str(local), self._path(name))
@@ -89,8 +96,15 @@ class ObstoreClient:
 
     name = "obstore"
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, splicer: Splicer | None = None, splice_off: str = "") -> None:
         self.store = store
+        self.splicer = splicer  # spliced GETs (``spliced.py``), tried first when there is one
+        self.splice_off = splice_off  # why there is none
+
+    def fit_splicing(self, store_bytes: int) -> None:
+        """Stop splicing where ``STOKER_REMOTE_SPLICE=auto`` leaves a store of ``store_bytes`` to obstore."""
+        if self.splicer is not None and (why := size_reason(store_bytes)):
+            self.splicer, self.splice_off = None, why
 
     def read(self, name: str) -> bytes:
         import obstore
@@ -99,16 +113,33 @@ class ObstoreClient:
 
     def download(
         self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
-    ) -> None:
-        """The object into ``local``: ranged GETs of :data:`RANGE_BYTES` when ``size`` is known (up to
-        :data:`RANGES_AT_ONCE` at once), else one streamed GET.
+    ) -> str:
+        """The object into ``local``; how it came: ``"spliced"`` or ``"obstore"``.
 
-        Each piece is written as it arrives and handed to ``seen`` (a checksum taken on the way:
-        the file is never read back). Ranges start on :data:`BLOCK` boundaries, so each piece is
+        With a :attr:`splicer` and a known ``size``, a spliced GET first (``spliced.py``: the
+        kernel moves the body into the file, then ``seen`` gets the file's bytes through a map);
+        when it declines, or with none, obstore: ranged GETs of :data:`RANGE_BYTES` when ``size``
+        is known (up to :data:`RANGES_AT_ONCE` at once), else one streamed GET.
+
+        obstore's pieces are written as they arrive and handed to ``seen`` (a checksum taken on the
+        way: the file is never read back). Ranges start on :data:`BLOCK` boundaries, so each piece is
         written straight from obstore's buffer; a stream's pieces, cut by the network, are copied
         into aligned blocks first.
         """
         import obstore
+
+        if self.splicer is not None and size:
+            splicer = self.splicer
+            fd = os.open(local, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                splicer.download(name, _where(self.store, name), fd, size)
+                if seen is not None:
+                    hash_file(fd, size, seen)
+                return "spliced"
+            except Declined:
+                pass
+            finally:
+                os.close(fd)
 
         def run() -> None:
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -130,6 +161,7 @@ class ObstoreClient:
                 os.close(fd)
 
         _translated(run)
+        return self.name
 
     def upload(self, local: Path, name: str) -> None:
         import obstore
@@ -202,6 +234,13 @@ class _AlignedWrites:
             view = view[os.write(self.fd, view) :]
 
 
+def _where(store: Any, name: str) -> str:
+    """The ``s3://bucket/prefix/name`` URL of object ``name`` of obstore S3 store ``store`` (for messages)."""
+    bucket = store.config.get("bucket", "") if isinstance(store.config, dict) else ""
+    prefix = str(store.prefix or "").strip("/")
+    return f"s3://{bucket}/{prefix + '/' if prefix else ''}{name}"
+
+
 def _translated(fn: Callable[[], T]) -> T:
     """``fn()``, obstore's missing-object and refused-access errors raised as FileNotFoundError / PermissionError."""
     from obstore.exceptions import NotFoundError, PermissionDeniedError, UnauthenticatedError
@@ -238,6 +277,7 @@ def obstore_client(
     connect, read = timeouts
     client: dict[str, Any] = {}
     config: dict[str, Any] = {}
+    endpoint = ""
     if protocol in ("s3", "s3a"):
         mapped = _s3_config(options)
         if isinstance(mapped, str):
@@ -257,7 +297,8 @@ def obstore_client(
         store = make(url.rstrip("/"), config=config or None, client_options=client, retry_config={"max_retries": 0})
     except Exception as exc:  # noqa: BLE001 - obstore's configuration errors: fsspec is asked instead
         return f"obstore refused the configuration ({type(exc).__name__})"
-    return ObstoreClient(store)
+    off = splice_reason(endpoint) if protocol in ("s3", "s3a") else f"{protocol}:// is not spliced"
+    return ObstoreClient(store, None if off else Splicer(store, timeouts), off)
 
 
 def _s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | str:

@@ -34,6 +34,7 @@ from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundE
 from stoker.store.cache import ShardFiles, cache_key, default_root, parse_limit
 from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
 from stoker.store.location import Remote, remote
+from stoker.store.objects import ObstoreClient
 from stoker.store.shardfile import file_checksum, new_hasher
 
 FETCH_THREADS = 4  # shards downloaded at once by one process
@@ -63,6 +64,8 @@ def open_remote(
             "writer uploads its manifest last, so an unfinished write has none: write it again)"
         ) from None
     manifest, checksum = _parse_manifest(bytes(raw), manifest_url)
+    if isinstance(rem.client, ObstoreClient):  # STOKER_REMOTE_SPLICE=auto splices stores up to a size
+        rem.client.fit_splicing(sum(s.bytes for s in manifest.shards))
     directory = (Path(cache_dir) if cache_dir is not None else default_root()) / cache_key(rem.url, checksum)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -149,6 +152,7 @@ class RemoteShards:
         self._pending: dict[int, Future[None]] = {}
         self._pool: Fetchers | None = None
         self._counts = {"shards_fetched": 0, "bytes_fetched": 0, "cache_hits": 0, "checksum_retries": 0}
+        self._fetched_by: dict[str, int] = {}  # shards fetched, by the way their bytes came ("spliced", "obstore", ...)
         self._pid = os.getpid()
 
     def _after_fork(self) -> None:
@@ -165,6 +169,7 @@ class RemoteShards:
         self.files.reserved = {}  # the parent's downloads are its own; their .part files are counted on disk
         self._pool = None
         self._counts = dict.fromkeys(self._counts, 0)
+        self._fetched_by = {}
         self.remote = remote(self.remote.url, self.remote.storage_options, client="fsspec")
 
     @property
@@ -177,9 +182,24 @@ class RemoteShards:
         return self.remote.url
 
     def stats(self) -> dict[str, Any]:
-        """What this process fetched: shards and bytes downloaded, cache hits, retries, evictions, cache listings."""
+        """What this process fetched: shards and bytes downloaded, cache hits, retries, evictions, cache listings.
+
+        ``fetched_by`` counts the shards fetched by each way their bytes came (``spliced``: by the
+        kernel, ``spliced.py``; ``obstore``; ``fsspec``); ``splice`` says whether spliced GETs are
+        tried (``"on"``, else ``"off: <why>"``), and ``splice_declined`` how many were handed to
+        obstore, ``splice_last_declined`` why the last one was.
+        """
         with self._lock:
             out: dict[str, Any] = dict(self._counts)
+            out["fetched_by"] = dict(self._fetched_by)
+        client = self.remote.client
+        splicer = getattr(client, "splicer", None)
+        if splicer is not None:
+            report = splicer.report()
+            out.update(splice="on", splice_declined=report["declined"], splice_last_declined=report["last_declined"])
+        else:
+            off = getattr(client, "splice_off", "") or f"the {client.name} client"
+            out.update(splice=f"off: {off}", splice_declined=0, splice_last_declined="")
         out.update(
             url=self.url,
             cache_dir=str(self.directory),
@@ -263,7 +283,7 @@ class RemoteShards:
         problem = ""
         for attempt in range(2):  # a bad arrival is fetched once more
             try:
-                digest = self.remote.call(f"downloading {url}", functools.partial(self._arrive, info, part))
+                digest, route = self.remote.call(f"downloading {url}", functools.partial(self._arrive, info, part))
             except FileNotFoundError:
                 part.unlink(missing_ok=True)
                 raise ShardError(
@@ -281,6 +301,7 @@ class RemoteShards:
                 with self._lock:
                     self._counts["shards_fetched"] += 1
                     self._counts["bytes_fetched"] += info.bytes
+                    self._fetched_by[route] = self._fetched_by.get(route, 0) + 1
                 return
             part.unlink(missing_ok=True)
             if attempt == 0:
@@ -290,11 +311,12 @@ class RemoteShards:
             f"write the store at {self.remote.url} again (overwrite=True), or restore the object"
         )
 
-    def _arrive(self, info: ShardInfo, part: Path) -> str:
-        """Download shard ``info`` into ``part`` (one try), its checksum taken on the way; the checksum."""
+    def _arrive(self, info: ShardInfo, part: Path) -> tuple[str, str]:
+        """Download shard ``info`` into ``part`` (one try), its checksum taken on the way; the checksum, and how
+        the bytes came (the client's answer: ``"spliced"``, ``"obstore"``, ``"fsspec"``)."""
         hasher = new_hasher(info.algorithm)
-        self.remote.client.download(info.file, part, info.bytes, hasher.update)
-        return str(hasher.hexdigest())
+        route = self.remote.client.download(info.file, part, info.bytes, hasher.update)
+        return str(hasher.hexdigest()), route
 
     @staticmethod
     def _check(part: Path, info: ShardInfo, digest: str | None = None) -> str:
