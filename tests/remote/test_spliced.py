@@ -6,9 +6,11 @@ faults a server can send mid-body are played by a few lines of socket server on 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
+import stat
 import threading
 from collections.abc import Callable, Iterator
 
@@ -253,3 +255,25 @@ def test_the_server_going_away_mid_read_ends_in_a_store_error_without_the_signat
         ds[:]
     assert "Signature" not in f"{info.value!s} {info.value!r}"
     assert ds.remote_stats()["splice_declined"] >= 4  # every try declined (refused); obstore's errors reported
+
+
+def test_a_cache_file_system_that_refuses_splice_hands_every_shard_to_obstore(stored, tmp_path, monkeypatch):
+    """A file system may refuse splice into its files (EINVAL): that was an OSError out of the read."""
+    monkeypatch.setenv("STOKER_REMOTE_SPLICE", "1")
+    real = os.splice
+    into_files = []
+
+    def splice(src, dst, count, *args, **kwargs):
+        if stat.S_ISREG(os.fstat(dst).st_mode):
+            into_files.append(dst)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(src, dst, count, *args, **kwargs)
+
+    monkeypatch.setattr(spliced.os, "splice", splice)
+    _, url, v = stored
+    ds = stoker.open(url, cache_dir=tmp_path)
+    np.testing.assert_array_equal(ds[:]["v"], v)
+    stats = ds.remote_stats()
+    assert stats["fetched_by"] == {"obstore": ds.num_shards}
+    assert stats["splice_declined"] == ds.num_shards and "refuses splice (EINVAL)" in stats["splice_last_declined"]
+    assert len(into_files) == 1  # tried once, then every later shard went to obstore at once

@@ -18,7 +18,9 @@ Content-Length other than the manifest's size, chunked transfer encoding, an htt
 signing, connect or header failure) raises :class:`Declined`: the caller fetches the shard with
 obstore instead (which says what is wrong, a missing object say, as it always does). A failure
 once the body flows (a connection closed early, a stall past the read timeout) is a
-``ConnectionError`` / ``TimeoutError`` that ``Remote.call`` retries like any network fault.
+``ConnectionError`` / ``TimeoutError`` that ``Remote.call`` retries like any network fault. A cache
+directory whose file system refuses ``splice`` (EINVAL, ENOSYS, EOPNOTSUPP) declines that shard and
+every later one (obstore starts the file again).
 
 The presigned URL carries a signature: it is never put in a message or an exception; messages
 name the shard's ``s3://`` URL. ``STOKER_REMOTE_SPLICE`` (read when a store is opened): ``auto``
@@ -31,6 +33,7 @@ obstore's (2 MiB pages), while at 128 and 512 MiB they did not differ (README, r
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
@@ -54,6 +57,7 @@ HASH_PIECE = 8 * 2**20  # the checksum is taken over the map in pieces of this s
 AUTO_MAX_STORE = 512 * 2**20  # the largest store STOKER_REMOTE_SPLICE=auto splices (see the docstring)
 _MODES = {"auto": "auto", "1": "on", "on": "on", "true": "on", "0": "off", "off": "off", "false": "off"}
 WRITE_ALIGN = 256 * 2**10  # a write into the file from a pipe short of full ends at a multiple of this
+_REFUSED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP)  # splice into a file its file system does not take
 
 
 class Declined(Exception):
@@ -109,6 +113,7 @@ class Splicer:
         self.spliced = 0  # downloads that moved their body by splice
         self.declined = 0  # downloads handed to obstore (Declined)
         self.last_declined = ""  # the reason of the last one
+        self.refused = ""  # why the cache's file system took no splice: every later shard goes to obstore
 
     def report(self) -> dict[str, Any]:
         with self._lock:
@@ -119,6 +124,9 @@ class Splicer:
 
         :class:`Declined` before the body starts; ConnectionError/TimeoutError after.
         """
+        if self.refused:
+            self._declined(self.refused)
+            raise Declined(self.refused)
         try:
             signed = self._sign(name)
             target = urlsplit(signed)
@@ -143,7 +151,14 @@ class Splicer:
             if problem:
                 self._declined(problem)
                 raise Declined(problem)
-            _move(sock, fd, size, self.read_s, where)
+            try:
+                _move(sock, fd, size, self.read_s, where)
+            except OSError as exc:
+                if isinstance(exc, (ConnectionError, TimeoutError)) or exc.errno not in _REFUSED:
+                    raise
+                self.refused = f"the cache's file system refuses splice ({errno.errorcode[exc.errno]})"
+                self._declined(self.refused)  # the caller's obstore GET starts the file again
+                raise Declined(self.refused) from None
         with self._lock:
             self.spliced += 1
 
