@@ -198,7 +198,8 @@ def parent(argv: list[str]) -> None:
             ds = stoker.open(url, cache_dir=work / f"stoker-cache-{r}", storage_options=options)
             n = sum(len(b["label"]) for b in stoker.Loader(ds, batch_size=BATCH, shuffle="block", seed=r))
             mine = n / (time.perf_counter() - t)
-            client = ds.remote_stats()["client"]
+            stats = ds.remote_stats()
+            client = f"{stats['client']}, shards {stats.get('fetched_by', {})}"  # spliced or not (STOKER_REMOTE_SPLICE)
             del ds
             shutil.rmtree(work / f"stoker-cache-{r}", ignore_errors=True)
             line = f"round {r}: stoker ({client}) {mine:,.0f} rows/s ({n:,} rows)"
