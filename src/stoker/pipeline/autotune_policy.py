@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 
-from stoker.pipeline.tuning import CHUNK_BYTES, Bounds, Decision, Measure, Trial, chunk_size
+from stoker.pipeline.tuning import CHUNK_BYTES, Bounds, Decision, Measure, Trial, chunk_size, mib
 
 BLOCK_S = 2.5  # a ceiling or floor lasts this many seconds, doubled each time the same value fails again...
 FORGET_S = 20.0  # ...up to this many
@@ -190,11 +190,11 @@ class Policy:
             return "a batch's size is not known yet"
         grown = self._grown()
         if grown > self.bounds.max_chunk_bytes:
-            return f"at the largest chunk ({self.bounds.max_chunk_bytes} bytes) or the most batches a chunk holds"
+            return f"at the largest chunk ({mib(self.bounds.max_chunk_bytes)}) or the most batches a chunk holds"
         if self._blocked("chunk", grown, now):
-            return f"chunks of {grown} bytes did not raise the rate"
+            return f"chunks of {mib(grown)} did not raise the rate"
         if not self._fits(self.workers, self.prefetch, grown):
-            return f"chunks of {grown} bytes would pass memory_budget={self.bounds.memory_budget}"
+            return f"chunks of {mib(grown)} would pass memory_budget={self.bounds.memory_budget}"
         return None
 
     def _grown(self) -> int:

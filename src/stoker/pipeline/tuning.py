@@ -163,14 +163,15 @@ class Decision:
     chunk_bytes: int = 0
 
     def __str__(self) -> str:
-        chunks = f", chunks of {_mib(self.chunk_bytes)}" if self.chunk_bytes else ""
+        chunks = f", chunks of {mib(self.chunk_bytes)}" if self.chunk_bytes else ""
         return (
             f"{self.since_start:7.2f}s  {self.action:<13} -> {self.workers} worker(s), prefetch {self.prefetch}"
             f"{chunks}: {self.reason}"
         )
 
 
-def _mib(n: int) -> str:
+def mib(n: int) -> str:
+    """``n`` bytes in MiB, as decisions and reports print chunk sizes (``"2 MiB"``)."""
     return f"{n / 2**20:g} MiB"
 
 
@@ -194,7 +195,7 @@ class TuneReport:
     chunk_bytes: int = 0  # a worker task's data at most (0: not tuned online)
 
     def __str__(self) -> str:
-        chunks = f", chunks of {_mib(self.chunk_bytes)}" if self.chunk_bytes else ""
+        chunks = f", chunks of {mib(self.chunk_bytes)}" if self.chunk_bytes else ""
         lines = [
             f"online tuning: {self.workers} worker(s), prefetch {self.prefetch}{chunks}; "
             f"{len(self.decisions)} decision(s)"
@@ -216,5 +217,6 @@ __all__ = [
     "TuneReport",
     "Window",
     "chunk_size",
+    "mib",
     "nbytes",
 ]
