@@ -293,10 +293,9 @@ class Loader:
         if tuner is not None and engine == "processes" and (workers > 0 or tuner.tune_workers):
             workers = tuner.for_processes()  # busy share from the tasks outstanding (not timed here)
         tuner = tuner if tuner is not None and (workers > 0 or tuner.tune_workers) and calibration is None else None
-        cached = self._executor
-        if calibration is None and cached is not None and cached.method == engine:
-            if cached.workers == workers or (tuner is not None and cached.knobs is tuner.knobs):
-                return cached  # a tuned one resizes to the knobs whatever it started with
+        cached, knobs = self._executor, None if tuner is None else tuner.knobs
+        if calibration is None and cached is not None and cached.serves(engine, workers, knobs):
+            return cached
         in_threads = engine == "threads" or workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
         work = Work(
@@ -315,7 +314,7 @@ class Loader:
         )
         fn = work if calibration is None else calibration.timed(work)
         timed = fn if tuner is None or engine == "processes" else tuner.timed(fn)  # processes: not timed here
-        depth, knobs = max(1, workers) * self.prefetch_factor, None if tuner is None else tuner.knobs
+        depth = max(1, workers) * self.prefetch_factor
         persistent = cfg.persistent_workers and calibration is None
         executor = Executor(timed, engine, workers, depth, cfg.timeout or None, "read", persistent, slots, knobs)
         if calibration is not None:

@@ -73,6 +73,11 @@ class Executor:
         self._pool: ProcessPool | None = None
         self._threads: ThreadPool | None = None  # kept between maps: persistent, threads
 
+    def serves(self, method: str, workers: int, knobs: Knobs | None) -> bool:
+        """Whether this executor can run the next pass of ``workers`` on ``method``: the same count, or
+        resized by the same ``knobs`` (an online tuner's) whatever count it started with."""
+        return self.method == method and (self.workers == workers or (knobs is not None and self.knobs is knobs))
+
     @property
     def in_processes(self) -> bool:
         """Whether ``fn`` runs in other processes (its results then crossed shared memory)."""
