@@ -24,6 +24,7 @@ of ``window`` blocks, expanded lazily; see ``pipeline/orders.py``).
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
@@ -38,6 +39,8 @@ from stoker.pipeline.orders import ORDERS, EpochOrder
 AHEAD_ROWS = 2**22
 AHEAD_KEPT = 4  # orders built ahead that are kept at once (one per loader that ended a pass last)
 _AHEAD: dict[tuple[Sampler, int], EpochOrder] = {}
+# the most rows a window's batches hold in FixedBatches.window_batches (the loader keeps that many announced)
+WINDOW_BATCHES_ROWS = 2**20
 
 __all__ = ["ORDERS", "BatchSampler", "FixedBatches", "Sampler", "field_fingerprint", "order_name"]
 
@@ -231,6 +234,14 @@ class BatchSampler:
         """This rank's batches of ``epoch`` from ``position`` on."""
         return self.batches(epoch, position)
 
+    def window_batches(self) -> int:
+        """How many consecutive batches of this rank draw their rows from one stretch of the data
+        (a window of ``shuffle="block"``): reading the first of them may need any row of the
+        stretch. A source that fetches its data (a remote store) is told this many batches ahead,
+        so the next stretch's data arrives while this one is read. 1 by default: batches drawn
+        independently of each other."""
+        return 1
+
     def check_fingerprint(self, saved: dict[str, Any]) -> None:
         """Raise StateError naming every field where ``saved`` differs from this sampler's."""
         mine = self.fingerprint()
@@ -290,6 +301,17 @@ class FixedBatches(BatchSampler):
 
     def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
         return self.sampler.batches(epoch, self.batch_size, self.drop_last, 0, position)
+
+    def window_batches(self) -> int:
+        """For ``block`` order, the batches of this rank in one window (``block_size * window`` rows of
+        the epoch's order, shared by the ranks), at most :data:`WINDOW_BATCHES_ROWS` rows' worth;
+        1 for the other orders (``global``: every batch draws from the whole epoch; ``sequential``:
+        from the rows after the last)."""
+        s = self.sampler
+        if s.order != "block":
+            return 1
+        rows = min(s.block_size * s.window, s.num_rows) / s.world_size
+        return max(1, math.ceil(min(rows, WINDOW_BATCHES_ROWS) / self.batch_size))
 
     def fingerprint(self) -> dict[str, Any]:
         return {**self.sampler.fingerprint(), "batch_size": self.batch_size, "drop_last": self.drop_last}

@@ -66,6 +66,12 @@ class BatchSource:
         before the read that holds it (see ``pass_tasks``): a source that fetches its data (a remote
         store) can start fetching them now. Called in the consumer; the default does nothing."""
 
+    def fetches_ahead(self) -> bool:
+        """Whether ``upcoming`` starts fetching data (a remote store): then the loader announces
+        batches a whole window of the sampler's order ahead (``BatchSampler.window_batches``),
+        else one chunk ahead. False by default."""
+        return False
+
     def batch_bytes(self, batch_size: int) -> float | None:
         """Expected host bytes of one batch, or None when unknown. Sizes the chunks of work."""
         return None

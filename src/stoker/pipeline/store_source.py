@@ -95,6 +95,9 @@ class StoreSource(BatchSource):
         """A remote store's fetch counts (shards, bytes, cache hits, retries); None for a local store."""
         return self.store.remote_stats()
 
+    def fetches_ahead(self) -> bool:
+        return self.store.remote is not None
+
     def upcoming(self, batches: list[np.ndarray]) -> None:
         """A remote store starts fetching the shards of batches not yet read (a local one: nothing)."""
         if self.store.remote is not None and batches:

@@ -94,6 +94,9 @@ class Subset(BatchSource):
             mapped.append(self.indices[idx[(idx >= 0) & (idx < n)]])
         self.source.upcoming(mapped)
 
+    def fetches_ahead(self) -> bool:
+        return self.source.fetches_ahead()
+
     def collate(self, raw: Any) -> Any:
         return self.source.collate(raw)
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from stoker.errors import ConfigError, StateError
-from stoker.pipeline.sampler import FixedBatches, Sampler, order_name
+from stoker.pipeline.sampler import WINDOW_BATCHES_ROWS, BatchSampler, FixedBatches, Sampler, order_name
 
 
 def test_sequential_is_identity():
@@ -114,3 +114,20 @@ def test_orders_built_ahead_are_bounded(monkeypatch):
     for seed in range(module.AHEAD_KEPT + 3):
         list(Sampler(100, "global", seed=seed).batches(0, 50, False))
     assert len(module._AHEAD) <= module.AHEAD_KEPT
+
+
+def test_window_batches_count_one_window_of_block_order_on_one_rank():
+    def window(order: str, rows: int = 100_000, world: int = 1, batch: int = 100) -> int:
+        sampler = Sampler(rows, order, block_size=1000, window=8, world_size=world)
+        return FixedBatches(sampler, batch).window_batches()
+
+    assert window("block") == 80  # 8 blocks of 1000 rows, 100 a batch
+    assert window("block", world=3) == 27  # each rank takes a third of the window's rows
+    assert window("block", rows=2500) == 25  # a store smaller than one window
+    assert window("global") == window("sequential") == 1
+
+
+def test_window_batches_are_bounded_by_rows():
+    sampler = Sampler(10**9, "block", block_size=2**20, window=64)
+    assert FixedBatches(sampler, 1).window_batches() == WINDOW_BATCHES_ROWS
+    assert BatchSampler.window_batches(FixedBatches(sampler, 1)) == 1  # the base class: independent batches
