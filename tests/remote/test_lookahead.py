@@ -42,24 +42,24 @@ def _shards_of_rows(ds: stoker.Store, rows: np.ndarray) -> set[int]:
 
 
 def test_block_order_fetches_the_next_windows_shards_while_this_window_is_read(s3, tmp_path):
-    # 6 MiB in 64 KiB shards (256 rows each); batches of 1000 rows (~250 KiB): 4 per chunk; windows of
-    # 8 blocks of 1000 rows: 8 batches, more than a chunk
+    # 24 MiB in 64 KiB shards (256 rows each); batches of 1000 rows (~250 KiB): 4 per chunk; three windows of
+    # 32 blocks of 1000 rows: 32 batches each, announced 16 batches ahead
     url = f"s3://{s3.bucket()}/windows"
-    n = 24000
+    n = 96000
     stoker.write(url, {"x": np.arange(n), "v": np.zeros((n, 62), dtype=np.float32)}, shard_size="64KB")
     ds = stoker.open(url, cache_dir=tmp_path / "cache")
-    loader = stoker.Loader(ds, batch_size=1000, shuffle="block", block_size=1000, window=8, num_workers=0, seed=3)
+    loader = stoker.Loader(ds, batch_size=1000, shuffle="block", block_size=1000, window=32, num_workers=0, seed=3)
     planned = list(loader.batch_sampler.batches_from(0, 0))
     it = iter(loader)
-    first = next(it)  # batch 0 read; batches 1-8 announced: batch 8 is the first of window 1
-    assert sorted(first["x"].tolist()) == sorted(planned[0].tolist())
-    window0 = _shards_of_rows(ds, np.concatenate(planned[:8]))
-    wanted = _shards_of_rows(ds, np.concatenate(planned[:9]))
-    assert len(window0) < len(wanted) < ds.num_shards  # the first batch of window 1 needs shards of its own
+    got = [next(it)["x"] for _ in range(21)]  # batches 0-20: the chunk of batches 19-22 is read (inline)
+    window0 = _shards_of_rows(ds, np.concatenate(planned[:32]))
+    wanted = window0 | _shards_of_rows(ds, planned[32])  # 22 + 16 batches announced: batch 32 starts window 1
+    assert len(window0) < len(wanted) < ds.num_shards
     deadline = time.monotonic() + 120  # downloads on a loaded machine: a bound, not a timing
     while ds.remote_stats()["shards_fetched"] < len(wanted) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert ds.remote_stats()["shards_fetched"] == len(wanted)  # window 1's shards, before window 1 is read
-    rest = [b["x"] for b in it]
-    assert [sorted(b.tolist()) for b in [first["x"], *rest]] == [sorted(p.tolist()) for p in planned]
+    # window 1's shards, before any batch of window 1 is read (one chunk ahead, 22 + 4: window 0's alone)
+    assert ds.remote_stats()["shards_fetched"] >= len(wanted)
+    got += [b["x"] for b in it]
+    assert [sorted(b.tolist()) for b in got] == [sorted(p.tolist()) for p in planned]
     assert ds.remote_stats()["shards_fetched"] == ds.num_shards  # each shard downloaded once

@@ -6,6 +6,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -195,3 +196,22 @@ def test_a_shard_held_by_a_gather_stays_valid_when_its_file_is_evicted(remote_st
     assert got["x"].tolist() == list(range(ROWS)) and got["text"] == [f"row {i}" for i in range(ROWS)]
     assert ds.remote_stats()["evicted"] >= ds.num_shards // 2
     assert _cached_bytes(tmp_path / "cache") <= biggest + biggest // 2
+
+
+def test_a_shard_fetched_ahead_and_not_read_yet_is_evicted_after_the_shards_read(remote_store, tmp_path):
+    probe = stoker.open(remote_store, cache_dir=tmp_path / "probe")
+    starts = np.concatenate([[0], np.cumsum([s.rows for s in probe.manifest.shards])])
+    ds = stoker.open(
+        remote_store, cache_dir=tmp_path / "cache", cache_limit=3 * max(s.bytes for s in probe.manifest.shards)
+    )
+    ahead, b, c, d = 5, 1, 2, 3  # shard numbers
+    ds.prefetch(np.array([starts[ahead]]))  # shard 5 fetched ahead of its read
+    deadline = time.monotonic() + 120  # a download on a loaded machine: a bound, not a timing
+    while ds.remote_stats()["shards_fetched"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ds[int(starts[b])]["x"] == starts[b] and ds[int(starts[c])]["x"] == starts[c]  # the cache is full
+    assert ds[int(starts[d])]["x"] == starts[d]  # room made: shard 1 (read, least recently used) goes, not shard 5
+    stats = ds.remote_stats()
+    assert stats["evicted"] == 1 and stats["shards_fetched"] == 4
+    assert ds[int(starts[ahead])]["x"] == starts[ahead]
+    assert ds.remote_stats()["shards_fetched"] == 4  # read from the cache: it was not evicted

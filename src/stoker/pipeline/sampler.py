@@ -237,9 +237,9 @@ class BatchSampler:
     def window_batches(self) -> int:
         """How many consecutive batches of this rank draw their rows from one stretch of the data
         (a window of ``shuffle="block"``): reading the first of them may need any row of the
-        stretch. A source that fetches its data (a remote store) is told this many batches ahead,
-        so the next stretch's data arrives while this one is read. 1 by default: batches drawn
-        independently of each other."""
+        stretch. A source that fetches its data (a remote store) is told half this many batches
+        ahead (see the loader), so the next stretch's data arrives while this one is read. 1 by
+        default: batches drawn independently of each other."""
         return 1
 
     def check_fingerprint(self, saved: dict[str, Any]) -> None:

@@ -68,8 +68,8 @@ class BatchSource:
 
     def fetches_ahead(self) -> bool:
         """Whether ``upcoming`` starts fetching data (a remote store): then the loader announces
-        batches a whole window of the sampler's order ahead (``BatchSampler.window_batches``),
-        else one chunk ahead. False by default."""
+        batches half a window of the sampler's order ahead (``BatchSampler.window_batches``) when
+        that is more than one chunk. False by default."""
         return False
 
     def batch_bytes(self, batch_size: int) -> float | None:

@@ -79,6 +79,8 @@ class ShardFiles:
 
     ``mapped`` tells which shards this process maps now (least recently used first), and
     ``unmap`` drops one of them from the reader's maps; both come from the store's ShardCache.
+    ``ahead`` holds the shards this process downloaded and has not mapped yet (fetched ahead of
+    its reads, by ``RemoteShards``): they are evicted last.
     """
 
     def __init__(self, directory: Path, limit: int) -> None:
@@ -91,6 +93,7 @@ class ShardFiles:
         # Room granted by make_room to downloads of this process not yet renamed into place: a
         # download's .part file starts empty and grows, so its size on disk undercounts it.
         self.reserved: dict[str, int] = {}
+        self.ahead: set[str] = set()
 
     def path(self, name: str) -> Path:
         return self.directory / name
@@ -247,8 +250,10 @@ class ShardFiles:
             return True
         mapped = self.mapped()
         rank = {n: i for i, n in enumerate(mapped)}
-        # unmapped shards first (oldest first), then shards this process maps but no gather holds
-        files.sort(key=lambda f: (f[1] in rank, rank.get(f[1], 0), f[0]))
+        ahead = set(self.ahead)
+        # shards no reader of this process wants (oldest first), then those it maps but no gather holds (least
+        # recently used first), last those it fetched ahead of its reads and has not read yet
+        files.sort(key=lambda f: (2 if f[1] in ahead else f[1] in rank, rank.get(f[1], 0), f[0]))
         for _, victim, nbytes in files:
             if self._evict(victim):
                 total.cached -= nbytes

@@ -167,6 +167,7 @@ class RemoteShards:
         self._lock = threading.Lock()
         self._pending = {}
         self.files.reserved = {}  # the parent's downloads are its own; their .part files are counted on disk
+        self.files.ahead = set()
         self._pool = None
         self._counts = dict.fromkeys(self._counts, 0)
         self._fetched_by = {}
@@ -223,6 +224,7 @@ class RemoteShards:
             with self.files.locked(info.file, shared=True):
                 if self.files.has(info.file, info.bytes):
                     self.files.touch(info.file)
+                    self.files.ahead.discard(info.file)  # read now: evicted like any mapped shard
                     yield
                     return
         raise ShardError(
@@ -298,6 +300,7 @@ class RemoteShards:
             problem = self._check(part, info, digest)
             if not problem:
                 os.replace(part, final)
+                self.files.ahead.add(info.file)  # until the reader maps it (holding)
                 with self._lock:
                     self._counts["shards_fetched"] += 1
                     self._counts["bytes_fetched"] += info.bytes
