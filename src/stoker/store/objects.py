@@ -26,7 +26,7 @@ by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one t
 obstore's :meth:`ObstoreClient.download` of an ``s3://`` shard at an ``http://`` endpoint (Linux)
 first tries a spliced GET (``spliced.py``: the kernel moves the body into the file, no copy in
 Python); whatever that declines, obstore fetches. ``STOKER_REMOTE_SPLICE``: ``auto`` (stores up to
-512 MiB, :meth:`ObstoreClient.fit_splicing`), ``1`` (any store) or ``0`` (none).
+1 GiB, :meth:`ObstoreClient.fit_splicing`), ``1`` (any store) or ``0`` (none).
 """
 
 from __future__ import annotations
