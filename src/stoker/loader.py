@@ -342,10 +342,8 @@ class Loader:
         batches = sampler.batches_from(epoch, position.begin)
         tuner = self._tuner if self._tuner is not None and (workers > 0 or self._tuner.tune_workers) else None
         target = None if tuner is None else tuner.chunk_target  # the tuner's chunk size, asked per chunk
-        # A source that fetches (a remote store) learns batches half a window of the order ahead: the
-        # next window's shards arrive while the second half of this one is read, and the announced
-        # batches never reach the window after that, so a cache of two windows holds them (a whole
-        # window ahead would reach it while this one is still read, and evict this one's shards).
+        # a fetching source (remote store) learns half a window ahead: the next window's shards arrive while
+        # this one is read, and a cache of two windows holds what is announced (README, remote stores)
         half = sampler.window_batches() // 2 if ahead is not None and self.source.fetches_ahead() else 0
         per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, self.config.chunk_size, target, half)
         if tuner is not None:  # the settings learned by earlier passes carry over

@@ -181,7 +181,7 @@ def pass_tasks(
     upcoming: Callable[[list[np.ndarray]], None] | None = None,
     most: int | None = None,
     target: Callable[[], int | None] | None = None,
-    ahead: int = 0,
+    announce: int = 0,
 ) -> tuple[int, Iterator[tuple[int, int, list[np.ndarray]]]]:
     """A pass's worker tasks ``(epoch, first batch, chunk)`` (see :func:`growing_chunks`), and the
     most batches a chunk holds by default: size buffers made before the pass as ``batch_bytes() * that``.
@@ -190,13 +190,13 @@ def pass_tasks(
     is known at the start, no chunk exceeds what it said then (buffers sized by it hold every
     chunk); when it is None at the start (buffers learn their size), chunks grow to what it says
     once known. ``upcoming`` (the source's hook), when given, learns each batch one full chunk
-    ahead, or ``ahead`` batches when that is more: the next that many batches beyond the tasks in
-    flight (:func:`announced`). ``most`` (the
-    loader's ``chunk_size``), when given, bounds every chunk instead of the size derived from
-    ``batch_bytes``. ``target`` (the online tuner's), asked before each chunk, gives the bytes a
-    chunk holds from then on (:func:`~stoker.pipeline.tuning.chunk_size` of that target: past the
-    default bound, so only worker threads and inline reads are given one, whose buffers follow each
-    chunk's size), or None for the default sizing.
+    ahead, or ``announce`` batches when that is more: the next that many batches beyond the tasks
+    in flight (:func:`announced`). ``most`` (the loader's ``chunk_size``), when given, bounds
+    every chunk instead of the size derived from ``batch_bytes``. ``target`` (the online tuner's),
+    asked before each chunk, gives the bytes a chunk holds from then on
+    (:func:`~stoker.pipeline.tuning.chunk_size` of that target: past the default bound, so only
+    worker threads and inline reads are given one, whose buffers follow each chunk's size), or None
+    for the default sizing.
     """
     known = batch_bytes()
     largest = chunk_size(known) if most is None else most
@@ -211,7 +211,7 @@ def pass_tasks(
         return size if known is None else min(size, largest)
 
     if upcoming is not None:
-        batches = announced(batches, upcoming, max(largest, ahead))
+        batches = announced(batches, upcoming, max(largest, announce))
     return largest, ((epoch, first, chunk) for first, chunk in growing_chunks(batches, limit))
 
 
