@@ -193,7 +193,7 @@ def _prepare(memory: str, scratch: Path, nbytes: int) -> str:
 
     On a VM with free page reporting (virtio-balloon), memory freed a while ago is handed back to
     the host, and page-cache pages taken from it cost far more to fill: ``_write_rates`` prints
-    both rates (here 4-5 GB/s against about 0.4 GB/s in 2 MiB folios). A local cold epoch's pages
+    both rates (here 3-6 GB/s against about 0.4-0.5 GB/s in 4 MiB writes). A local cold epoch's pages
     are filled by the host's disk emulation and hardly feel it; a remote one's are written by this
     VM's CPU and do. ``recycled``: a scratch file of ``nbytes`` is written and deleted right
     before the epoch, so the epoch's page cache comes from memory just freed, backed by the
@@ -387,14 +387,18 @@ def main() -> None:
             info.file for info in stoker.open(url, cache_dir=work / "names", storage_options=options).manifest.shards
         ]
         store_bytes = stoker.open(local).nbytes
+
+        def prepare() -> str:  # free memory before a cold epoch, as --memory says
+            return _prepare(args.memory, work / "scratch", store_bytes * 5 // 4)
+
         for r in range(args.rounds):
             ceiling = _ceiling(endpoint, url, names)
             slow = _open_with("fsspec", url, work / f"fsspec-{r}", options)
-            _prepare(args.memory, work / "scratch", store_bytes * 5 // 4)
+            prepare()
             fc, _ = _epoch(slow, args.batch)
             shutil.rmtree(work / f"fsspec-{r}", ignore_errors=True)
             dropped = _drop(local)
-            prepared = _prepare(args.memory, work / "scratch", store_bytes * 5 // 4)
+            prepared = prepare()
             near = stoker.open(local)
             lc, lfirst = _epoch(near, args.batch)
             ratios["fsspec"].append(fc / lc)
@@ -402,7 +406,7 @@ def main() -> None:
             for v in variants if r % 2 == 0 else variants[::-1]:  # with both: which goes first, in turns
                 cache = work / f"cache-{r}-{v}"
                 far = _open_with("obstore", url, cache, options, splice=v)
-                _prepare(args.memory, work / "scratch", store_bytes * 5 // 4)
+                prepare()
                 rc, rfirst = _epoch(far, args.batch)
                 ratios["cold" + v].append(rc / lc)
                 ratios["ceiling" + v].append(rc * store_bytes / rows / ceiling)

@@ -342,8 +342,7 @@ class Loader:
         batches = sampler.batches_from(epoch, position.begin)
         tuner = self._tuner if self._tuner is not None and (workers > 0 or self._tuner.tune_workers) else None
         target = None if tuner is None else tuner.chunk_target  # the tuner's chunk size, asked per chunk
-        # a fetching source (remote store) learns half a window ahead: the next window's shards arrive while
-        # this one is read, and a cache of two windows holds what is announced (README, remote stores)
+        # a fetching source (remote store) learns half a window ahead (README, remote stores: reading)
         half = sampler.window_batches() // 2 if ahead is not None and self.source.fetches_ahead() else 0
         per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, self.config.chunk_size, target, half)
         if tuner is not None:  # the settings learned by earlier passes carry over
