@@ -32,7 +32,8 @@ import stoker  # noqa: E402
 import stoker.convert  # noqa: E402
 from common import machine  # noqa: E402
 from stoker import vision  # noqa: E402
-from stoker.pipeline.threads import default_workers, one_torch_thread_here  # noqa: E402
+from stoker.pipeline.schedule import usable_cores  # noqa: E402
+from stoker.pipeline.threads import one_torch_thread_here  # noqa: E402
 from stoker.vision.decode import probe  # noqa: E402
 from stoker.vision.render import render_bytes  # noqa: E402
 
@@ -68,7 +69,7 @@ def main() -> None:
     found = vision.find_images(photos)
     blobs = [Path(p).read_bytes() for p in found.paths]
     plan = vision.Compose([vision.RandomResizedCrop(224), vision.RandomHorizontalFlip()])
-    counts = [k for k in (1, 2, 4, 8, 16) if args.all or k <= default_workers()]
+    counts = [k for k in (1, 2, 4, 8, 16) if args.all or k <= usable_cores()]
     print(f"{machine()}; torch {torch.__version__}; {len(blobs)} photos; threads {counts}", flush=True)
 
     def decode_only(stop: threading.Event) -> int:

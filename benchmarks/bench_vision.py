@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import stoker  # noqa: E402
 from common import Result, machine, one_thread_images, rate, save  # noqa: E402
 from stoker import vision  # noqa: E402
-from stoker.pipeline.threads import default_workers  # noqa: E402
+from stoker.pipeline.schedule import usable_cores  # noqa: E402
 from stoker.vision.decode import probe  # noqa: E402
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
@@ -79,7 +79,7 @@ def main() -> None:
     photos = Path(args.data) / "images" / "photos"
     if not photos.is_dir():
         sys.exit(f"{photos} is missing: run python scripts/fetch_data.py images --out {args.data}")
-    cores = default_workers()
+    cores = usable_cores()
     print(f"machine: {machine()}; {cores} usable cores; torch {torch.__version__}")
     tmp = tempfile.mkdtemp(prefix="stoker-bench-vision-")
     t0 = time.perf_counter()

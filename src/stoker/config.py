@@ -8,10 +8,8 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.pipeline.sampler import order_name
-from stoker.pipeline.source import ENGINES
+from stoker.pipeline.schedule import AUTO, ENGINES  # AUTO: num_workers / prefetch_factor tuned while the loader runs
 from stoker.store.sizes import parse_size
-
-AUTO = "auto"  # num_workers / prefetch_factor tuned while the loader runs
 
 
 @dataclass(frozen=True)

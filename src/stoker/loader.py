@@ -10,12 +10,13 @@ runs through one loop::
       -> Transfer.start  (worker)     torch.from_numpy; on CUDA the copy on a side stream
       -> Transfer.finish (consumer)   wait for that copy; then source.finalize on the device
 
-The workers are threads or processes (``engine``; see ``pipeline/executor.py``). With
-processes, workers write batches into shared-memory slots (``pipeline/slots.py``) and
-``Transfer.start`` runs in the consumer on views of the slot, no copy. ``engine="auto"`` runs the
-first tasks on threads, measures, and picks one (``pipeline/engine_choice.py``). ``num_workers="auto"`` and
-``prefetch_factor="auto"`` resize the worker threads and the depth while a pass runs (``pipeline/autotune.py``).
-Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
+How the reads run (engine, workers, prefetch depth, chunk size, pinning) is the loader's
+:class:`~stoker.pipeline.schedule.Schedule`, decided in one place (``pipeline/schedule.py``) from the
+options given and the source's cost facts. With processes, workers write batches into shared-memory
+slots (``pipeline/slots.py``) and ``Transfer.start`` runs in the consumer on views of the slot, no
+copy. ``engine="auto"`` runs the first tasks on threads, measures, and settles the engine
+(``pipeline/engine_choice.py``); ``num_workers="auto"`` and ``prefetch_factor="auto"`` move workers,
+depth and chunk size while a pass runs (``pipeline/autotune.py``). Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
 """
 
 from __future__ import annotations
@@ -32,21 +33,21 @@ from typing import Any
 from stoker.config import LoaderConfig
 from stoker.device.transfer import Transfer
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.autotune import TuneReport, tuner_for  # the online tuner of "auto" settings
+from stoker.pipeline.autotune import AutoTuner, TuneReport, tuner_for  # the online tuner of "auto" settings
 from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
-from stoker.pipeline.executor import Executor, pass_tasks
+from stoker.pipeline.executor import Executor, Produced, pass_tasks
 from stoker.pipeline.inputs import as_source, describe
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, public_name, qualified_name
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.ranks import check_agreement, data_fingerprint, shares_process_group
 from stoker.pipeline.ranks import distributed_rank as distributed_rank  # its old home; text/lightning import it here
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, order_name
+from stoker.pipeline.schedule import TUNER, Schedule, decide
 from stoker.pipeline.slots import SlotBuffers, SlotPlan
 from stoker.pipeline.source import overrides
 from stoker.pipeline.state import Position
 from stoker.pipeline.store_source import StoreSource
-from stoker.pipeline.threads import default_workers
 from stoker.pipeline.work import Work, begin_copy, finish_copy
 
 _LOADER_IDS = itertools.count(1)  # LoaderInfo.loader_id: unique in a process, unlike id(), which is reused
@@ -113,7 +114,16 @@ class Loader:
         self.source = as_source(data, cfg.columns, cfg.pad_value, cfg.pad_to_multiple_of, collate_fn)
         if len(self.source) == 0:
             raise EmptyDatasetError(f"{describe(self.source)} has no rows; there is nothing to load")
-        self.engine = cfg.engine or self.source.engine
+        pin = None if cfg.pin_memory is None else self.transfer.pin_memory
+        self._schedule = decide(
+            self.source.costs(cfg.batch_size),
+            cfg.engine,
+            cfg.num_workers,
+            cfg.prefetch_factor,
+            cfg.chunk_size,
+            pin,
+            self.transfer.is_cuda,
+        )
         self.engine_choice: EngineChoice | None = None  # what engine="auto" chose, after the first pass
         # Process workers fill shared-memory slots (page-locked on CUDA); threads the pinned pool.
         self._slot_buffers = SlotBuffers()
@@ -144,7 +154,7 @@ class Loader:
         self._executor: Executor | None = None  # kept between epochs only with persistent_workers
         self._finalizer: weakref.finalize | None = None
         self._passes = OnePass(f"this {type(self).__name__}")
-        self._tuner = tuner_for(cfg, self._resolved_workers)  # None unless a setting is "auto"
+        self._tuner = tuner_for(cfg, self._schedule)  # None unless a setting is "auto"
         self.observers = Observers(self._info(), [])
         if self._tuner is not None:
             self._tuner.on_decision = self.observers.tuned  # not the loader: no reference cycle
@@ -190,25 +200,25 @@ class Loader:
         self.close()
 
     @property
-    def num_workers(self) -> int:
-        """The workers this loader uses: ``num_workers``, the source's choice when it was None, or the
-        online tuner's count now with ``"auto"``."""
-        if self._tuner is not None and self.config.num_workers == "auto":
-            return self._tuner.workers
-        return self._resolved_workers()
+    def schedule(self) -> Schedule:
+        """How this loader reads now (engine, workers, prefetch, chunk size, pinning) and who set each
+        setting: you, the defaults (``pipeline/schedule.py``), ``engine="auto"`` or the online tuner."""
+        return self._schedule if self._tuner is None else self._tuner.applied(self._schedule)
 
-    def _resolved_workers(self) -> int:
-        if isinstance(self.config.num_workers, int):
-            return self.config.num_workers
-        auto = self.source.auto_workers(self.config.batch_size)
-        workers = default_workers() if auto is None else auto
-        cap = self.source.max_auto_threads
-        return workers if cap is None or self.engine == "processes" else min(workers, cap)
+    @property
+    def engine(self) -> str:
+        """Where the reads run: ``"threads"``, ``"processes"`` (``"auto"`` until the first pass chose)."""
+        return self._schedule.engine
+
+    @property
+    def num_workers(self) -> int:
+        """The workers this loader uses now (:attr:`schedule`)."""
+        return self.schedule.workers
 
     @property
     def prefetch_factor(self) -> int:
-        """Chunks in flight per worker: ``prefetch_factor``, or the online tuner's now with ``"auto"``."""
-        return self._tuner.prefetch if self._tuner is not None else int(self.config.prefetch_factor)
+        """Chunks in flight per worker now (:attr:`schedule`)."""
+        return self.schedule.prefetch
 
     def report(self) -> Any:
         """What the source counted so far (see its ``report``), or None.
@@ -286,17 +296,21 @@ class Loader:
         self._agreed = True
 
     # -- iteration ------------------------------------------------------------------------------
-    def _executor_for(
-        self, workers: int, engine: str, per_chunk: int, calibration: Calibration | None = None
-    ) -> Executor:
-        cfg, tuner = self.config, self._tuner
-        if tuner is not None and engine == "processes" and (workers > 0 or tuner.tune_workers):
-            workers = tuner.for_processes()  # busy share from the tasks outstanding (not timed here)
-        tuner = tuner if tuner is not None and (workers > 0 or tuner.tune_workers) and calibration is None else None
+    def _steering(self, schedule: Schedule) -> AutoTuner | None:
+        """The online tuner when it runs in a pass of ``schedule`` (None without "auto" settings)."""
+        tuner = self._tuner
+        return tuner if tuner is not None and tuner.steers(schedule.workers) else None
+
+    def _executor_for(self, schedule: Schedule, per_chunk: int, calibration: Calibration | None = None) -> Executor:
+        cfg, tuner = self.config, self._steering(schedule)
+        if tuner is not None and schedule.engine == "processes":
+            # busy share from the tasks outstanding (not timed here)
+            schedule = schedule.with_(TUNER, workers=tuner.for_processes())
+        tuner = tuner if calibration is None else None
         cached, knobs = self._executor, None if tuner is None else tuner.knobs
-        if calibration is None and cached is not None and cached.serves(engine, workers, knobs):
+        if calibration is None and cached is not None and cached.serves(schedule, knobs):
             return cached
-        in_threads = engine == "threads" or workers == 0
+        in_threads = schedule.engine == "threads" or schedule.workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
         work = Work(
             self.source,
@@ -313,10 +327,9 @@ class Loader:
             self.transfer.is_cuda and self.transfer.pin_memory,
         )
         fn = work if calibration is None else calibration.timed(work)
-        timed = fn if tuner is None or engine == "processes" else tuner.timed(fn)  # processes: not timed here
-        depth = max(1, workers) * self.prefetch_factor
+        timed = fn if tuner is None or schedule.engine == "processes" else tuner.timed(fn)  # processes: not timed here
         persistent = cfg.persistent_workers and calibration is None
-        executor = Executor(timed, engine, workers, depth, cfg.timeout or None, "read", persistent, slots, knobs)
+        executor = Executor(timed, schedule, cfg.timeout or None, "read", persistent, slots, knobs)
         if calibration is not None:
             return executor
         if cfg.persistent_workers:
@@ -335,30 +348,32 @@ class Loader:
         if not self._agreed:
             self._check_ranks()
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
-        workers = self.num_workers
+        schedule = self.schedule
+        tuner = self._steering(schedule)
         # Chunks of 1, 2, 4, ... batches up to chunk_size or the source's size (pipeline/executor.py).
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
         batches = sampler.batches_from(epoch, position.begin)
-        tuner = self._tuner if self._tuner is not None and (workers > 0 or self._tuner.tune_workers) else None
         target = None if tuner is None else tuner.chunk_target  # the tuner's chunk size, asked per chunk
         # a fetching source (remote store) learns half a window ahead (README, remote stores: reading)
-        half = sampler.window_batches() // 2 if ahead is not None and self.source.fetches_ahead() else 0
-        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, self.config.chunk_size, target, half)
+        fetches = ahead is not None and self.source.costs(self.config.batch_size).fetches
+        half = sampler.window_batches() // 2 if fetches else 0
+        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, schedule.chunk, target, half)
         if tuner is not None:  # the settings learned by earlier passes carry over
             tuner.begin_pass(per_chunk, sized())
-        if self.engine == "auto":
-            produced, where = self._auto(tasks, workers, per_chunk)
+        if schedule.engine == "auto":
+            produced = self._auto(tasks, schedule, per_chunk)
         else:
-            executor = self._executor_for(workers, self.engine, per_chunk)
-            produced, where = executor.map(tasks), [executor.in_processes]
+            executor = self._executor_for(schedule, per_chunk)
+            produced = Produced(executor.map(tasks), executor.in_processes)
         observers = self.observers
         span = observers.span
         finalize = self.source.finalize if overrides(self.source, "finalize") else None
+        handed = tuner.handed if tuner is not None and (tuner.tune_workers or tuner.tune_prefetch) else None
         try:
             requested = perf_counter()
             for chunk in produced:
-                start_here = where[0]  # the copy starts in the consumer when workers are processes
+                start_here = produced.in_processes  # the copy starts in the consumer when workers are processes
                 if start_here:  # with the counts the worker's copy of the source made (skipped rows, ...)
                     chunk, part = chunk
                     if part is not None:
@@ -376,28 +391,25 @@ class Loader:
                     ready = perf_counter()
                     if observers:
                         observers.batch(requested, ready, batch)
-                    if tuner is not None and tuner.tune_workers | tuner.tune_prefetch:
-                        tuner.handed(ready - requested, batch)
+                    if handed is not None:
+                        handed(ready - requested, batch)
                     yield batch
                     requested = perf_counter()
         finally:
             produced.close()
         position.end_pass(epoch, left)
 
-    def _auto(
-        self, tasks: Iterator[Any], workers: int, per_chunk: int
-    ) -> tuple[Generator[Any, None, None], list[bool]]:
+    def _auto(self, tasks: Iterator[Any], schedule: Schedule, per_chunk: int) -> Produced:
         """``engine="auto"``'s first pass: the first tasks on measured threads, then the engine chosen."""
-        calibration = Calibration(workers)
+        calibration = Calibration(schedule.workers)
 
         def choose(choice: EngineChoice) -> Executor:
             self.engine_choice = choice
-            if choice.settled:
-                self.engine = choice.engine  # decided for good (else the next pass measures again)
+            if choice.settled:  # decided for good (else the next pass measures again)
+                self._schedule = self._schedule.with_("engine='auto' (measured)", engine=choice.engine)
             self.observers.info = replace(self.observers.info, engine=choice.engine)
             self._use_buffers(choice.engine)
-            return self._executor_for(workers, choice.engine, per_chunk)
+            return self._executor_for(replace(schedule, engine=choice.engine), per_chunk)
 
-        return measured_then_chosen(
-            tasks, calibration, self._executor_for(workers, "threads", per_chunk, calibration), choose
-        )
+        threads = self._executor_for(replace(schedule, engine="threads"), per_chunk, calibration)
+        return measured_then_chosen(tasks, calibration, threads, choose)

@@ -374,15 +374,15 @@ def test_persistent_pool_is_closed_when_the_loader_is_dropped(shm_clean):
     assert [p for p in mp.active_children() if p.name.startswith("stoker-") and p.is_alive()] == []
 
 
-def test_auto_workers_read_small_batches_inline(tmp_path):
-    from stoker.pipeline.threads import default_workers
+def test_default_workers_read_small_batches_inline(tmp_path):
+    from stoker.pipeline.schedule import usable_cores
 
     stoker.write(tmp_path / "small", {"x": np.zeros((100, 8), np.uint8)})
     stoker.write(tmp_path / "big", {"x": np.zeros((20, 256, 256), np.uint8)})
     assert stoker.Loader(tmp_path / "small", batch_size=10).num_workers == 0
-    assert stoker.Loader(tmp_path / "big", batch_size=20).num_workers == default_workers()
+    assert stoker.Loader(tmp_path / "big", batch_size=20).num_workers == usable_cores()
     assert stoker.Loader(tmp_path / "big", batch_size=20, num_workers=0).num_workers == 0
-    assert stoker.Loader(Squares(), batch_size=4).num_workers == default_workers()
+    assert stoker.Loader(Squares(), batch_size=4).num_workers == usable_cores()
 
 
 def test_ragged_samples_get_a_collate_hint(shm_clean):

@@ -44,7 +44,7 @@ from stoker.convert.samples import Columnize, Failure, Guarded, compatible, conf
 from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaError, StoreExistsError
 from stoker.pipeline.collate import fetch
 from stoker.pipeline.processes import ProcessPool
-from stoker.pipeline.threads import default_workers
+from stoker.pipeline.schedule import usable_cores
 from stoker.pipeline.work import seed_globals
 from stoker.store.cache import default_root
 from stoker.store.format import Column
@@ -167,7 +167,7 @@ def convert(
     ``skipped_indices`` (the first 1000 indices left out, sorted).
     """
     _check_options(on_error, chunk_size, names)
-    workers = default_workers() if options.workers is None else options.workers
+    workers = usable_cores() if options.workers is None else options.workers
     n = len(dataset)
     if n == 0:
         raise EmptyDatasetError(f"the {type(dataset).__name__} has no samples; there is nothing to convert")

@@ -30,7 +30,8 @@ import torch
 
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.threads import default_workers, one_torch_thread_here, ordered_map
+from stoker.pipeline.schedule import usable_cores
+from stoker.pipeline.threads import one_torch_thread_here, ordered_map
 from stoker.store.format import Binary, Scalar, String, Tensor
 from stoker.vision.compose import Compose
 from stoker.vision.decode import DEFAULT_MAX_PIXELS, decode, encode_jpeg, probe, read_file
@@ -175,7 +176,7 @@ def convert(
     if images.labels is not None:
         schema["label"] = Scalar("int64")
     schema[PATH_COLUMN] = String()
-    workers = default_workers() if options.workers is None else options.workers
+    workers = usable_cores() if options.workers is None else options.workers
     skipped: list[Skipped] = []
     metadata = {"kind": "images", "mode": opts.mode, **images.metadata()}
     if opts.mode == "resized":

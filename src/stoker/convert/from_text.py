@@ -30,7 +30,8 @@ import numpy as np
 
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
-from stoker.pipeline.threads import default_workers, ordered_map
+from stoker.pipeline.schedule import usable_cores
+from stoker.pipeline.threads import ordered_map
 from stoker.store.format import Scalar, Sequence
 from stoker.text.batches import METADATA_KEY
 from stoker.text.inputs import TextBlock, TextColumns, describe_source, iter_blocks, row_unit, scan_labels
@@ -57,7 +58,7 @@ def convert(
     ``line`` value (a partition of a larger file numbers its lines as the whole file does).
     """
     tok = resolve(tokenizer, max_length=max_length)
-    workers = default_workers() if options.workers is None else options.workers
+    workers = usable_cores() if options.workers is None else options.workers
     coder = scan_labels(source, columns)
     where, unit = describe_source(source), row_unit(source)
     skipped = replaced = cut_lines = 0

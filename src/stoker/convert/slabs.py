@@ -21,7 +21,7 @@ import numpy as np
 
 from stoker.convert.options import ConvertOptions
 from stoker.errors import EmptyDatasetError
-from stoker.pipeline.threads import default_workers
+from stoker.pipeline.schedule import usable_cores
 from stoker.store.format import Column
 from stoker.store.shardfile import ShardTask
 
@@ -33,7 +33,7 @@ MIN_PIPELINED_SHARD = 32 * 2**20
 
 def default_writers() -> int:
     """Shards written at once: one per usable core, at most :data:`MAX_WRITERS`."""
-    return default_workers(MAX_WRITERS)
+    return min(usable_cores(), MAX_WRITERS)
 
 
 def rows_per_step(row_bytes: int, target_bytes: int) -> int:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stoker.pipeline.autotune_policy import BLOCK_S, FORGET_S, Policy
-from stoker.pipeline.engine_choice import usable_cores
+from stoker.pipeline.schedule import TUNER, Schedule, usable_cores
 from stoker.pipeline.threads import Knobs
 from stoker.pipeline.tuning import CHUNK_BYTES, MAX_PREFETCH, Bounds, Decision, Measure, TuneReport, Window, nbytes
 
@@ -146,6 +146,19 @@ class AutoTuner(Policy):
         """Record a setting picked once (not tuned online), e.g. for worker processes."""
         return self._record(Measure(0.0, 0.0, 0, 0.0), "fixed", reason)
 
+    def steers(self, workers: int) -> bool:
+        """Whether it runs in a pass at ``workers`` workers: with workers, or when it may add some."""
+        return workers > 0 or self.tune_workers
+
+    def applied(self, schedule: Schedule) -> Schedule:
+        """``schedule`` with the settings this tuner moves set to where it has them now."""
+        changes: dict[str, Any] = {}
+        if self.tune_workers:
+            changes["workers"] = self.workers
+        if self.tune_prefetch:
+            changes["prefetch"] = self.prefetch
+        return schedule.with_(TUNER, **changes) if changes else schedule
+
     def for_processes(self) -> int:
         """The workers are processes from now on: their tasks are not timed here (they run in other
         processes), so their busy share is the share of workers with a task outstanding when the
@@ -156,22 +169,22 @@ class AutoTuner(Policy):
         return self.workers
 
 
-def tuner_for(config: Any, resolved: Callable[[], int]) -> AutoTuner | None:
+def tuner_for(config: Any, schedule: Schedule) -> AutoTuner | None:
     """The tuner of a :class:`stoker.LoaderConfig`'s ``"auto"`` settings, None when it has none.
 
-    ``num_workers="auto"`` starts from one worker, ``prefetch_factor="auto"`` from 1; a fixed setting
-    stays (``resolved()``: the worker count a fixed or ``None`` ``num_workers`` gives). The chunk size
-    is tuned too unless ``chunk_size`` fixes it: from :data:`CHUNK_BYTES` a task, the default's."""
+    It starts from ``schedule`` (``pipeline/schedule.py``: one worker where ``num_workers="auto"``, a
+    prefetch of 1 where ``prefetch_factor="auto"``, the other settings as given or defaulted). The chunk
+    size is tuned too unless ``chunk_size`` fixes it: from :data:`CHUNK_BYTES` a task, the default's."""
     auto_workers, auto_prefetch = config.num_workers == "auto", config.prefetch_factor == "auto"
     if not (auto_workers or auto_prefetch):
         return None
-    workers = 1 if auto_workers else resolved()
+    workers, cores = schedule.workers, usable_cores()
     tuner = AutoTuner(
         workers,
-        1 if auto_prefetch else int(config.prefetch_factor),
+        schedule.prefetch,
         auto_workers,
         auto_prefetch,
-        Bounds(MAX_WORKERS_PER_CORE * usable_cores(), memory_budget=config.memory_budget, jump_to=usable_cores()),
+        Bounds(MAX_WORKERS_PER_CORE * cores, memory_budget=config.memory_budget, jump_to=cores),
     )
     tuner.tune_chunk = config.chunk_size is None
     if workers == 0:

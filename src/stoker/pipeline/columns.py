@@ -3,20 +3,17 @@
 ``ArrayColumns`` is what a torch ``TensorDataset`` becomes inside the Loader (and what
 ``stoker.sources.Arrays`` builds on): instead of one ``__getitem__`` per sample in worker
 processes and a collate, a chunk of batches is one ``np.take`` per column into the loader's
-recycled buffers (pinned on CUDA), cut into views; a large chunk's rows are copied in ranges
-by several of the loader's threads (``pipeline/parts.py``). Rows inside a batch come in storage
-order, as from a store.
+recycled buffers (pinned on CUDA), cut into views. Rows inside a batch come in storage order,
+as from a store.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from stoker.pipeline.parts import run_parts
 from stoker.pipeline.source import BatchSource
 
 
@@ -91,8 +88,7 @@ class ArrayColumns(BatchSource):
                 # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
                 np.take(v, part, axis=0, mode="clip", out=taken[k][start:stop])
 
-        row_bytes = sum(v.itemsize * math.prod(v.shape[1:]) for v in self.columns.values())
-        run_parts(len(rows), row_bytes, copy)  # a large chunk's rows are shared among the loader's threads
+        copy(0, len(rows))
         batches = [{k: v[bounds[b] : bounds[b + 1]] for k, v in taken.items()} for b in range(len(chunk))]
         if self.positional:
             return [tuple(b.values()) for b in batches]

@@ -18,13 +18,12 @@ import numpy as np
 from stoker.device.buffers import BufferPool
 from stoker.pipeline.collate import default_collate, fetch
 from stoker.pipeline.columns import ArrayColumns
+from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource
 
 
 class DatasetSource(BatchSource):
     """Batches of a map-style dataset (``__len__`` and ``__getitem__``), read in worker processes."""
-
-    engine = "processes"
 
     def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
@@ -38,6 +37,10 @@ class DatasetSource(BatchSource):
 
     def read(self, chunk: list[np.ndarray]) -> list[list[Any]]:
         return [fetch(self.dataset, [int(i) for i in idx]) for idx in chunk]
+
+    def costs(self, batch_size: int) -> Costs:
+        """``__getitem__`` is user Python run per row: it holds the GIL."""
+        return Costs(self.batch_bytes(batch_size), holds_gil=True)
 
     def use_buffers(self, pool: BufferPool) -> None:
         self._pool = pool

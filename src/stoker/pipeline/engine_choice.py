@@ -3,7 +3,7 @@
 The rule (also in :class:`stoker.LoaderConfig`'s docstring):
 
 1. ``num_workers=0``: nothing runs beside the consumer; threads (the reads run in its thread).
-2. One usable core (``os.sched_getaffinity``): processes cannot run beside the consumer; threads.
+2. One usable core (affinity and cgroup quota, ``pipeline/schedule.py``): processes cannot run beside the consumer; threads.
 3. Otherwise the first tasks of the first pass run on worker threads and are measured: for each
    read, its wall time, the thread's CPU time (``time.thread_time``) and its time runnable but
    waiting for a core (``/proc/thread-self/schedstat``). What is left, ``wall - cpu - run queue``,
@@ -31,12 +31,14 @@ about that share of the time). The choice is made once per loader and said in
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from stoker.pipeline.executor import Executor, Produced
+from stoker.pipeline.schedule import usable_cores
 
 BLOCKED_FOR_PROCESSES = 0.25  # blocked share of the worker threads' read time that picks processes
 CONSUMER_WAITING = 0.5  # the consumer waited for data at least this share of the span...
@@ -44,10 +46,6 @@ SERIAL = 0.6  # ...while reads ran at most this share of min(workers, cores) at 
 MIN_READS = 8  # measured reads needed for a decision that holds...
 MIN_SECONDS = 0.25  # ...and seconds of read time among them (a GIL switch interval is 5 ms)
 MAX_TASKS = 256  # tasks measured at most
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _run_queue_ns() -> int | None:
@@ -210,15 +208,13 @@ class Calibration:
 
 
 def measured_then_chosen(
-    tasks: Iterator[Any], calibration: Calibration, threads: Any, choose: Callable[[EngineChoice], Any]
-) -> tuple[Generator[Any, None, None], list[bool]]:
+    tasks: Iterator[Any], calibration: Calibration, threads: Executor, choose: Callable[[EngineChoice], Executor]
+) -> Produced:
     """A pass of ``engine="auto"``: the first tasks on the measured ``threads`` executor, then
-    ``choose(decision)``'s executor for the rest. Also returns a one-item list that says, as the
-    results come, whether they came from processes (the copy to the device then starts in the consumer)."""
+    ``choose(decision)``'s executor for the rest (the results say when they come from processes)."""
     first = calibration.take(tasks)
-    where = [False]
 
-    def produced() -> Generator[Any, None, None]:
+    def results() -> Generator[Any, None, None]:
         asked = time.perf_counter()
         for chunk in threads.map(first):
             calibration.waited(time.perf_counter() - asked)
@@ -226,10 +222,11 @@ def measured_then_chosen(
             yield chunk
             asked = time.perf_counter()
         executor = choose(calibration.decide())
-        where[0] = executor.in_processes
+        produced.in_processes = executor.in_processes
         yield from executor.map(tasks)
 
-    return produced(), where
+    produced = Produced(results(), False)
+    return produced
 
 
 @dataclass(frozen=True)
@@ -250,5 +247,4 @@ __all__ = [
     "Calibration",
     "EngineChoice",
     "measured_then_chosen",
-    "usable_cores",
 ]

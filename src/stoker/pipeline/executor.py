@@ -1,12 +1,13 @@
-"""``Executor``: one ordered map over worker threads or worker processes, chosen by a switch.
+"""``Executor``: one ordered map over worker threads or worker processes, as a schedule says.
 
-The loader runs every source through one executor. ``method="threads"`` runs the work in
+The loader runs every source through one executor, made from its
+:class:`~stoker.pipeline.schedule.Schedule` (engine, workers, prefetch depth). Engine ``"threads"`` runs the work in
 threads of this process (:func:`~stoker.pipeline.threads.ordered_map`): right for work that
 releases the GIL in long calls (gathers, the Rust tokenizer, libjpeg-turbo). ``"processes"``
 runs it in worker processes (:class:`~stoker.pipeline.processes.ProcessPool`), the results
 written into shared-memory batch slots and handed out from there with no copy: right for user
 Python (a Dataset's ``__getitem__``, user transforms) and for hosts with many cores.
-``workers=0`` runs the work in the calling thread with either method. On threads, ``knobs``
+Zero workers run the work in the calling thread with either engine. ``knobs``
 (:class:`~stoker.pipeline.threads.Knobs`) let the online tuner (``pipeline/autotune.py``) resize
 the pool and its depth while it runs.
 """
@@ -22,20 +23,19 @@ import numpy as np
 
 from stoker.errors import ConfigError
 from stoker.pipeline.processes import ProcessPool
+from stoker.pipeline.schedule import ENGINES, Schedule
 from stoker.pipeline.slots import SlotPlan
-from stoker.pipeline.source import ENGINES
 from stoker.pipeline.threads import Knobs, ThreadPool, ordered_map
 from stoker.pipeline.tuning import chunk_size
 
 
 class Executor:
-    """Yield ``fn(item)`` for each item, in order, computed by ``workers`` threads or processes.
+    """Yield ``fn(item)`` for each item, in order, computed by the schedule's workers.
 
     Args:
         fn: the work; for processes it reaches the workers by fork when the pool starts.
-        method: ``"threads"`` or ``"processes"``.
-        workers: parallel workers; 0 runs ``fn`` in the calling thread.
-        depth: items in flight at most.
+        schedule: the engine (``"threads"`` or ``"processes"``), the workers (0 runs ``fn`` in the
+            calling thread) and the prefetch depth (items in flight: workers x prefetch).
         timeout: seconds to wait for one result (None: forever).
         stage: the name errors and timeouts are tagged with.
         persistent: keep the workers between :meth:`map` calls until :meth:`close`: worker
@@ -50,21 +50,19 @@ class Executor:
     def __init__(
         self,
         fn: Callable[[Any], Any],
-        method: str,
-        workers: int,
-        depth: int,
+        schedule: Schedule,
         timeout: float | None = None,
         stage: str = "read",
         persistent: bool = False,
         slots: SlotPlan | None = None,
         knobs: Knobs | None = None,
     ) -> None:
-        if method not in ENGINES:
-            raise ConfigError(f"engine must be one of {ENGINES}, not {method!r}", option="engine")
+        if schedule.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {ENGINES}, not {schedule.engine!r}", option="engine")
         self.fn = fn
-        self.method = method
-        self.workers = workers
-        self.depth = max(1, depth)
+        self.method = schedule.engine
+        self.workers = schedule.workers
+        self.depth = max(1, schedule.workers) * schedule.prefetch
         self.timeout = timeout
         self.stage = stage
         self.persistent = persistent
@@ -73,10 +71,11 @@ class Executor:
         self._pool: ProcessPool | None = None
         self._threads: ThreadPool | None = None  # kept between maps: persistent, threads
 
-    def serves(self, method: str, workers: int, knobs: Knobs | None) -> bool:
-        """Whether this executor can run the next pass of ``workers`` on ``method``: the same count, or
+    def serves(self, schedule: Schedule, knobs: Knobs | None) -> bool:
+        """Whether this executor can run the next pass of ``schedule``: the same engine and count, or
         resized by the same ``knobs`` (an online tuner's) whatever count it started with."""
-        return self.method == method and (self.workers == workers or (knobs is not None and self.knobs is knobs))
+        same = self.workers == schedule.workers or (knobs is not None and self.knobs is knobs)
+        return self.method == schedule.engine and same
 
     @property
     def in_processes(self) -> bool:
@@ -122,6 +121,22 @@ class Executor:
         threads, self._threads = self._threads, None
         if threads is not None:
             threads.stop(wait=self.timeout if self.timeout is not None else 5.0)
+
+
+class Produced:
+    """A pass's results in order (iterate it), and whether they come from worker processes now
+    (:attr:`in_processes`: each result is then ``(chunk, counts)`` and the copy to the device starts
+    in the consumer). ``engine="auto"`` switches executors mid-pass and updates it."""
+
+    def __init__(self, results: Generator[Any, None, None], in_processes: bool) -> None:
+        self.results = results
+        self.in_processes = in_processes
+
+    def __iter__(self) -> Generator[Any, None, None]:
+        return self.results
+
+    def close(self) -> None:
+        self.results.close()
 
 
 def chunked(batches: Iterable[np.ndarray], size: int) -> Iterator[list[np.ndarray]]:
@@ -215,4 +230,4 @@ def pass_tasks(
     return largest, ((epoch, first, chunk) for first, chunk in growing_chunks(batches, limit))
 
 
-__all__ = ["Executor", "chunk_size", "chunked", "announced", "growing_chunks", "pass_tasks"]
+__all__ = ["Executor", "Produced", "chunk_size", "chunked", "announced", "growing_chunks", "pass_tasks"]

@@ -35,6 +35,7 @@ from typing import Any
 from stoker.errors import ConcurrentIterationError, WorkerError
 from stoker.pipeline.deaths import exit_words, oom_kills
 from stoker.pipeline.process_worker import worker_main
+from stoker.pipeline.schedule import usable_cores
 from stoker.pipeline.segments import sweep_stale_segments, unlink_all, unlink_segment
 from stoker.pipeline.slots import Slot, SlotPlan, SlotRing, SlotWriter, read_result
 
@@ -86,7 +87,9 @@ class ProcessPool:
         ctx = self._ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context("spawn")
         self._results = ctx.Queue()
         self._current = ctx.Value("q", 0, lock=False)
-        capacity = max(2 * self.workers, 4 * (os.cpu_count() or 1), 16)  # worker slots, retired ones reused
+        capacity = max(
+            2 * self.workers, 4 * usable_cores(), 16
+        )  # worker slots (the tuner: 2 per core), retired ones reused
         self._doing = ctx.Array("q", [-1] * (2 * capacity), lock=False)  # per worker: (generation, task)
         self._oom_kills = oom_kills()
         self._ring = self.plan.ring(self.token)

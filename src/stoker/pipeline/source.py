@@ -13,15 +13,14 @@ Only ``__len__`` and ``read`` must be written; every other hook has a default he
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from stoker.device.buffers import BufferPool
+from stoker.pipeline.schedule import Costs
 
 Batch = dict[str, Any]
-
-ENGINES = ("threads", "processes")
 
 
 class BatchSource:
@@ -30,18 +29,9 @@ class BatchSource:
     Subclass it and write ``__len__`` and ``read``; override the other hooks where the default
     does not fit. ``read`` runs in several workers at once: it must be thread-safe, and its heavy
     work should release the GIL (numpy, Arrow, tokenizers, libjpeg-turbo) when it runs in threads.
-
-    Attributes:
-        engine: where ``read`` runs by default: ``"threads"`` (work that releases the GIL in long
-            calls) or ``"processes"`` (user Python that must run in parallel). The loader's
-            ``engine=`` option overrides it.
-        max_auto_threads: the most worker *threads* worth starting when the user does not say
-            (work that takes the GIL back often stops scaling on threads); the loader applies it
-            whenever its workers are threads, whichever engine the source prefers. None: no cap.
+    A source reports what its reads cost (:meth:`costs`); it never chooses workers or the engine:
+    the loader's schedule does (``pipeline/schedule.py``).
     """
-
-    engine: ClassVar[str] = "threads"
-    max_auto_threads: ClassVar[int | None] = None
 
     def __len__(self) -> int:
         """Rows in the source."""
@@ -66,19 +56,14 @@ class BatchSource:
         before the read that holds it (see ``pass_tasks``): a source that fetches its data (a remote
         store) can start fetching them now. Called in the consumer; the default does nothing."""
 
-    def fetches_ahead(self) -> bool:
-        """Whether ``upcoming`` starts fetching data (a remote store): then the loader announces
-        batches half a window of the sampler's order ahead (``BatchSampler.window_batches``) when
-        that is more than one chunk. False by default."""
-        return False
-
     def batch_bytes(self, batch_size: int) -> float | None:
         """Expected host bytes of one batch, or None when unknown. Sizes the chunks of work."""
         return None
 
-    def auto_workers(self, batch_size: int) -> int | None:
-        """Workers to use when the user does not say, or None for one per core."""
-        return None
+    def costs(self, batch_size: int) -> Costs:
+        """What reading a batch of ``batch_size`` rows costs (:class:`~stoker.pipeline.schedule.Costs`):
+        the loader's default schedule is made from it. The default knows only :meth:`batch_bytes`."""
+        return Costs(self.batch_bytes(batch_size))
 
     def use_buffers(self, pool: BufferPool) -> None:
         """Receive the loader's recycled host buffers (pinned when it feeds a GPU).
@@ -112,4 +97,4 @@ def overrides(source: BatchSource, hook: str) -> bool:
     return getattr(type(source), hook) is not getattr(BatchSource, hook)
 
 
-__all__ = ["Batch", "BatchSource", "ENGINES", "overrides"]
+__all__ = ["Batch", "BatchSource", "overrides"]

@@ -10,13 +10,10 @@ from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.pipeline.names import column_names
 from stoker.pipeline.padding import pad_groups
-from stoker.pipeline.parts import run_parts
+from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import Batch, BatchSource
-from stoker.pipeline.threads import default_workers
 from stoker.store.columns import Ragged
 from stoker.store.reader import Store
-
-INLINE_BYTES = 2**20  # store batches smaller than this are read without worker threads by default
 
 
 class StoreSource(BatchSource):
@@ -83,20 +80,14 @@ class StoreSource(BatchSource):
     def batch_bytes(self, batch_size: int) -> float:
         return batch_size * self.store.nbytes / max(len(self.store), 1)
 
-    def auto_workers(self, batch_size: int) -> int:
-        """A batch under ``INLINE_BYTES`` is read in the calling thread (the gather costs
-        microseconds; a hand-off to a worker costs more); larger ones get one thread per core.
-        A remote store's reads run in threads whatever the size: chunks in flight fetch their shards."""
-        if self.store.remote is not None:
-            return max(2, default_workers())
-        return 0 if self.batch_bytes(batch_size) < INLINE_BYTES else default_workers()
+    def costs(self, batch_size: int) -> Costs:
+        """A gather of mapped rows (small batches are read in the consumer's thread); a remote
+        store's reads also wait on its shards' downloads."""
+        return Costs(self.batch_bytes(batch_size), copies=True, fetches=self.store.remote is not None)
 
     def report(self) -> Any:
         """A remote store's fetch counts (shards, bytes, cache hits, retries); None for a local store."""
         return self.store.remote_stats()
-
-    def fetches_ahead(self) -> bool:
-        return self.store.remote is not None
 
     def upcoming(self, batches: list[np.ndarray]) -> None:
         """A remote store starts fetching the shards of batches not yet read (a local one: nothing)."""
@@ -110,7 +101,7 @@ class StoreSource(BatchSource):
         idx = np.sort(chunk[0]) if len(chunk) == 1 else np.concatenate([np.sort(c) for c in chunk])
         self.store.prefetch(idx)  # a remote store starts fetching all of the chunk's shards at once
         out = {name: self.pool.get(name, (len(idx), *shape), dtype) for name, shape, dtype in self._tensors}
-        raw = self.store.gather(idx, self.columns, out, parts=run_parts)  # large copies shared among threads
+        raw = self.store.gather(idx, self.columns, out)
         if len(chunk) == 1 and not any(isinstance(v, Ragged) for v in raw.values()):
             return [{self.names[c]: raw[c] for c in self.columns}]  # one batch: the gathered arrays themselves
         bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
@@ -130,4 +121,4 @@ class StoreSource(BatchSource):
         return batches
 
 
-__all__ = ["INLINE_BYTES", "StoreSource"]
+__all__ = ["StoreSource"]

@@ -21,6 +21,7 @@ import numpy as np
 
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
+from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource, overrides
 from stoker.pipeline.store_source import StoreSource
 from stoker.store.reader import Store
@@ -58,11 +59,6 @@ class Subset(BatchSource):
         self.indices = idx
         self.source: BatchSource = StoreSource(data) if isinstance(data, Store) else data
 
-    # BatchSource declares a class default; a subset runs where its source does
-    @property
-    def engine(self) -> str:  # type: ignore[override]
-        return self.source.engine
-
     def __len__(self) -> int:
         return len(self.indices)
 
@@ -94,21 +90,14 @@ class Subset(BatchSource):
             mapped.append(self.indices[idx[(idx >= 0) & (idx < n)]])
         self.source.upcoming(mapped)
 
-    def fetches_ahead(self) -> bool:
-        return self.source.fetches_ahead()
-
     def collate(self, raw: Any) -> Any:
         return self.source.collate(raw)
 
     def batch_bytes(self, batch_size: int) -> float | None:
         return self.source.batch_bytes(batch_size)
 
-    def auto_workers(self, batch_size: int) -> int | None:
-        return self.source.auto_workers(batch_size)
-
-    @property
-    def max_auto_threads(self) -> int | None:  # type: ignore[override]
-        return self.source.max_auto_threads
+    def costs(self, batch_size: int) -> Costs:
+        return self.source.costs(batch_size)
 
     def use_buffers(self, pool: BufferPool) -> None:
         self.source.use_buffers(pool)

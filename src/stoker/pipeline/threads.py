@@ -7,9 +7,6 @@ ends, however it ends (exhausted, ``break``, an exception, Ctrl-C, the iterator 
 only a thread stuck past ``timeout`` is left behind, as a daemon. A caller may instead keep a
 :class:`ThreadPool` between maps (``persistent_workers``: the executor stops it on ``close()``).
 
-The threads of one pool also share the row copies of large batches (:mod:`stoker.pipeline.parts`):
-a thread with no queued task before it copies the ranges another thread offers.
-
 A running map can be resized (:class:`Knobs`): the online tuner (``pipeline/autotune.py``)
 changes its worker count and its depth between results; threads are added at once, a retired
 thread ends after the task it is running. Results still come in order, so the items and their
@@ -22,7 +19,6 @@ import ctypes
 import ctypes.util
 import functools
 import itertools
-import os
 import queue
 import sys
 import threading
@@ -30,10 +26,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from stoker.errors import WorkerError
-from stoker.pipeline.parts import Helpers, serving
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -79,9 +74,6 @@ def tag_error(exc: BaseException, stage: str, batch: int) -> None:
     """Say on ``exc`` which stage and batch raised it (shown under the traceback)."""
     if hasattr(exc, "add_note"):
         exc.add_note(f"stoker: raised in stage {stage!r} while producing batch {batch} of this epoch")
-
-
-_WAKE = object()  # queued to wake a thread for ranges offered through the pool's Helpers
 
 
 class _Slot:
@@ -142,10 +134,8 @@ class ThreadPool:
     """
 
     def __init__(self, workers: int, name: str) -> None:
-        tasks: queue.SimpleQueue[_Slot | object | None] = queue.SimpleQueue()
-        self._tasks = tasks
+        self._tasks: queue.SimpleQueue[_Slot | None] = queue.SimpleQueue()
         self._name = name
-        self._helpers = Helpers(workers, lambda: tasks.put(_WAKE))
         self.threads: list[threading.Thread] = []
         self.size = 0  # threads serving, not counting those told to retire
         self.broken = False  # a thread of it was left behind in a task past its timeout: not to be reused
@@ -158,7 +148,7 @@ class ThreadPool:
         workers = max(1, workers)
         while self.size < workers:
             t = threading.Thread(
-                target=_serve, args=(self._tasks, self._helpers), name=f"{self._name}_{len(self.threads)}", daemon=True
+                target=_serve, args=(self._tasks,), name=f"{self._name}_{len(self.threads)}", daemon=True
             )
             self.threads.append(t)
             t.start()
@@ -166,7 +156,6 @@ class ThreadPool:
         while self.size > workers:
             self._tasks.put(None)
             self.size -= 1
-        self._helpers.threads = workers
 
     def submit(self, fn: Callable[[Any], Any], item: Any) -> _Slot:
         slot = _Slot(fn, item)
@@ -185,18 +174,14 @@ class ThreadPool:
         return [t for t in self.threads if t.is_alive()]
 
 
-def _serve(tasks: queue.SimpleQueue[_Slot | object | None], helpers: Helpers) -> None:
+def _serve(tasks: queue.SimpleQueue[_Slot | None]) -> None:
     one_torch_thread_here()
-    with serving(helpers):
-        while True:
-            task = tasks.get()
-            if task is None:
-                return
-            if task is _WAKE:  # no queued task came first: this thread is free to copy offered ranges
-                helpers.help()
-            else:
-                cast(_Slot, task).run()
-            del task
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        task.run()
+        del task
 
 
 class Knobs:
@@ -241,64 +226,35 @@ def ordered_map(
 
     With ``knobs``, ``knobs.workers`` and ``knobs.depth`` replace ``workers`` and ``depth`` and are read
     again after each result: the pool grows or shrinks to them while it runs. A smaller depth takes
-    effect as results are handed out (nothing in flight is dropped). ``knobs.workers == 0`` reads
-    the next items in the calling thread once those in flight are handed out (one idle thread stays);
-    a map that starts at 0 starts no thread until ``knobs.workers`` asks for one (a pass restart
-    then costs no thread's start and join: 10-20 % of a 3.5 ms epoch of on-the-fly text).
+    effect as results are handed out (nothing in flight is dropped). At 0 workers the next items are
+    read in the calling thread once those in flight are handed out (the threads stay, idle); no
+    thread starts before one is wanted (a pass restart at 0 workers costs no thread's start and join).
 
     ``pool``: threads kept by the caller between maps (``persistent_workers``): used as they are
-    (resized to ``workers``), never stopped here; the tasks of an abandoned map are cancelled, and
+    (resized to the workers), never stopped here; the tasks of an abandoned map are cancelled, and
     after a timeout the pool is marked ``broken`` (its stuck thread) and stopped.
     """
-    if workers <= 0 and knobs is None:
-        for n, item in enumerate(items):
-            try:
-                yield fn(item)
-            except Exception as exc:
-                tag_error(exc, stage, n)
-                raise
-        return
+    knobs = Knobs(workers, depth) if knobs is None else knobs
     it = iter(items)
     pending: deque[_Slot] = deque()
-    if knobs is not None:
-        workers, depth = knobs.workers, knobs.depth
-    depth = max(1, depth)
-    own = pool is None
-    if pool is None:  # no thread starts before one is wanted: a pass the tuner begins inline starts none
-        pool = ThreadPool(workers, f"stoker-{stage}") if workers > 0 else None
-    elif workers > 0 and workers != pool.size:
-        pool.resize(workers)
-    timed_out = False
+    own, timed_out, n = pool is None, False, 0
     try:
-        if pool is not None and workers > 0:  # a kept pool waits while the map starts inline
-            for item in itertools.islice(it, depth):
-                pending.append(pool.submit(fn, item))
-        n = 0
         while True:
-            if not pending and knobs is not None:  # nothing in flight: threads again, or read here
-                if knobs.workers > 0:
-                    if pool is None:
-                        pool = ThreadPool(knobs.workers, f"stoker-{stage}")
-                    elif knobs.workers != pool.size:
-                        pool.resize(knobs.workers)
-                    pending.extend(pool.submit(fn, i) for i in itertools.islice(it, max(1, knobs.depth)))
-                else:
+            if not pending:  # nothing in flight: fill up on threads, or read one item here
+                if knobs.workers <= 0:
                     here = list(itertools.islice(it, 1))
-                    if here:
-                        knobs.ready = knobs.in_flight = knobs.threads = 0
-                        try:
-                            result = fn(here.pop())
-                        except Exception as exc:
-                            tag_error(exc, stage, n)
-                            raise
-                        yield result
-                        n += 1
-                        continue
-            if not pending:
-                break
-            if knobs is not None:
-                knobs.ready, knobs.in_flight = sum(s.done for s in pending), len(pending)
-                knobs.threads = 0 if pool is None else pool.size
+                    if not here:
+                        return
+                    knobs.ready = knobs.in_flight = knobs.threads = 0
+                    yield _here(fn, here[0], stage, n)
+                    n += 1
+                    continue
+                pool = _sized(pool, knobs.workers, stage)
+                pending.extend(pool.submit(fn, i) for i in itertools.islice(it, max(1, knobs.depth)))
+                if not pending:
+                    return
+            knobs.ready, knobs.in_flight = sum(s.done for s in pending), len(pending)
+            knobs.threads = 0 if pool is None else pool.size
             slot = pending.popleft()
             if not slot.wait(timeout):
                 timed_out = True
@@ -317,12 +273,9 @@ def ordered_map(
                 tag_error(exc, stage, n)
                 raise
             del slot
-            if knobs is not None and pool is not None:  # pending held a task: the pool exists
-                if knobs.workers != pool.size and knobs.workers > 0:
-                    pool.resize(knobs.workers)
-                depth = max(1, knobs.depth) if knobs.workers > 0 else 0  # 0 workers: drain, then read here
-            if pool is not None:
-                for item in itertools.islice(it, max(0, depth - len(pending))):  # refill up to the depth
+            if knobs.workers > 0:  # refill up to the depth; at 0 workers drain, then read here
+                pool = _sized(pool, knobs.workers, stage)
+                for item in itertools.islice(it, max(0, max(1, knobs.depth) - len(pending))):
                     pending.append(pool.submit(fn, item))
             yield result
             n += 1
@@ -334,10 +287,22 @@ def ordered_map(
             pool.stop(wait=0.0 if timed_out else timeout)
 
 
-def default_workers(limit: int | None = None) -> int:
-    """Worker threads to use when the user does not say: the usable cores."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores if limit is None else min(cores, limit))
+def _here(fn: Callable[[T], R], item: T, stage: str, n: int) -> R:
+    """``fn(item)`` in the calling thread, its error tagged with ``stage`` and batch ``n``."""
+    try:
+        return fn(item)
+    except Exception as exc:
+        tag_error(exc, stage, n)
+        raise
 
 
-__all__ = ["Knobs", "ThreadPool", "ordered_map", "tag_error", "default_workers", "one_torch_thread_here"]
+def _sized(pool: ThreadPool | None, workers: int, stage: str) -> ThreadPool:
+    """``pool`` resized to ``workers`` threads, or a new pool of them."""
+    if pool is None:
+        return ThreadPool(workers, f"stoker-{stage}")
+    if workers != pool.size:
+        pool.resize(workers)
+    return pool
+
+
+__all__ = ["Knobs", "ThreadPool", "ordered_map", "tag_error", "one_torch_thread_here"]

@@ -22,8 +22,8 @@ import torch
 
 from stoker.errors import ConfigError, SchemaError
 from stoker.pipeline.padding import PadGrid
+from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource
-from stoker.pipeline.threads import default_workers
 from stoker.store.columns import Ragged
 from stoker.store.reader import Store
 from stoker.text.cache import TokenCache
@@ -224,19 +224,14 @@ class PaddedText(BatchSource):
         are streamed, so the first batch waits for its own window only."""
         return None if self.streaming else batch_size * self.rows.bytes_per_row()
 
-    def auto_workers(self, batch_size: int) -> int:
-        """Threads to use when the user does not say: none where the ids are gathered (a store, the
-        token cache of a bucketed source), one per core where reads tokenize.
-
-        A chunk of text batches gathered is a few numpy passes over some kilobytes, run mostly
-        under the GIL, so it runs in the consumer's thread (the background tokenization of a
-        bucketed source has the cores); reads that tokenize release the GIL in the Rust
-        tokenizer and get a thread per core (docs/design-notes.md, text).
-        """
+    def costs(self, batch_size: int) -> Costs:
+        """Reads that gather stored ids (a store, the token cache of a bucketed source) only copy:
+        a chunk of text batches is a few numpy passes over some kilobytes, mostly under the GIL, so
+        it is read in the consumer's thread (the background tokenization of a bucketed source has
+        the cores). Reads that tokenize release the GIL in the Rust tokenizer (docs/design-notes.md, text)."""
         cache = getattr(self.rows, "cache", None)
-        if isinstance(self.rows, StoredRows) or (cache is not None and (cache.ordered or cache.complete)):
-            return 0
-        return default_workers()
+        gathers = isinstance(self.rows, StoredRows) or (cache is not None and (cache.ordered or cache.complete))
+        return Costs(self.batch_bytes(batch_size), copies=gathers)
 
     def set_epoch(self, epoch: int) -> None:
         """On the fly: check that the cached ids still match the tokenizer (see ``TokenCache.check``)."""

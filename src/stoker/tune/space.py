@@ -20,12 +20,12 @@ candidate to every search, and its default already serves most sources.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.pipeline.schedule import usable_cores
 
 KINDS = ("plain", "images", "text")
 ENGINES = ("threads", "processes")
@@ -46,14 +46,6 @@ LOADER_DEFAULTS: dict[str, Any] = {
     "decode_device": "cpu",
     "chunk_size": None,
 }
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def worker_counts(cores: int) -> tuple[int, ...]:

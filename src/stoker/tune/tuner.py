@@ -15,12 +15,13 @@ from dataclasses import replace
 from typing import Any
 
 from stoker.errors import ConfigError
+from stoker.pipeline.schedule import usable_cores
 from stoker.store.reader import Store
 from stoker.tune.limits import Limits, memcpy_rate, step_rate
 from stoker.tune.loaders import LoaderPlan, plan_for
 from stoker.tune.result import TuneResult
 from stoker.tune.search import Trials, coerce, descend, grid
-from stoker.tune.space import LOADER_DEFAULTS, Space, custom_space, default_space, usable_cores
+from stoker.tune.space import LOADER_DEFAULTS, Space, custom_space, default_space
 from stoker.tune.trial import Trial, run_trial
 
 NEAR = 0.05  # the search stops within this share of the step's bound

@@ -145,13 +145,13 @@ class ImageReader:
 
     Attributes:
         fills_buffer: whether ``read_batch`` writes into the uint8 buffer it is given.
-        engine: where its batches are best made on a host with more than one usable core:
-            ``"processes"`` for per-row Python work (each row takes the GIL back several times),
-            ``"threads"`` for work that is one long GIL-free call per batch.
+        holds_gil: whether making a batch runs Python per row (each row takes the GIL back several
+            times), rather than one long GIL-free call per batch (``pipeline/schedule.py`` then
+            prefers worker processes).
     """
 
     fills_buffer: ClassVar[bool] = True
-    engine: ClassVar[str] = "threads"
+    holds_gil: ClassVar[bool] = False
 
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
         """The images of rows ``idx`` (sorted) and the rows kept; ``out`` is the batch's uint8 buffer."""
@@ -180,7 +180,7 @@ def _kept(out: np.ndarray, idx: np.ndarray, keep: np.ndarray) -> tuple[dict[str,
 class CpuDecode(ImageReader):
     """Encoded bytes -> header probe, crop plan, decode at the smallest scale covering the box, resample."""
 
-    engine: ClassVar[str] = "processes"
+    holds_gil: ClassVar[bool] = True
 
     def __init__(self, encoded: Encoded, options: ImageOptions, rng: RowRandom, errors: RowErrors) -> None:
         self.encoded, self.options, self.rng, self.errors = encoded, options, rng, errors
@@ -206,7 +206,7 @@ class CpuDecode(ImageReader):
 class RenderArrays(ImageReader):
     """uint8 rows of a resized store (CHW or HWC) -> the planned crop, resampled and flipped."""
 
-    engine: ClassVar[str] = "processes"
+    holds_gil: ClassVar[bool] = True
 
     def __init__(
         self, store: Store, column: str, chw: bool, options: ImageOptions, rng: RowRandom, errors: RowErrors

@@ -28,9 +28,9 @@ from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.labels import label_map
 from stoker.pipeline.columns import check_rows
-from stoker.pipeline.engine_choice import usable_cores
+from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource
-from stoker.pipeline.threads import default_workers, one_torch_thread_here
+from stoker.pipeline.threads import one_torch_thread_here
 from stoker.store.reader import Store
 from stoker.vision.augment import Augment
 from stoker.vision.compose import as_compose
@@ -87,7 +87,6 @@ def _array_layout(store: Store, column: str) -> tuple[bool, tuple[int, int]] | N
     )
 
 
-MAX_AUTO_WORKERS = 8  # worker threads at most by default, see ImageSource.max_auto_threads
 PATH_COLUMN = "path"  # each row's source file in stores written by stoker.convert.images
 
 
@@ -211,22 +210,6 @@ class ImageSource(BatchSource):
         return self._data if isinstance(self._data, ImageList) else None
 
     # -- the BatchSource protocol ---------------------------------------------------------
-    max_auto_threads = MAX_AUTO_WORKERS
-    """Per-image work (decode, crop, resample) on threads stops scaling well before 16 cores
-    (``docs/design-notes.md``, vision, has the measurement behind the cap)."""
-
-    @property
-    def engine(self) -> str:  # type: ignore[override]
-        """Where ``read`` runs unless the loader's ``engine=`` says: the reader's engine where more than one
-        core is usable, else threads.
-
-        Per-row decode and rendering (``CpuDecode``, ``RenderArrays``) go to processes: each image
-        takes the GIL back several times, and beside a training step that runs Python, worker threads
-        wait for it (``docs/design-notes.md``, vision, has the measurements). A plain gather and the
-        GPU decode stay on threads.
-        """
-        return self.reader.engine if usable_cores() > 1 else "threads"
-
     def __len__(self) -> int:
         return len(self._data)
 
@@ -237,10 +220,12 @@ class ImageSource(BatchSource):
         classes = self._data.classes
         return list(classes) if classes is not None else None
 
-    def auto_workers(self, batch_size: int) -> int:
-        """Workers when the user does not say: one per usable core (the loader caps worker threads
-        at :attr:`max_auto_threads`; worker processes each have their own GIL and are not capped)."""
-        return default_workers()
+    def costs(self, batch_size: int) -> Costs:
+        """Per-row decode and rendering (``CpuDecode``, ``RenderArrays``) hold the GIL: each image
+        takes it back several times, and beside a training step that runs Python, worker threads
+        wait for it (``docs/design-notes.md``, vision, has the measurements). A plain gather and the
+        GPU decode release it."""
+        return Costs(self.batch_bytes(batch_size), holds_gil=self.reader.holds_gil)
 
     def batch_bytes(self, batch_size: int) -> float:
         return float(batch_size * 3 * self.size[0] * self.size[1])

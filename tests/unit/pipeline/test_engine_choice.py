@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import stoker
-from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, usable_cores
+from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice
+from stoker.pipeline.schedule import usable_cores
 
 
 def _measured(reads: list[tuple[float, float, float]], waited: float, workers: int = 2, span: float = 1.0):

@@ -9,6 +9,7 @@ import pytest
 
 from stoker.errors import ConfigError
 from stoker.pipeline.executor import Executor, chunk_size, chunked, growing_chunks, pass_tasks
+from stoker.pipeline.schedule import Schedule
 
 
 def _square_chunk(chunk):
@@ -28,7 +29,7 @@ def _chunks():
 
 @pytest.mark.parametrize(("method", "workers"), [("threads", 0), ("threads", 2), ("processes", 0), ("processes", 2)])
 def test_every_method_gives_the_same_results_in_order(method, workers):
-    executor = Executor(_square_chunk, method, workers, depth=4)
+    executor = Executor(_square_chunk, Schedule(method, workers, prefetch=2))
     out = [b for chunk in executor.map(_chunks()) for b in chunk]
     assert [b["x"].tolist() for b in out] == [[i * i for i in range(j, j + 3)] for j in range(0, 30, 3)]
     pids = {int(b["pid"]) for b in out}
@@ -38,14 +39,14 @@ def test_every_method_gives_the_same_results_in_order(method, workers):
 
 @pytest.mark.parametrize("method", ["threads", "processes"])
 def test_a_worker_error_comes_back_as_itself_naming_the_stage(method):
-    executor = Executor(_fail_on_seven, method, 2, depth=2, stage="read")
+    executor = Executor(_fail_on_seven, Schedule(method, 2, prefetch=1), stage="read")
     with pytest.raises(KeyError, match="row 7") as info:
         list(executor.map(_chunks()))
     assert any("stage 'read'" in note for note in getattr(info.value, "__notes__", []))
 
 
 def test_persistent_processes_serve_many_maps_until_closed():
-    executor = Executor(_square_chunk, "processes", 2, depth=2, persistent=True)
+    executor = Executor(_square_chunk, Schedule("processes", 2, prefetch=1), persistent=True)
     pids = [{int(b["pid"]) for chunk in executor.map(_chunks()) for b in chunk} for _ in range(2)]
     assert pids[0] == pids[1] and os.getpid() not in pids[0]
     executor.close()
@@ -54,7 +55,7 @@ def test_persistent_processes_serve_many_maps_until_closed():
 
 def test_an_unknown_method_is_refused():
     with pytest.raises(ConfigError, match="engine"):
-        Executor(_square_chunk, "fibers", 2, depth=2)
+        Executor(_square_chunk, Schedule("fibers", 2, prefetch=1))
 
 
 def test_chunks_hold_about_a_mebibyte_and_one_batch_when_the_size_is_unknown():

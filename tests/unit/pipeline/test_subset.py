@@ -12,6 +12,7 @@ import torch
 import stoker
 from stoker.errors import ConfigError
 from stoker.pipeline.dataset_source import DatasetSource
+from stoker.pipeline.schedule import Costs
 from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.subset import Subset, resolve_subset
 
@@ -79,8 +80,6 @@ def test_out_of_range_indices_name_the_first_bad_one(store):
 class Recording(stoker.BatchSource):
     """A source that records every hook the loader calls."""
 
-    engine = "processes"
-
     def __init__(self):
         self.calls: list[str] = []
         self.rows: list[list[int]] = []
@@ -99,8 +98,8 @@ class Recording(stoker.BatchSource):
     def batch_bytes(self, batch_size):
         return 123.0 * batch_size
 
-    def auto_workers(self, batch_size):
-        return 0
+    def costs(self, batch_size):
+        return Costs(self.batch_bytes(batch_size), holds_gil=True, copies=True)
 
     def use_buffers(self, pool):
         self.calls.append("use_buffers")
@@ -119,8 +118,9 @@ class Recording(stoker.BatchSource):
 def test_every_hook_is_delegated():
     inner = Recording()
     sub = Subset(inner, [19, 3, 5, 7])
-    assert sub.engine == "processes" and Subset(stoker.sources.Arrays(np.arange(4)), [1]).engine == "threads"
-    assert sub.batch_bytes(2) == 246.0 and sub.auto_workers(2) == 0
+    assert sub.costs(2) == Costs(246.0, holds_gil=True, copies=True)
+    assert Subset(stoker.sources.Arrays(np.arange(4)), [1]).costs(2) == Costs(16.0)
+    assert sub.batch_bytes(2) == 246.0 and stoker.Loader(sub, batch_size=2).num_workers == 0
     assert sub.report() == "the report"
     loader = stoker.Loader(sub, batch_size=2, engine="threads", num_workers=0)
     batches = list(loader)

@@ -129,12 +129,12 @@ def test_bad_options_are_named():
 
 
 def test_default_workers_inline_from_a_store_threads_on_the_fly(tmp_path):
-    from stoker.pipeline.threads import default_workers
+    from stoker.pipeline.schedule import usable_cores
 
     store = stoker.convert.text(TEXTS[:50], tmp_path / "s", max_length=24)
     assert Loader(store, batch_size=8).num_workers == 0  # tiny gathers: threads only add hand-offs
     assert Loader(store, batch_size=8, num_workers=2).num_workers == 2
-    assert Loader(TEXTS[:50], batch_size=8).num_workers == default_workers()  # the tokenizer needs the cores
+    assert Loader(TEXTS[:50], batch_size=8).num_workers == usable_cores()  # the tokenizer needs the cores
     inline = [b["input_ids"] for b in Loader(store, batch_size=8, shuffle=True)]
     threaded = [b["input_ids"] for b in Loader(store, batch_size=8, shuffle=True, num_workers=2)]
     assert len(inline) == len(threaded) == 7 and all(torch.equal(a, b) for a, b in zip(inline, threaded))

@@ -113,16 +113,18 @@ def test_rows_skipped_in_a_subset_on_worker_processes_are_reported(folder, shm_c
 def test_per_row_image_work_defaults_to_processes_where_cores_allow(encoded, resized, folder, tmp_path, monkeypatch):
     """Decode and render take the GIL back several times per image: beside a Python training step,
     worker threads waited for it (docs/design-notes.md, vision). A plain gather stays on threads."""
-    from stoker.vision import source as source_module
+    from stoker.pipeline import schedule
 
-    monkeypatch.setattr(source_module, "usable_cores", lambda: 2)
+    monkeypatch.setattr(schedule, "usable_cores", lambda: 2)
     decoded = ImageSource(encoded, train_transforms(24))
     rendered = ImageSource(resized, [RandomResizedCrop(24)])
     square = stoker.convert.images(folder, tmp_path / "square", "resized", size=20).path
     gathered = ImageSource(square)  # rows stored at the batch's size: one gather
-    assert (decoded.engine, rendered.engine, gathered.engine) == ("processes", "processes", "threads")
+    engines = [stoker.Loader(s, batch_size=4).engine for s in (decoded, rendered, gathered)]
+    assert engines == ["processes", "processes", "threads"]
+    assert [s.costs(4).holds_gil for s in (decoded, rendered, gathered)] == [True, True, False]
     assert stoker.Loader(decoded, batch_size=4, num_workers=2).engine == "processes"
     assert stoker.Loader(decoded, batch_size=4, num_workers=2, engine="threads").engine == "threads"
     assert stoker.Loader(stoker.Subset(decoded, range(6)), batch_size=4).engine == "processes"
-    monkeypatch.setattr(source_module, "usable_cores", lambda: 1)  # nothing could run beside the consumer
-    assert decoded.engine == "threads"
+    monkeypatch.setattr(schedule, "usable_cores", lambda: 1)  # nothing could run beside the consumer
+    assert stoker.Loader(decoded, batch_size=4).engine == "threads"

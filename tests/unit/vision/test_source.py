@@ -204,16 +204,18 @@ def test_cuda_image_batches_are_gathered_into_pinned_buffers(encoded):
 
 
 def test_default_threads_are_capped_for_per_image_work_and_processes_are_not(encoded, monkeypatch):
-    from stoker.vision import source as source_module
+    from stoker.pipeline import schedule
     from stoker.vision.readers import CpuDecode
 
-    monkeypatch.setattr("stoker.pipeline.threads.os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    monkeypatch.setattr(source_module, "usable_cores", lambda: 16)
+    monkeypatch.setattr(schedule, "usable_cores", lambda: 16)
     loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4)
     assert loader.engine == "processes" and loader.num_workers == 16
-    monkeypatch.setattr(CpuDecode, "engine", "threads")
+    assert loader.schedule.set_by["workers"].startswith("default")
+    loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4, engine="threads")
+    assert loader.engine == "threads" and loader.num_workers == schedule.GIL_THREADS == 8
+    monkeypatch.setattr(CpuDecode, "holds_gil", False)  # a reader of one GIL-free call: one thread per core
     loader = stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4)
-    assert loader.engine == "threads" and loader.num_workers == source_module.MAX_AUTO_WORKERS == 8
+    assert loader.engine == "threads" and loader.num_workers == 16
     assert stoker.Loader(ImageSource(encoded, train_transforms(16)), batch_size=4, num_workers=12).num_workers == 12
 
 
@@ -221,12 +223,11 @@ def test_threads_asked_for_by_engine_are_capped_too(encoded, monkeypatch):
     """engine="threads" on a source whose own default is processes: the cap is on threads, whichever
     engine the source prefers (it was applied only when the source's default was threads: 16 threads
     here), and a Subset keeps it."""
-    from stoker.vision import source as source_module
+    from stoker.pipeline import schedule
 
-    monkeypatch.setattr("stoker.pipeline.threads.os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    monkeypatch.setattr(source_module, "usable_cores", lambda: 16)
+    monkeypatch.setattr(schedule, "usable_cores", lambda: 16)
     src = ImageSource(encoded, train_transforms(16))
-    assert src.engine == "processes"
+    assert stoker.Loader(src, batch_size=4).engine == "processes"
     assert stoker.Loader(src, batch_size=4, engine="threads").num_workers == 8
     assert stoker.Loader(src, batch_size=4, engine="processes").num_workers == 16
     assert stoker.Loader(stoker.Subset(src, range(8)), batch_size=4, engine="threads").num_workers == 8
