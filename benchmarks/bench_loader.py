@@ -12,16 +12,10 @@ Workloads (issue 2):
           a plain TensorDataset batch-level; "before" forces the per-sample process path it used.
   split   (issue 16) a random_split part of a 60k-row 28x28 uint8 store: stoker.Loader(part) vs
           torch DataLoader(part) (w=0, w=2) vs stoker.Loader over the whole store.
-  gather  (issue 14 part 3) the peers' tensors (float32 3x32x32, b512) and images_uint8 (uint8
-          224x224x3, b256) stores, shuffled, stoker.Loader w=2 with STOKER_SPLIT_COPIES=never (the
-          default: each batch copied by one thread) and always (every large copy cut into ranges
-          shared by the threads), vs memcpy of the same bytes on 1 and on 2
-          threads; and one batch in flight at a time (Store.gather in a pool of 1 thread vs 2 sharing
-          the ranges, always). Contenders interleaved over --rounds rounds; medians printed.
 Also: time to first batch (a fresh process, imports not counted), and RSS growth over 20 epochs.
 
     python benchmarks/bench_loader.py [--images 8000] [--rows 200000] [--seconds 3] [--json results/loader.json]
-                                      [--only images|tokens|tensordataset|split|gather] [--rounds 3]
+                                      [--only images|tokens|tensordataset|split]
 
 Pixels are synthetic (their values do not change copy speed); token lengths follow real
 short sentences (mean ~20, long tail).
@@ -284,118 +278,13 @@ def _memcpy(src: np.ndarray, batch: int, seconds: float, threads: int) -> float:
     return rows / (time.perf_counter() - t0)
 
 
-def _one_batch_at_a_time(ds, batch: int, workers: int, seconds: float) -> float:
-    """Rows/s of Store.gather with one batch in flight, in a pool of ``workers`` threads (the copy
-    cut into ranges when there are two or more): the latency of one batch's copy."""
-    from stoker.pipeline.parts import run_parts
-    from stoker.pipeline.threads import ordered_map
-
-    n = len(ds)
-    out = {c: np.empty((batch, *ds.schema[c].row_shape), ds.schema[c].numpy_dtype) for c in ds.schema}
-    rng = np.random.default_rng(0)
-
-    def orders():
-        while True:
-            perm = rng.permutation(n)
-            for a in range(0, n - batch + 1, batch):
-                yield np.sort(perm[a : a + batch])
-
-    def read(idx):
-        ds.gather(idx, None, out, parts=run_parts)
-        return len(idx)
-
-    rows, t0 = 0, time.perf_counter()
-    for k in ordered_map(read, orders(), workers=workers, depth=1):
-        rows += k
-        if time.perf_counter() - t0 >= seconds:
-            break
-    return rows / (time.perf_counter() - t0)
-
-
-def bench_gather(tmp: str, seconds: float, rounds: int, results: list[Result], checks: dict) -> None:
-    """Issue 14 part 3: a batch's row copy shared among the loader's threads (see the docstring)."""
-    import statistics
-
-    from stoker.pipeline.parts import SPLIT_ENV
-
-    rng = np.random.default_rng(0)
-    workloads = (
-        ("tensors", "float32 3x32x32 / b512", 512, 100_000, lambda n: rng.standard_normal((n, 3, 32, 32), np.float32)),
-        (
-            "images_uint8",
-            "uint8 224x224x3 / b256",
-            256,
-            6000,
-            lambda n: rng.integers(0, 255, (n, 224, 224, 3), np.uint8),
-        ),
-    )
-
-    def split(mode: str, fn):
-        def run() -> float:
-            old = os.environ.get(SPLIT_ENV)
-            os.environ[SPLIT_ENV] = mode  # read at every copy
-            try:
-                return fn()
-            finally:
-                if old is None:
-                    del os.environ[SPLIT_ENV]
-                else:
-                    os.environ[SPLIT_ENV] = old
-
-        return run
-
-    for key, title, batch, n, make in workloads:
-        x = np.concatenate([make(min(2000, n - a)) for a in range(0, n, 2000)])
-        path = stoker.write(os.path.join(tmp, key), {"x": x, "label": np.arange(n)})
-        src = np.ascontiguousarray(x[: max(batch * 4, -(-(256 * 2**20) // x[0].nbytes))])
-        del x
-        ds = stoker.open(path)
-        ds.gather(np.arange(n), ["x"])  # warm the page cache and this process's mappings
-        loader = stoker.Loader(ds, batch_size=batch, shuffle=True, num_workers=2)
-        count = lambda b: len(b["label"])  # noqa: E731
-
-        loading = lambda loader=loader, count=count: rate(lambda: loader, count, seconds=seconds)[0]  # noqa: E731
-        contenders = {
-            "memcpy (same bytes, 1 thread)": lambda src=src, batch=batch: _memcpy(src, batch, seconds, 1),
-            "memcpy (same bytes, 2 threads)": lambda src=src, batch=batch: _memcpy(src, batch, seconds, 2),
-            "stoker w=2, split never (default)": split("never", loading),
-            "stoker w=2, split always": split("always", loading),
-            "1 batch in flight: gather on 1 thread": lambda ds=ds, batch=batch: _one_batch_at_a_time(
-                ds, batch, 1, seconds
-            ),
-            "1 batch in flight: ranges on 2 threads": split(
-                "always", lambda ds=ds, batch=batch: _one_batch_at_a_time(ds, batch, 2, seconds)
-            ),
-        }
-        runs: dict[str, list[float]] = {k: [] for k in contenders}
-        for _ in range(rounds):
-            for name, fn in contenders.items():
-                runs[name].append(fn())
-        med = {k: statistics.median(v) for k, v in runs.items()}
-        row_bytes = src[0].nbytes + 8
-        for name, value in med.items():
-            spread = f" [{min(runs[name]):,.0f}-{max(runs[name]):,.0f}]"
-            results.append(Result(f"{key}: {title}", name + spread, value, value * row_bytes / 1e6))
-        default = med["stoker w=2, split never (default)"]
-        for mode, name in (("never", "stoker w=2, split never (default)"), ("always", "stoker w=2, split always")):
-            checks[f"gather_{key}_{mode}_vs_never"] = med[name] / default
-            checks[f"gather_{key}_{mode}_vs_memcpy_1t"] = med[name] / med["memcpy (same bytes, 1 thread)"]
-            checks[f"gather_{key}_{mode}_vs_memcpy_2t"] = med[name] / med["memcpy (same bytes, 2 threads)"]
-        checks[f"gather_{key}_one_batch_2t_vs_1t"] = (
-            med["1 batch in flight: ranges on 2 threads"] / med["1 batch in flight: gather on 1 thread"]
-        )
-        checks[f"gather_{key}_load_average_1min"] = os.getloadavg()[0]
-        del loader, ds, src
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=8000)
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--json", default="results/loader.json")
-    ap.add_argument("--only", choices=("images", "tokens", "tensordataset", "split", "gather"), help="run one workload")
-    ap.add_argument("--rounds", type=int, default=3, help="gather: interleaved rounds of every contender (medians)")
+    ap.add_argument("--only", choices=("images", "tokens", "tensordataset", "split"), help="run one workload")
     args = ap.parse_args()
     results: list[Result] = []
     checks: dict = {}
@@ -407,8 +296,6 @@ def main() -> None:
             bench_tokens(tmp, args.rows, args.seconds, results, checks)
         if run("split"):
             bench_split(tmp, 60_000, args.seconds, results, checks)
-        if run("gather"):
-            bench_gather(tmp, args.seconds, args.rounds, results, checks)
     if run("tensordataset"):
         bench_tensordataset(args.seconds, results, checks)
     print_table(results)

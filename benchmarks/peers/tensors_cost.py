@@ -14,8 +14,7 @@ process, so other load on the machine blurs it less than wall time), per sample:
   permutation, sort, one ``take`` per shard and column into two alternating buffers,
   ``torch.from_numpy``;
 - ``Store.gather``: the store's gather of the same batches (plan, shard cache, checks);
-- ``Loader w=0``, ``Loader w=2``, ``Loader w=2 prefetch_factor=1``, and ``w=2`` with every large
-  copy cut into ranges shared by both threads (``STOKER_SPLIT_COPIES=always``): the whole loader;
+- ``Loader w=0``, ``Loader w=2``, ``Loader w=2 prefetch_factor=1``: the whole loader;
 - the destination's working set: one ``take`` of 512 rows of one shard into 1, 2, 5 or 10
   rotating 6 MiB buffers (a loader with more batches in flight writes into more memory, which
   falls out of the caches).
@@ -121,20 +120,11 @@ def main() -> None:
                     labels[s].take(local, axis=0, out=lab[a:b], mode="clip")
             yield {"x": torch.from_numpy(out), "label": torch.from_numpy(lab)}
 
-    def loader(split: str | None = None, **kw: object) -> Callable[[], Iterator[object]]:
+    def loader(**kw: object) -> Callable[[], Iterator[object]]:
         def make() -> Iterator[object]:
             ld = stoker.Loader(store, batch_size=B, shuffle=True, **kw)
-            before = os.environ.get("STOKER_SPLIT_COPIES")
-            if split is not None:
-                os.environ["STOKER_SPLIT_COPIES"] = split
-            try:
-                while True:
-                    yield from ld
-            finally:
-                if before is None:
-                    os.environ.pop("STOKER_SPLIT_COPIES", None)
-                else:
-                    os.environ["STOKER_SPLIT_COPIES"] = before
+            while True:
+                yield from ld
 
         return make
 
@@ -146,7 +136,6 @@ def main() -> None:
         "Loader w=0": loader(num_workers=0),
         "Loader w=2": loader(num_workers=2),
         "Loader w=2 prefetch_factor=1": loader(num_workers=2, prefetch_factor=1),
-        "Loader w=2 STOKER_SPLIT_COPIES=always": loader("always", num_workers=2),
     }
     for k in (1, 2, 5, 10):
         contenders[f"take, one shard, {k} rotating buffers"] = per_batch(
