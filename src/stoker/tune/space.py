@@ -25,26 +25,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.pipeline.schedule import usable_cores
+from stoker.pipeline.schedule import DEFAULT_PREFETCH, ENGINES, usable_cores
+from stoker.text.loader import TextConfig
+from stoker.vision.options import ImageOptions
 
 KINDS = ("plain", "images", "text")
-ENGINES = ("threads", "processes")
 ALIASES = {"workers": "num_workers", "prefetch": "prefetch_factor", "pin": "pin_memory"}
 # keywords of every loader, and of text loaders only
 COMMON = ("num_workers", "engine", "prefetch_factor", "pin_memory")
 TEXT_ONLY = ("pad_to_multiple_of", "bucket_window")
 IMAGE_ONLY = ("reduced_decode", "decode_device")  # ImageSource options
 CUDA_ONLY = ("pin_memory", "decode_device")
-# what the loader does when a keyword is not given (the start of the search)
+# what the loader does when a keyword is not given, read from the code that decides it (the search
+# starts from the loader's own schedule, which replaces the first four: tuner.py, _schedule_keywords)
 LOADER_DEFAULTS: dict[str, Any] = {
-    "engine": "threads",
-    "prefetch_factor": 2,
+    "engine": ENGINES[0],
+    "prefetch_factor": DEFAULT_PREFETCH,
     "pin_memory": False,
-    "pad_to_multiple_of": 8,
-    "bucket_window": 100,
-    "reduced_decode": True,
-    "decode_device": "cpu",
     "chunk_size": None,
+    "pad_to_multiple_of": TextConfig.pad_to_multiple_of,
+    "bucket_window": TextConfig.bucket_window,
+    "reduced_decode": ImageOptions.reduced_decode,
+    "decode_device": ImageOptions.decode_device,
 }
 
 

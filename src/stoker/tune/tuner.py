@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from stoker.errors import ConfigError
-from stoker.pipeline.schedule import usable_cores
+from stoker.pipeline.schedule import Schedule, usable_cores
 from stoker.store.reader import Store
 from stoker.tune.limits import Limits, memcpy_rate, step_rate
 from stoker.tune.loaders import LoaderPlan, plan_for
@@ -112,9 +112,7 @@ def tune(
     t_search = time.perf_counter()
     searched = None
     try:
-        resolved = {**LOADER_DEFAULTS, **_resolved_defaults(build)}
-        if str(device).startswith("cuda"):
-            resolved["pin_memory"] = True  # pin_memory=None pins exactly when the device is CUDA
+        resolved = {**LOADER_DEFAULTS, **_schedule_keywords(build)}
         defaults = {k: resolved[k] for k in chosen.values if k in resolved}
         if coerce(defaults, chosen) != defaults:  # the defaults are not a point of this space: measure them too
             defaults = {}
@@ -163,25 +161,17 @@ def _call(plan: LoaderPlan | None, make: Any, setting: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in setting.items()) or "(the defaults)"
 
 
-def _resolved_defaults(build: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
-    """The defaults as concrete keywords: the worker count and the engine the default loader chose
-    (a torch Dataset's is processes), its prefetch depth."""
+def _schedule_keywords(build: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """The default loader's schedule (``loader.schedule``, ``pipeline/schedule.py``) as loader keywords:
+    the engine and workers its defaults chose for this source (a torch Dataset's are processes), its
+    prefetch depth, chunk size and pinning. The search starts there."""
     try:
         loader = build({})
     except Exception:  # the defaults trial already recorded why; start from the first candidates
         return {}
     try:
-        found: dict[str, Any] = {"num_workers": int(loader.num_workers)}
-    except (AttributeError, TypeError, ValueError):
-        return {}
-    engine = getattr(loader, "engine", None)
-    if isinstance(engine, str):
-        found["engine"] = engine  # "auto" is no point of the space: then the defaults are measured as {}
-    prefetch = getattr(getattr(loader, "config", None), "prefetch_factor", None)
-    if isinstance(prefetch, int) and not isinstance(prefetch, bool):
-        found["prefetch_factor"] = prefetch
-    try:
-        return found
+        schedule = getattr(loader, "schedule", None)
+        return {} if not isinstance(schedule, Schedule) else schedule.keywords()
     finally:
         close = getattr(loader, "close", None)
         if close is not None:
