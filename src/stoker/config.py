@@ -23,8 +23,9 @@ class LoaderConfig:
             for data larger than RAM).
         drop_last: drop the last batch of an epoch when it is short.
         num_workers: workers running the source's ``read`` (threads or processes, see ``engine``);
-            ``0`` works in the calling thread; ``None`` lets the source choose (a store whose
-            batches are under 1 MiB is read in the calling thread), else one worker per core;
+            ``0`` works in the calling thread; ``None`` for the schedule's default
+            (``pipeline/schedule.py``: small batches of a copying source such as a store in the
+            calling thread, a remote store ``max(2, cores)``, else one per usable core);
             ``"auto"`` tunes the count while the loader runs (``pipeline/autotune.py``: from one
             worker thread up to 2 per core, added while the consumer waits on busy workers and the
             rate rises, retired when they idle; worker processes too).
@@ -54,22 +55,14 @@ class LoaderConfig:
         persistent_workers: keep the workers between epochs until ``close()``: worker processes, and
             worker threads unless ``num_workers="auto"`` resizes them (a pass then starts none).
         engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, ``"auto"``, or
-            ``None`` for the source's own choice (threads for stores and most domain sources;
-            processes for a torch Dataset's ``__getitem__`` and, on more than one usable core, for
-            an ``ImageSource`` that decodes or crops per image). Processes write each batch into a shared-memory
-            slot that is handed out with no copy (page-locked once on CUDA). ``"auto"`` decides once
-            per loader, and says what it chose and why in ``loader.report()``
-            (``pipeline/engine_choice.py``): threads with ``num_workers=0`` or one usable core
-            (``os.sched_getaffinity``); otherwise the first tasks of the first pass run on worker
-            threads, each read timed for its wall time, its thread's CPU time and its time waiting
-            for a core (``/proc/thread-self/schedstat``), and the rest is time the thread slept,
-            waiting for the GIL (held by the training step or a sibling worker) or for I/O. If that
-            sleep is 25 % or more of the reads' time off the run queue (wall minus the wait for a
-            core), over the reads made while the consumer looped, processes;
-            also if the consumer waited for data half the time or more while the reads' CPU and
-            run-queue time add up to at most 0.6 x min(workers, cores) reads at once (short
-            pure-Python reads that ran one at a time); else threads. ``num_workers`` counts
-            workers of either kind.
+            ``None`` for the schedule's default (``pipeline/schedule.py``: processes where the source's
+            reads hold the GIL, such as a torch Dataset's ``__getitem__`` or per-image crops, and more
+            than one core is usable; else threads). Processes write each batch into a shared-memory
+            slot that is handed out with no copy (page-locked once on CUDA). ``"auto"`` runs the first
+            tasks of the first pass on worker threads, measures how long they waited for the GIL, and
+            settles on one (the rule: ``pipeline/engine_choice.py``); ``loader.report()`` says what it
+            chose and why. ``num_workers`` counts workers of either kind. ``loader.schedule`` shows the
+            engine, workers, prefetch and chunk size in force and who set each.
     """
 
     batch_size: int = 1

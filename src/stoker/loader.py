@@ -178,6 +178,7 @@ class Loader:
             device=str(self.transfer.device),
             store=isinstance(self.source, StoreSource),
             persistent_workers=self.config.persistent_workers,
+            schedule=str(self.schedule),
         )
 
     def register_observer(self, observer: Observer) -> Handle:
@@ -407,7 +408,7 @@ class Loader:
             self.engine_choice = choice
             if choice.settled:  # decided for good (else the next pass measures again)
                 self._schedule = self._schedule.with_("engine='auto' (measured)", engine=choice.engine)
-            self.observers.info = replace(self.observers.info, engine=choice.engine)
+            self.observers.info = replace(self.observers.info, engine=choice.engine, schedule=str(self.schedule))
             self._use_buffers(choice.engine)
             return self._executor_for(replace(schedule, engine=choice.engine), per_chunk)
 

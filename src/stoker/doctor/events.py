@@ -53,6 +53,7 @@ class LoaderDesc:
         device: where batches land (None: the loader does not move them).
         store: whether the source reads a memory-mapped stoker store.
         persistent_workers: whether workers live across epochs (None: not known).
+        schedule: a stoker loader's schedule in words, who set each setting ("" for torch's).
         variable: the name the script binds the loader to where the doctor saw it ("" if none).
         dataset_ref: ``module:attribute`` that ``stoker convert dataset`` can import to get the
             Dataset ("" when none was found; see ``dataset_note``).
@@ -73,6 +74,7 @@ class LoaderDesc:
     device: str | None = None
     store: bool = False
     persistent_workers: bool | None = None
+    schedule: str = ""
     variable: str = ""
     dataset_ref: str = ""
     dataset_note: str = ""

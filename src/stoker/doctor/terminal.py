@@ -48,6 +48,9 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
             t.add_row(ld["name"], str(ld["steps"]), wait, compute, wait_ms, compute_ms, size, workers)
         con.print(t)
         for ld in report.loaders:
+            if ld["info"].get("schedule"):  # a stoker loader's: what it ran with, and who set it
+                con.print(f"schedule of {ld['name']}: {ld['info']['schedule']}", soft_wrap=True)
+        for ld in report.loaders:
             if ld["stages"]:
                 st = Table(title=f"stages of {ld['name']}", title_justify="left")
                 for col in ("stage", "total", "per call", "calls", "runs in"):

@@ -47,6 +47,8 @@ class LoaderInfo:
         device: where batches land (``"cpu"``, ``"cuda:0"``).
         store: whether the source reads a memory-mapped stoker store.
         persistent_workers: whether worker processes live across epochs.
+        schedule: the loader's schedule in words, who set each setting (``pipeline/schedule.py``);
+            the online tuner's later changes are told as decisions (``Observer.tuned``).
     """
 
     loader_id: int
@@ -61,6 +63,7 @@ class LoaderInfo:
     device: str
     store: bool
     persistent_workers: bool = False
+    schedule: str = ""
 
 
 class _NoSpan:
