@@ -51,7 +51,8 @@ class LoaderConfig:
             ``{"train/x": "x"}`` that also renames them in the batch.
         pad_value: padding of sequence columns.
         pad_to_multiple_of: the padded width of a batch's sequence columns is its longest row rounded
-            up to a multiple of this (the same option of ``stoker.text`` defaults to 8).
+            up to a multiple of this; ``None`` for the source's own: a store's exact widths (1), a
+            text source's 8 (``stoker.text.Loader`` hands it to its ``TextSource``).
         persistent_workers: keep the workers between epochs until ``close()``: worker processes, and
             worker threads unless ``num_workers="auto"`` resizes them (a pass then starts none).
         engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, ``"auto"``, or
@@ -81,7 +82,7 @@ class LoaderConfig:
     window: int = 16
     columns: tuple[str, ...] | dict[str, str] | None = None
     pad_value: int | float = 0
-    pad_to_multiple_of: int = 1
+    pad_to_multiple_of: int | None = None
     persistent_workers: bool = False
     engine: str | None = None
     memory_budget: int | str | None = None
@@ -96,7 +97,8 @@ class LoaderConfig:
         positive_int("batch_size", self.batch_size)
         if self.prefetch_factor != AUTO:
             positive_int("prefetch_factor", self.prefetch_factor, auto=True)
-        positive_int("pad_to_multiple_of", self.pad_to_multiple_of)
+        if self.pad_to_multiple_of is not None:
+            positive_int("pad_to_multiple_of", self.pad_to_multiple_of)
         positive_int("block_size", self.block_size)
         positive_int("window", self.window)
         if self.chunk_size is not None:

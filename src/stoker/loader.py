@@ -189,10 +189,18 @@ class Loader:
         return self.observers.add(observer)
 
     def close(self) -> None:
-        """Stop worker processes kept between epochs (``persistent_workers``). Idempotent."""
+        """Stop worker processes kept between epochs (``persistent_workers``) and release what the
+        source holds (``BatchSource.close``: a text source's token cache and background pass; a later
+        pass starts them again). Idempotent."""
         if self._finalizer is not None:
             self._finalizer()
         self._executor = self._finalizer = None
+        self.source.close()
+
+    @property
+    def label_names(self) -> tuple[str, ...] | None:
+        """The names of the label ids in id order (the source's), or None."""
+        return self.source.label_names
 
     def __enter__(self) -> Loader:
         return self

@@ -27,7 +27,7 @@ def as_source(
     data: Any,
     columns: Sequence[str] | Mapping[str, str] | None = None,
     pad_value: int | float = 0,
-    pad_to_multiple_of: int = 1,
+    pad_to_multiple_of: int | None = None,
     collate_fn: Callable[[Any], Any] | None = None,
 ) -> BatchSource:
     """The batch source for ``data``: a store (or its path), a BatchSource, or a map-style Dataset.
@@ -41,8 +41,8 @@ def as_source(
     if isinstance(data, Store):
         if columns is None:
             encoded_images_hint(data)
-        return StoreSource(data, columns, pad_value, pad_to_multiple_of)
-    given = {"columns": columns is not None, "pad_value": pad_value != 0, "pad_to_multiple_of": pad_to_multiple_of != 1}
+        return StoreSource(data, columns, pad_value, pad_to_multiple_of or 1)
+    given = {"columns": columns is not None, "pad_value": pad_value != 0, "pad_to_multiple_of": pad_to_multiple_of is not None}
     for option, set_here in given.items():
         if set_here:
             raise ConfigError(

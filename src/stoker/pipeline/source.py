@@ -31,7 +31,13 @@ class BatchSource:
     work should release the GIL (numpy, Arrow, tokenizers, libjpeg-turbo) when it runs in threads.
     A source reports what its reads cost (:meth:`costs`); it never chooses workers or the engine:
     the loader's schedule does (``pipeline/schedule.py``).
+
+    Attributes:
+        label_names: the names of the label ids its batches carry, in id order (``loader.label_names``),
+            or None (no labels, or numeric ones).
     """
+
+    label_names: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         """Rows in the source."""
@@ -78,6 +84,10 @@ class BatchSource:
     def finalize(self, batch: Any) -> Any:
         """Consumer-side work after the copy to the device (e.g. normalize on the GPU)."""
         return batch
+
+    def close(self) -> None:
+        """Release what the source holds beyond its reads (temporary files, background threads);
+        a later read may start them again. ``Loader.close()`` calls it; the default does nothing."""
 
     def report(self) -> Any:
         """What the source counted so far (skipped rows, padding, ...), or None."""

@@ -99,6 +99,10 @@ class Subset(BatchSource):
     def costs(self, batch_size: int) -> Costs:
         return self.source.costs(batch_size)
 
+    @property
+    def label_names(self) -> tuple[str, ...] | None:  # type: ignore[override]
+        return self.source.label_names
+
     def use_buffers(self, pool: BufferPool) -> None:
         self.source.use_buffers(pool)
 

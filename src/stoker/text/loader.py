@@ -1,31 +1,30 @@
 """``stoker.text.Loader``: BERT-ready batches from raw text or a text store.
 
-A thin subclass of :class:`stoker.Loader` that composes: it builds the text batch source
+Not a loader of its own: a function that composes. It builds the text batch source
 (:class:`~stoker.text.source.TextSource`, or a packed one) and, when bucketing or packing, the
 batch sampler (:class:`~stoker.text.LengthBuckets`, :class:`~stoker.text.PackedBatches`), and
-hands both to the core loader. Without bucketing or packing it passes ``batch_size``,
-``shuffle`` and ``drop_last`` on, and the core loader makes its own batches (``shuffle="block"``
-with its ``block_size`` and ``window`` included).
+returns a :class:`stoker.Loader` over both, as vision and every other source compose. Without
+bucketing or packing it passes ``batch_size``, ``shuffle`` and ``drop_last`` on, and the core loader
+makes its own batches (``shuffle="block"`` with its ``block_size`` and ``window`` included).
 """
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 from stoker.config import LoaderConfig
 from stoker.errors import ConfigError
 from stoker.loader import Loader as CoreLoader
-from stoker.loader import distributed_rank
+from stoker.pipeline.ranks import distributed_rank
 from stoker.pipeline.sampler import BatchSampler, order_name
 from stoker.text.bucketing import LengthBuckets
 from stoker.text.from_store import UNSET, check_max_length
 from stoker.text.inputs import AUTO, TextColumns
 from stoker.text.packing import PackedBatches, PackedText
 from stoker.text.progress import check_progress
-from stoker.text.report import TextReport
-from stoker.text.source import DEFAULT_MAX_LENGTH, TextSource, packed_source
+from stoker.text.source import DEFAULT_MAX_LENGTH, DEFAULT_PAD_MULTIPLE, TextSource, packed_source
 
 # core options that only apply to a store's own columns: a text source decides its columns and padding
 STORE_ONLY = frozenset({"columns", "pad_value"})
@@ -42,9 +41,6 @@ class TextConfig:
             (keeping [CLS]/[SEP]) and counted. Not given (``UNSET``): 512 on the fly, the store's
             own for a store (a smaller one cuts a store's rows further, a larger one is refused).
             With ``packing``: the block length (512 when not given).
-        pad_to_multiple_of: the padded width of a batch is its longest row rounded up to a multiple
-            of this (:class:`stoker.LoaderConfig`'s option of the same name and meaning; text
-            defaults to 8, which suits tensor cores).
         bucketing: group similar lengths. ``"auto"`` (the default): on when shuffling, off with
             ``shuffle=False``, which keeps the input order (predictions line up with the input; the
             report says bucketing is off). ``True`` with ``shuffle=False`` gives a fixed,
@@ -67,7 +63,6 @@ class TextConfig:
     """
 
     max_length: Any = UNSET
-    pad_to_multiple_of: int = 8
     bucketing: bool | str = AUTO
     max_tokens: int | None = None
     bucket_window: int = 100
@@ -134,7 +129,8 @@ def build(
     data: Any, tokenizer: Any, cfg: TextConfig, batch_size: int | None, shuffle: bool | str, options: dict[str, Any]
 ) -> tuple[TextSource | PackedText, BatchSampler | None]:
     """The text source for ``data`` and its batch sampler, or None where the core loader's plain
-    batches (batch_size, shuffle, drop_last) fit. ``options`` are the core loader's (seed, ranks)."""
+    batches (batch_size, shuffle, drop_last) fit. ``options`` are the core loader's (seed, ranks,
+    ``pad_to_multiple_of``: None for the text source's own, :data:`DEFAULT_PAD_MULTIPLE`)."""
     seed = options.get("seed", LoaderConfig.seed)
     shuffled = order_name(shuffle) != "sequential"
     if cfg.packing:
@@ -145,24 +141,27 @@ def build(
         uneven = options.get("uneven", "drop")  # packing leaves the last blocks out unless told to pad
         sampler = PackedBatches(packed.lengths, cfg.block_length, size, shuffled, seed, rank, world, drop_last, uneven)
         return packed, sampler
+    multiple = options.get("pad_to_multiple_of") or DEFAULT_PAD_MULTIPLE
     source = TextSource(
         data,
         tokenizer,
         cfg.max_length,
-        pad_to_multiple_of=cfg.pad_to_multiple_of,
+        pad_to_multiple_of=multiple,
         token_type_ids=cfg.token_type_ids,
         pad_id=cfg.pad_id,
         columns=cfg.inputs,
         progress=cfg.progress,
     )
     if not cfg.buckets(shuffle):
+        why = "shuffle=False keeps the input order" if cfg.bucketing == AUTO else "bucketing=False"
+        source.tally.bucketing = f"off ({why}; bucketing=True sorts by length)"
         return source, None
+    source.tally.bucketing = "on"
     rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     uneven = options.get("uneven", LoaderConfig.uneven)
     lengths: Any = source.streamed_lengths()  # a fixed batch_size streams: the first batches come early
     if cfg.max_tokens is not None:  # budget cuts need every length: the corpus is tokenized now (ids kept)
         lengths = source.lengths()
-        multiple = cfg.pad_to_multiple_of
         longest = -(-int(lengths.max(initial=0)) // multiple) * multiple
         if longest > cfg.max_tokens:
             raise ConfigError(
@@ -171,22 +170,20 @@ def build(
                 option="max_tokens",
             )
     buckets = LengthBuckets(
-        lengths,
-        batch_size,
-        cfg.max_tokens,
-        shuffled,
-        seed,
-        cfg.bucket_window,
-        rank,
-        world,
-        uneven,
-        round_to=cfg.pad_to_multiple_of,
+        lengths, batch_size, cfg.max_tokens, shuffled, seed, cfg.bucket_window, rank, world, uneven, round_to=multiple
     )
     return source, buckets
 
 
-class Loader(CoreLoader):
-    """Batches of token ids from texts (tokenized on the fly) or from a text store.
+def Loader(  # noqa: N802 - named as the loader it builds, as users call it
+    source: Any,
+    tokenizer: Any = UNSET,
+    batch_size: int | None = 32,
+    max_length: Any = UNSET,
+    shuffle: bool | str = False,
+    **options: Any,
+) -> CoreLoader:
+    """A :class:`stoker.Loader` of token-id batches from texts (tokenized on the fly) or a text store.
 
     Args:
         source: a list of strings, of ``(text, text_b)`` pairs or of ``(text, label)`` rows
@@ -202,105 +199,70 @@ class Loader(CoreLoader):
             or a smaller one that cuts further; a larger one is refused).
         **options: the other keywords of :class:`TextConfig` (``label_names``, ``class_to_idx``,
             ``progress``, ``text_column``, ...) and the fields of :class:`stoker.LoaderConfig`
-            (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``, ...).
-            ``block_size``, ``window`` and ``drop_last=True`` shape the core loader's plain
-            batches: they are refused with bucketing (which keeps every row).
+            (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``,
+            ``pad_to_multiple_of`` (default 8 for text), ...). ``block_size``, ``window`` and
+            ``drop_last=True`` shape the core loader's plain batches: they are refused with
+            bucketing (which keeps every row).
+
+    Returns the core loader over a :class:`~stoker.text.TextSource` (``loader.source``; packed:
+    a ``PackedText``) and, when bucketing or packing, a :class:`~stoker.text.LengthBuckets` or
+    :class:`~stoker.text.PackedBatches` (``loader.batch_sampler``): the same batches as
+    ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
 
     Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
     when asked or for pairs, ``labels`` when the source has them (names numbered in sorted
-    order, or by ``label_names``/``class_to_idx``: :attr:`label_names`); with ``packing``,
-    ``input_ids`` and ``position_ids``. :meth:`report` counts tokens, padding and truncation.
-    With ``shuffle=False`` batches come in input order, unbucketed, and :meth:`report` says so;
-    ``bucketing=True`` gives evaluation a fixed length-sorted order instead.
-    The same batches come from ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
+    order, or by ``label_names``/``class_to_idx``: ``loader.label_names``); with ``packing``,
+    ``input_ids`` and ``position_ids``. ``loader.report()`` counts tokens, padding and truncation
+    and says whether batches are length-bucketed. With ``shuffle=False`` batches come in input
+    order, unbucketed; ``bucketing=True`` gives evaluation a fixed length-sorted order instead.
 
     On the fly each row is tokenized once: the ids are kept (in memory, or in a temporary file
-    past ``STOKER_TEXT_CACHE_MEMORY`` bytes; removed by :meth:`close` or garbage collection) and
-    later epochs gather them. With bucketing and a row-count ``batch_size``, the first epoch's
+    past ``STOKER_TEXT_CACHE_MEMORY`` bytes; removed by ``loader.close()`` or garbage collection)
+    and later epochs gather them. With bucketing and a row-count ``batch_size``, the first epoch's
     batches come while a background thread still tokenizes later windows; ``len()`` is known up
     front, and ``state_dict()`` during that pass waits for it to end. With ``max_tokens`` the
     corpus is tokenized at construction (the batch boundaries need every length).
     """
-
-    def __init__(
-        self,
-        source: Any,
-        tokenizer: Any = UNSET,
-        batch_size: int | None = 32,
-        max_length: Any = UNSET,
-        shuffle: bool | str = False,
-        **options: Any,
-    ) -> None:
-        text_opts = {k: options.pop(k) for k in list(options) if k in TextConfig.names()}
-        unknown = set(options) - loader_options()
-        if unknown:
-            raise ConfigError(
-                f"unknown option(s) {sorted(unknown)}; text options are {sorted(TextConfig.names())}, "
-                f"loader options {sorted(loader_options())}",
-                option=sorted(unknown)[0],
-            )
-        self.text_config = cfg = TextConfig.of(max_length=max_length, **text_opts)
-        given = [name for name in BLOCK_ORDER if name in options]
-        if given and (cfg.packing or cfg.buckets(shuffle)):
-            raise ConfigError(
-                f"{given[0]} shapes shuffle='block' without bucketing; with bucketing or packing the text sampler "
-                "orders the rows (the bucketing window is bucket_window)",
-                option=given[0],
-            )
-        if batch_size is None and cfg.max_tokens is None and not cfg.packing:
-            raise ConfigError(
-                "batch_size=None needs max_tokens (a token budget decides the batch sizes)", option="batch_size"
-            )
-        if options.get("drop_last") and cfg.buckets(shuffle):
-            raise ConfigError(
-                "drop_last=True does not apply with length bucketing: its batches vary in size and every row is "
-                "kept; pass bucketing=False for fixed batches with drop_last",
-                option="drop_last",
-            )
-        data, sampler = build(source, tokenizer, cfg, batch_size, shuffle, options)
-        self.text_source = data
+    text_opts = {k: options.pop(k) for k in list(options) if k in TextConfig.names()}
+    unknown = set(options) - loader_options()
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {sorted(unknown)}; text options are {sorted(TextConfig.names())}, "
+            f"loader options {sorted(loader_options())}",
+            option=sorted(unknown)[0],
+        )
+    cfg = TextConfig.of(max_length=max_length, **text_opts)
+    given = [name for name in BLOCK_ORDER if name in options]
+    if given and (cfg.packing or cfg.buckets(shuffle)):
+        raise ConfigError(
+            f"{given[0]} shapes shuffle='block' without bucketing; with bucketing or packing the text sampler "
+            "orders the rows (the bucketing window is bucket_window)",
+            option=given[0],
+        )
+    if batch_size is None and cfg.max_tokens is None and not cfg.packing:
+        raise ConfigError(
+            "batch_size=None needs max_tokens (a token budget decides the batch sizes)", option="batch_size"
+        )
+    if options.get("drop_last") and cfg.buckets(shuffle):
+        raise ConfigError(
+            "drop_last=True does not apply with length bucketing: its batches vary in size and every row is "
+            "kept; pass bucketing=False for fixed batches with drop_last",
+            option="drop_last",
+        )
+    if options.get("pad_to_multiple_of") is not None:
+        LoaderConfig(pad_to_multiple_of=options["pad_to_multiple_of"])  # checked as the core option is
+    data, sampler = build(source, tokenizer, cfg, batch_size, shuffle, options)
+    options.pop("pad_to_multiple_of", None)  # the text source's; the core applies it to stores only
+    try:
         if sampler is None:
-            super().__init__(data, 1 if batch_size is None else batch_size, shuffle=shuffle, **options)
-            return
+            return CoreLoader(data, 1 if batch_size is None else batch_size, shuffle=shuffle, **options)
         options.pop("drop_last", None)  # the packed sampler took it
-        super().__init__(data, batch_sampler=sampler, **options)
-
-    @property
-    def tokenizer(self) -> Any:
-        """The resolved tokenizer of a padded source (for a store: when one was given; else None)."""
-        return getattr(self.text_source, "tokenizer", None)
-
-    @property
-    def label_names(self) -> tuple[str, ...] | None:
-        """Label names in id order (None for numeric labels, none, or packing), on the fly or from a store."""
-        return getattr(self.text_source, "label_names", None)
-
-    @property
-    def bucketed(self) -> bool:
-        """Whether batches are length-bucketed (a :class:`LengthBuckets` orders the rows)."""
-        return isinstance(self.batch_sampler, LengthBuckets)
-
-    def report(self) -> TextReport:
-        """Tokens, padding and truncation over the batches delivered so far, and the batching mode."""
-        report = self.text_source.report()
-        if self.text_config.packing:
-            return report
-        if self.bucketed:
-            return replace(report, bucketing="on")
-        why = "shuffle=False keeps the input order" if self.text_config.bucketing == AUTO else "bucketing=False"
-        return replace(report, bucketing=f"off ({why}; bucketing=True sorts by length)")
-
-    def reset_report(self) -> None:
-        """Start the counts of delivered batches again from zero."""
-        self.text_source.reset_report()
-
-    def close(self) -> None:
-        """Stop worker processes and the background tokenization; remove the token cache's
-        temporary files (a later pass tokenizes again). Idempotent."""
-        super().close()
-        close = getattr(self.text_source, "close", None)
+        return CoreLoader(data, batch_sampler=sampler, **options)
+    except BaseException:
+        close = getattr(data, "close", None)
         if close is not None:
-            close()
+            close()  # a refused option must not leave the background tokenization running
+        raise
 
 
 __all__ = ["DEFAULT_MAX_LENGTH", "Loader", "TextConfig", "build"]

@@ -79,6 +79,7 @@ class Tally:
 
     skipped_empty: int = 0
     replaced_lines: int = 0
+    bucketing: str = ""  # how the batches are made, as TextReport.bucketing (set by stoker.text.Loader)
     _counts: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0, 0])
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -99,7 +100,7 @@ class Tally:
     def report(self) -> TextReport:
         with self._lock:
             b, e, r, p, t, c = self._counts
-        return TextReport(b, e, r, p, t, self.skipped_empty, self.replaced_lines, cut_lines=c)
+        return TextReport(b, e, r, p, t, self.skipped_empty, self.replaced_lines, cut_lines=c, bucketing=self.bucketing)
 
 
 __all__ = ["BatchTally", "TALLY_KEY", "Tally", "TextReport"]

@@ -7,7 +7,7 @@
 :func:`open_rows` turns what the user passes (texts, a file, a store) into rows that give
 token ids for a batch of indices; :class:`TextSource` pads them (``batches.PaddedText``) and
 :func:`packed_source` packs them (``packing.PackedText``). ``stoker.text.Loader`` builds one of
-them and a batch sampler, and hands both to the core loader.
+them and a batch sampler, and returns the core loader over both.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from stoker.text.tokenizer import TextTokenizer, resolve
 
 DEFAULT_MAX_LENGTH = 512  # on the fly, when max_length= is not given
 DEFAULT_TOKENIZER = "bert-base-uncased"  # on the fly, when tokenizer= is not given
+DEFAULT_PAD_MULTIPLE = 8  # a text batch's width rounds up to this (tensor cores), when not given
 
 
 def is_store(data: Any) -> bool:
@@ -143,7 +144,7 @@ class TextSource(PaddedText):
         tokenizer: Any = UNSET,
         max_length: Any = UNSET,
         *,
-        pad_to_multiple_of: int = 8,
+        pad_to_multiple_of: int = DEFAULT_PAD_MULTIPLE,
         token_type_ids: bool = False,
         pad_id: int | None = None,
         columns: TextColumns | None = None,
@@ -218,6 +219,7 @@ def packed_source(
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",
+    "DEFAULT_PAD_MULTIPLE",
     "DEFAULT_TOKENIZER",
     "UNSET",
     "OpenedRows",

@@ -27,6 +27,7 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.pipeline.schedule import DEFAULT_PREFETCH, ENGINES, usable_cores
 from stoker.text.loader import TextConfig
+from stoker.text.source import DEFAULT_PAD_MULTIPLE
 from stoker.vision.options import ImageOptions
 
 KINDS = ("plain", "images", "text")
@@ -43,7 +44,7 @@ LOADER_DEFAULTS: dict[str, Any] = {
     "prefetch_factor": DEFAULT_PREFETCH,
     "pin_memory": False,
     "chunk_size": None,
-    "pad_to_multiple_of": TextConfig.pad_to_multiple_of,
+    "pad_to_multiple_of": DEFAULT_PAD_MULTIPLE,
     "bucket_window": TextConfig.bucket_window,
     "reduced_decode": ImageOptions.reduced_decode,
     "decode_device": ImageOptions.decode_device,

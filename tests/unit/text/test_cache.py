@@ -56,7 +56,7 @@ def test_rows_read_before_the_pass_are_cached_once_and_served_again():
 def test_a_later_epoch_gathers_from_the_cache_without_the_tokenizer():
     loader = stoker.text.Loader(ROWS, batch_size=8, max_length=32, shuffle=True, seed=4)
     first = [b["input_ids"] for b in loader]
-    rows = loader.text_source.rows
+    rows = loader.source.rows
     assert rows.cache.complete
     tok = rows.tokenizer
     real = tok.tokenizer
@@ -76,19 +76,19 @@ def test_a_later_epoch_gathers_from_the_cache_without_the_tokenizer():
 def test_a_changed_tokenizer_empties_the_cache_of_an_unbucketed_loader():
     loader = stoker.text.Loader(ROWS, batch_size=8, max_length=32)
     before = [b["input_ids"] for b in loader]
-    assert max(b.shape[1] for b in before) == 32 and loader.text_source.rows.cache.complete
-    loader.tokenizer.tokenizer.enable_truncation(12)  # changes the ids of long rows
+    assert max(b.shape[1] for b in before) == 32 and loader.source.rows.cache.complete
+    loader.source.tokenizer.tokenizer.enable_truncation(12)  # changes the ids of long rows
     after = [b["input_ids"] for b in loader]
     assert max(b.shape[1] for b in after) == 16  # 12, padded to a multiple of 8: tokenized again
     fresh = stoker.text.Loader(ROWS, batch_size=8, max_length=32)
-    fresh.tokenizer.tokenizer.enable_truncation(12)
+    fresh.source.tokenizer.tokenizer.enable_truncation(12)
     assert all(torch.equal(a, b) for a, b in zip(after, (b["input_ids"] for b in fresh)))
 
 
 def test_a_changed_tokenizer_is_refused_once_batches_were_ordered_by_its_lengths():
     loader = stoker.text.Loader(ROWS, batch_size=8, max_length=32, shuffle=True)
     next(iter(loader))
-    loader.tokenizer.tokenizer.enable_truncation(12)
+    loader.source.tokenizer.tokenizer.enable_truncation(12)
     with pytest.raises(ConfigError, match="tokenizer") as err:
         next(iter(loader))
     assert err.value.option == "tokenizer"
@@ -97,14 +97,14 @@ def test_a_changed_tokenizer_is_refused_once_batches_were_ordered_by_its_lengths
 def test_a_different_max_length_gives_its_own_cache():
     short = stoker.text.Loader(ROWS, batch_size=8, max_length=16, shuffle=True, seed=1)
     long = stoker.text.Loader(ROWS, batch_size=8, max_length=64, shuffle=True, seed=1)
-    assert short.text_source.rows.cache is not long.text_source.rows.cache
+    assert short.source.rows.cache is not long.source.rows.cache
     assert max(b["input_ids"].shape[1] for b in short) == 16
     assert max(b["input_ids"].shape[1] for b in long) == 64
 
 
 def test_max_tokens_knows_its_length_from_one_pass_and_reads_the_cache():
     loader = stoker.text.Loader(ROWS, batch_size=None, max_tokens=256, max_length=64, shuffle=True)
-    assert loader.text_source.rows.cache.complete  # the budget cuts needed every length: tokenized once, kept
+    assert loader.source.rows.cache.complete  # the budget cuts needed every length: tokenized once, kept
     assert len(loader) == len(list(loader)) > 1
 
 
@@ -123,4 +123,4 @@ def test_worker_processes_give_the_batches_of_threads(bucketing):
         got = [b["input_ids"] for b in loader]
         if epoch == 0:
             assert len(got) == len(threads) and all(torch.equal(a, b) for a, b in zip(got, threads))
-    assert loader.text_source.rows.cache.complete == bucketing
+    assert loader.source.rows.cache.complete == bucketing

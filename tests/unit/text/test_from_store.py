@@ -31,7 +31,7 @@ def test_a_smaller_max_length_cuts_the_store_further_like_the_tokenizer(store):
     assert cut.report().truncated == fly.report().truncated == int((full > 12).sum()) > 0
     ends = [row[m.bool()][-1].item() for a, b in pairs for row, m in zip(b["input_ids"], b["attention_mask"])]
     assert set(ends) == {102}  # every row still ends in [SEP]
-    np.testing.assert_array_equal(cut.text_source.lengths(), np.minimum(full, 12))
+    np.testing.assert_array_equal(cut.source.lengths(), np.minimum(full, 12))
 
 
 def test_a_bucketed_store_loader_with_a_smaller_max_length_pads_to_it(store):
@@ -43,7 +43,7 @@ def test_the_same_values_change_nothing_and_larger_ones_are_refused(store):
     same = stoker.text.Loader(store, batch_size=8, max_length=40, tokenizer="bert-base-uncased", bucketing=False)
     plain = stoker.text.Loader(store, batch_size=8, bucketing=False)
     assert all(torch.equal(a["input_ids"], b["input_ids"]) for a, b in zip(same, plain, strict=True))
-    assert same.tokenizer is not None and plain.tokenizer is None
+    assert same.source.tokenizer is not None and plain.source.tokenizer is None
     for bad in (64, None):
         with pytest.raises(ConfigError, match=r"holds examples cut to max_length=40") as err:
             stoker.text.Loader(store, batch_size=8, max_length=bad)

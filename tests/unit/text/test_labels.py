@@ -32,7 +32,7 @@ def test_train_and_val_number_the_names_alike_on_the_fly_and_from_a_store(tmp_pa
     for data in (train, val, stoker.convert.text(val, tmp_path / "val_store", max_length=16)):
         loader = stoker.text.Loader(data, batch_size=8, bucketing=False)
         assert loader.label_names == ("neg", "pos")
-        assert loader.text_source.class_to_idx == {"neg": 0, "pos": 1}
+        assert loader.source.class_to_idx == {"neg": 0, "pos": 1}
     assert labels_of(stoker.text.Loader(val, batch_size=8, bucketing=False)) == [1, 0, 1]
     stored = stoker.text.Loader(tmp_path / "val_store", batch_size=8, bucketing=False)
     assert labels_of(stored) == [1, 0, 1]

@@ -143,7 +143,7 @@ def test_default_workers_inline_from_a_store_threads_on_the_fly(tmp_path):
 def test_shuffle_false_keeps_the_input_order_and_the_report_says_bucketing_is_off():
     texts = [t for t in TEXTS if len(t) < 200]
     loader = Loader(texts, batch_size=16, pad_to_multiple_of=1)  # shuffle=False, bucketing="auto"
-    assert not loader.bucketed
+    assert loader.report().bucketing.startswith("off")
     rows = [r for b in loader for r in b["input_ids"].tolist()]
     expected = [
         r for b in Loader(texts, batch_size=16, bucketing=False, pad_to_multiple_of=1) for r in b["input_ids"].tolist()
@@ -158,7 +158,7 @@ def test_bucketing_true_gives_evaluation_a_fixed_sorted_order_that_resumes():
     EVAL = [t for t in TEXTS if len(t) < 200]  # no one very long line that pads its batch whatever the order
     plain = Loader(EVAL, batch_size=16, bucketing=False, pad_to_multiple_of=1)
     evaluation = Loader(EVAL, batch_size=16, pad_to_multiple_of=1, bucketing=True)  # shuffle=False
-    assert evaluation.bucketed and not plain.bucketed
+    assert evaluation.report().bucketing == "on" and plain.report().bucketing.startswith("off")
     first = [b["input_ids"] for b in evaluation]
     collect(plain)
     assert evaluation.report().padded_fraction < plain.report().padded_fraction / 2
@@ -187,7 +187,7 @@ def test_options_of_plain_batches_are_refused_with_bucketing():
         assert err.value.option == "drop_last"
     for kw in ({}, {"bucketing": False, "shuffle": True}):
         dropped = Loader(TEXTS, batch_size=16, drop_last=True, **kw)
-        assert not dropped.bucketed and len(dropped) == len(TEXTS) // 16
+        assert dropped.report().bucketing.startswith("off") and len(dropped) == len(TEXTS) // 16
 
 
 def test_max_tokens_below_the_longest_row_is_refused_when_max_length_is_not_given():

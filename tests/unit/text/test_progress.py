@@ -13,7 +13,7 @@ def test_the_length_pass_reports_every_row_to_a_callable():
     seen = []
     loader = stoker.text.Loader(TEXTS, batch_size=8, shuffle=True, progress=seen.append)
     list(loader)  # the pass runs in the background during the first epoch
-    assert loader.bucketed and sum(seen) == len(TEXTS)
+    assert loader.report().bucketing == "on" and sum(seen) == len(TEXTS)
     seen.clear()
     stoker.text.Loader(TEXTS, batch_size=None, max_tokens=512, shuffle=True, progress=seen.append)
     assert sum(seen) == len(TEXTS)  # max_tokens needs every length at construction

@@ -30,7 +30,7 @@ class Gate:
     wait for ``open`` (so the test decides when the background tokenization may go on)."""
 
     def __init__(self, loader):
-        tok = loader.text_source.rows.tokenizer
+        tok = loader.source.rows.tokenizer
         real = tok.encode
         self.calls = 0
         self.open, self.blocked = threading.Event(), threading.Event()
@@ -61,7 +61,7 @@ def test_the_first_batch_comes_before_the_background_tokenization_ends():
     gate = Gate(loader)
     it = iter(loader)
     first = next(it)
-    cache = loader.text_source.rows.cache
+    cache = loader.source.rows.cache
     assert not cache.complete and gate.calls >= 1  # the rest of the corpus waits at the gate
     gate.open.set()
     got = labels([first, *it])
@@ -80,7 +80,7 @@ def test_the_streamed_epoch_equals_the_sampler_with_every_length_known():
 
 def test_len_is_known_before_the_corpus_is_tokenized():
     loader = stoker.text.Loader(ROWS, **OPTIONS)
-    assert len(loader) == -(-len(TEXTS) // 4) and not loader.text_source.rows.cache.complete
+    assert len(loader) == -(-len(TEXTS) // 4) and not loader.source.rows.cache.complete
 
 
 def test_state_dict_mid_first_epoch_while_tokenizing_resumes_exactly():
@@ -166,7 +166,7 @@ def test_spilled_ids_equal_the_in_memory_ones_and_go_on_close(tmp_path, monkeypa
     monkeypatch.setenv(MEMORY_ENV, "0")  # every byte to a file
     loader = stoker.text.Loader(ROWS, **OPTIONS)
     spilled = [b["input_ids"] for b in loader]
-    spill = loader.text_source.rows.cache.spill_dir
+    spill = loader.source.rows.cache.spill_dir
     assert spill is not None and Path(spill).parent == tmp_path and Path(spill, "input_ids.bin").is_file()
     assert all(torch.equal(a, b) for a, b in zip(memory, spilled)) and len(memory) == len(spilled)
     again = [b["input_ids"] for b in loader]  # the second epoch reads the mapped file
@@ -183,7 +183,7 @@ def test_spilled_ids_go_when_a_loader_left_mid_epoch_is_collected(tmp_path, monk
     loader = stoker.text.Loader(ROWS, **OPTIONS)
     for _ in loader:
         break
-    spill = loader.text_source.rows.cache.spill_dir
+    spill = loader.source.rows.cache.spill_dir
     assert spill is not None and Path(spill).is_dir()
     del loader
     gc.collect()
@@ -197,7 +197,7 @@ def test_spill_files_of_a_killed_process_are_swept_by_the_next_cache(tmp_path):
         loader = stoker.text.Loader({TEXTS!r}, batch_size=4, max_length=32, shuffle=True)
         it = iter(loader)
         next(it)
-        print(loader.text_source.rows.cache.spill_dir, flush=True)
+        print(loader.source.rows.cache.spill_dir, flush=True)
         time.sleep(600)
         """
     )
@@ -219,7 +219,7 @@ def test_spill_files_of_a_killed_process_are_swept_by_the_next_cache(tmp_path):
 
 def test_an_error_in_the_background_tokenization_reaches_the_consumer():
     loader = stoker.text.Loader(ROWS, **OPTIONS)
-    tok = loader.text_source.rows.tokenizer
+    tok = loader.source.rows.tokenizer
     real, calls = tok.encode, []
 
     def encode(*args, **kwargs):
