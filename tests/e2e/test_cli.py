@@ -72,6 +72,11 @@ def test_bench(tmp_path):
     rows = _table_rows(out)
     assert [r[0] for r in rows] == ["0", "2"]
     assert all(float(r[1].replace(",", "")) > 0 for r in rows)
+    # like with like: the median of interleaved rounds, inside the range of the rounds, and the verdict
+    for r in rows:
+        low, high = (float(x.replace(",", "")) for x in r[4].split("-"))
+        assert low <= float(r[1].replace(",", "")) <= high
+    assert "fastest: workers=" in out and "median of 3 interleaved rounds" in out
 
 
 def test_inspect_and_bench_print_rich_tables(mixed_store):
@@ -94,7 +99,7 @@ def test_bench_counts_binary_columns(tmp_path):
     stoker.write(tmp_path / "s", {"blob": [bytes([i % 256]) * row for i in range(64)]})
     code, out, err = run("bench", str(tmp_path / "s"), "--batch-size", "8", "--workers", "0", "--seconds", "0.3")
     assert code == 0, err
-    ((_, samples, mb, _),) = _table_rows(out)
+    ((_, samples, mb, _, _),) = _table_rows(out)
     samples, mb = float(samples.replace(",", "")), float(mb.replace(",", ""))
     assert samples > 0 and mb == pytest.approx(samples * row / 1e6, rel=0.01, abs=0.1)
 
@@ -121,7 +126,7 @@ def test_bench_times_an_image_store_as_images(image_store):
     assert (
         "stoker.vision.ImageSource (RandomResizedCrop(32) + RandomHorizontalFlip" in out and "[a images store]" in out
     )
-    ((_, samples, mb, _),) = _table_rows(out)
+    ((_, samples, mb, _, _),) = _table_rows(out)
     samples, mb = float(samples.replace(",", "")), float(mb.replace(",", ""))
     assert samples > 0 and mb == pytest.approx(samples * (3 * 32 * 32 + 8) / 1e6, rel=0.01, abs=0.1)  # uint8 + label
     code, out, err = run(*argv[:-2], "--mode", "plain")

@@ -202,8 +202,10 @@ def run(args: argparse.Namespace) -> int:
     ]
     if defaults is not None and defaults.setting == best.setting:
         pairs.append(("vs defaults", "the defaults are the best setting found"))
-    elif defaults is not None and defaults.rate:
-        pairs.append(("vs defaults", f"{rate / defaults.rate:.2f}x ({_rate(defaults.rate)} rows/s)"))
+    elif result.versus_defaults is not None:
+        pairs.append(("vs defaults", str(result.versus_defaults)))
+    elif defaults is not None:  # interrupted before the comparison: the search's trials are no fair one
+        pairs.append(("vs defaults", "not compared (the search ended before its interleaved rounds)"))
     lim = result.limits
     if lim is not None:
         pairs.append(("limits", _limits_line(lim)))

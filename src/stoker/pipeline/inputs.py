@@ -42,7 +42,11 @@ def as_source(
         if columns is None:
             encoded_images_hint(data)
         return StoreSource(data, columns, pad_value, pad_to_multiple_of or 1)
-    given = {"columns": columns is not None, "pad_value": pad_value != 0, "pad_to_multiple_of": pad_to_multiple_of is not None}
+    given = {
+        "columns": columns is not None,
+        "pad_value": pad_value != 0,
+        "pad_to_multiple_of": pad_to_multiple_of is not None,
+    }
     for option, set_here in given.items():
         if set_here:
             raise ConfigError(

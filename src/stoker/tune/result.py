@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from stoker.tune.compare import Comparison
 from stoker.tune.limits import Limits
 from stoker.tune.trial import Trial
 
@@ -32,6 +33,9 @@ class TuneResult:
         command: the script run by each trial (``stoker tune -- python train.py``), else None.
         search_seconds: wall seconds of the search: every loader it built and every trial it ran
             (the confirming ones included), the limits' trial left out; None when not timed.
+        versus_defaults: the best setting against the defaults in interleaved warm rounds of equal
+            trials (``compare.py``); None when the defaults are the best, did not run, or the search
+            was interrupted. The only figure said against the defaults.
     """
 
     store: str
@@ -51,6 +55,7 @@ class TuneResult:
     interrupted: bool = False
     command: list[str] | None = None
     search_seconds: float | None = None
+    versus_defaults: Comparison | None = None
 
     @property
     def defaults(self) -> Trial | None:
@@ -91,6 +96,7 @@ class TuneResult:
             "limits": None if self.limits is None else self.limits.to_json(),
             "share_of_limit": self.share_of_limit,
             "search_seconds": self.search_seconds,
+            "versus_defaults": None if self.versus_defaults is None else self.versus_defaults.to_json(),
         }
 
     def write_json(self, path: str | Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.pipeline.schedule import Schedule, usable_cores
 from stoker.store.reader import Store
+from stoker.tune.compare import Comparison, compare
 from stoker.tune.limits import Limits, memcpy_rate, step_rate
 from stoker.tune.loaders import LoaderPlan, plan_for
 from stoker.tune.result import TuneResult
@@ -109,6 +110,7 @@ def tune(
     interrupted = False
     defaults: dict[str, Any] = {}
     limits = None
+    versus: Comparison | None = None
     t_search = time.perf_counter()
     searched = None
     try:
@@ -122,6 +124,7 @@ def tune(
         else:
             descend(chosen, trials, resolved, ceiling=step_rate(step_ms, batch_size), near=NEAR)
         searched = time.perf_counter() - t_search
+        versus = _versus(trials, defaults, full)
         limits = _limits(build, (trial_batches, trial_seconds), step_ms, batch_size, trials.best(), cores)
     except KeyboardInterrupt:
         interrupted = True
@@ -152,7 +155,18 @@ def tune(
         notes=(*chosen.notes, *stopped),
         interrupted=interrupted,
         search_seconds=searched,
+        versus_defaults=versus,
     )
+
+
+def _versus(trials: Trials, defaults: dict[str, Any], trial: Callable[[dict[str, Any]], Trial]) -> Comparison | None:
+    """The best setting against the defaults in interleaved warm rounds (``compare.py``); None when
+    the defaults are the best, or did not run."""
+    best = trials.best()
+    ran = any(t.setting == defaults and t.ok for t in trials.done)
+    if best is None or best.setting == defaults or not ran:
+        return None
+    return compare(trial, best.setting, defaults)
 
 
 def _call(plan: LoaderPlan | None, make: Any, setting: dict[str, Any]) -> str:
@@ -252,6 +266,7 @@ def tune_script(
     trials = Trials(lambda s: measure(s, screening), on_trial)
     interrupted = False
     defaults: dict[str, Any] = {}
+    versus: Comparison | None = None
     notes: list[str] = []
     try:
         first = run_script(screening, {})  # the script as written
@@ -271,6 +286,7 @@ def tune_script(
                     f"faster by more than that, so the search stopped there"
                 )
             descend(chosen, trials, {**LOADER_DEFAULTS, **own}, ceiling=ceiling, near=NEAR)
+            versus = _versus(trials, defaults, lambda s: measure(s, screening))
     except KeyboardInterrupt:
         interrupted = True
     best = trials.best()
@@ -296,6 +312,7 @@ def tune_script(
         notes=(*chosen.notes, *notes),
         interrupted=interrupted,
         command=list(command),
+        versus_defaults=versus,
     )
 
 
