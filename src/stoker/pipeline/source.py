@@ -2,6 +2,7 @@
 
 A source turns chunks of row-index arrays into batches. The loader calls, per epoch::
 
+    source.set_seed(seed)                        the loader's seed, before any read (copied by forked workers)
     source.set_epoch(epoch)                      main thread, before the first read
     source.upcoming(batches)                     main thread, batches ahead of the reads in flight
     source.read(chunk)        -> raw batches     a worker (thread or process), many at once
@@ -80,6 +81,11 @@ class BatchSource:
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch of the reads that follow (per-row randomness such as augmentation)."""
+
+    def set_seed(self, seed: int) -> None:
+        """The loader's ``seed``, told before its reads (wherever they run): a source with per-row
+        randomness of its own (augmentation) may draw from it, so one seed decides the order and
+        the draws. The default ignores it."""
 
     def finalize(self, batch: Any) -> Any:
         """Consumer-side work after the copy to the device (e.g. normalize on the GPU)."""

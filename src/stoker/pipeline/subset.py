@@ -109,6 +109,9 @@ class Subset(BatchSource):
     def set_epoch(self, epoch: int) -> None:
         self.source.set_epoch(epoch)
 
+    def set_seed(self, seed: int) -> None:
+        self.source.set_seed(seed)
+
     def finalize(self, batch: Any) -> Any:
         return self.source.finalize(batch)
 

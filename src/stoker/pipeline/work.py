@@ -44,6 +44,7 @@ class Work:
         self.in_process = in_process  # return (batches, source.drain_report()): the counts travel back
         self.seed = seed
         self.epoch: int | None = None
+        source.set_seed(seed)  # before the workers start: forked ones copy it
 
     def __call__(self, task: tuple[int, int, list[np.ndarray]]) -> Any:
         epoch, first, chunk = task

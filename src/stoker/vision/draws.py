@@ -85,6 +85,10 @@ class RowRandom:
         self.epoch = 0
         self._base: tuple[int, int] | None = None  # (epoch, key of (seed, epoch))
 
+    def reseed(self, seed: int) -> None:
+        """Draw from ``seed`` from now on."""
+        self.seed, self._base = seed, None
+
     def _epoch_key(self) -> int:
         if self._base is None or self._base[0] != self.epoch:
             seeded = mix((fold(self.seed) + _GOLDEN) & _MASK)

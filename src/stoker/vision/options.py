@@ -36,7 +36,8 @@ class ImageOptions:
         layout: ``"NCHW"`` (torch's default) or ``"NHWC"`` for the image batches.
         dtype: the image dtype after ``finalize``: None means float32 when Normalize is given,
             else uint8; a float dtype without Normalize scales to [0, 1].
-        seed: base of the per-row randomness: row ``i`` of epoch ``e`` uses ``(seed, e, i)``.
+        seed: base of the per-row randomness: row ``i`` of epoch ``e`` uses ``(seed, e, i)``. None
+            (the default): the loader's ``seed``, so one seed decides both the order and the augmentation.
         on_error: ``"raise"`` (an ImageError naming the file) or ``"skip"`` (leave the row out
             of its batch and list it in :meth:`ImageSource.report`).
         max_pixels: images larger than this are refused as enormous.
@@ -48,7 +49,7 @@ class ImageOptions:
     transforms: Compose = field(default_factory=Compose)
     layout: str = "NCHW"
     dtype: Any = None
-    seed: int = 0
+    seed: int | None = None
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
     reduced_decode: bool = True
@@ -76,8 +77,8 @@ class ImageOptions:
         if self.transforms.normalize is not None and not dtype.is_floating_point:
             raise ConfigError(f"Normalize needs a floating dtype, not {dtype}", option="dtype")
         object.__setattr__(self, "dtype", dtype)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be an integer >= 0, not {self.seed!r}", option="seed")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0):
+            raise ConfigError(f"seed must be an integer >= 0 or None, not {self.seed!r}", option="seed")
         if not isinstance(self.max_pixels, int) or self.max_pixels <= 0:
             raise ConfigError(f"max_pixels must be a positive integer, not {self.max_pixels!r}", option="max_pixels")
         if self.decode_device not in ("cpu", "cuda"):

@@ -159,12 +159,13 @@ class ImageSource(BatchSource):
                 option="transforms",
             )
         self.size = size
-        self.rng = RowRandom(opts.seed, opts.transforms.random)  # rng(row): the row's generator this epoch
+        seed = 0 if opts.seed is None else opts.seed  # None: the loader's, told by set_seed
+        self.rng = RowRandom(seed, opts.transforms.random)  # rng(row): the row's generator this epoch
         self.errors = RowErrors(opts.on_error, self.describe)
         self.reader = self._choose_reader(arrays)
         self.augment = Augment(
             opts.transforms,
-            seed=opts.seed,
+            seed=seed,
             layout=opts.layout,
             dtype=opts.dtype,
             in_workers=self.reader.fills_buffer,
@@ -237,6 +238,12 @@ class ImageSource(BatchSource):
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose randomness the next reads use (the Loader calls this)."""
         self.rng.epoch = int(epoch)
+
+    def set_seed(self, seed: int) -> None:
+        """The loader's seed: the base of the per-row randomness, unless ``seed=`` was given here."""
+        if self.options.seed is None:
+            self.rng.reseed(seed)
+            self.augment.seed = seed
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
         return [self.read_batch(np.sort(np.asarray(idx, dtype=np.int64))) for idx in chunk]

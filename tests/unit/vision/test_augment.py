@@ -170,3 +170,19 @@ def test_batch_ops_give_the_same_batches_from_worker_processes(encoded):
     for a, b in zip(here, procs):
         assert torch.equal(a["image"], b["image"]) and torch.equal(a["label"], b["label"])
         assert sorted(b) == ["image", "label"]
+
+
+def test_the_loaders_seed_drives_the_augmentation_unless_the_source_has_its_own(encoded):
+    """One seed decides order and draws: ImageSource(seed=None) follows Loader(seed=); Loader(seed=1)
+    and Loader(seed=2) drew the same crops before (ImageSource's seed defaulted to 0)."""
+    ops = [RandomResizedCrop(16), ColorJitter(0.4, 0.4, 0.4, 0.1)]
+
+    def images(loader_seed: int, source_seed: int | None = None, workers: int = 0) -> torch.Tensor:
+        src = ImageSource(encoded, ops, seed=source_seed)
+        return torch.cat([b["image"] for b in stoker.Loader(src, batch_size=5, seed=loader_seed, num_workers=workers)])
+
+    one, two = images(1), images(2)
+    assert not torch.equal(one, two)  # another loader seed, other draws
+    assert torch.equal(one, images(1, workers=2))  # the same seed: the same draws, any workers
+    assert torch.equal(images(1, source_seed=7), images(2, source_seed=7))  # a source's own seed wins
+    assert torch.equal(images(7), images(3, source_seed=7))  # ...and means what the loader's would
