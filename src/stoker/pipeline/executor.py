@@ -15,6 +15,7 @@ the pool and its depth while it runs.
 from __future__ import annotations
 
 import itertools
+import os
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
@@ -70,12 +71,13 @@ class Executor:
         self.knobs = knobs
         self._pool: ProcessPool | None = None
         self._threads: ThreadPool | None = None  # kept between maps: persistent, threads
+        self.owner = os.getpid()
 
     def serves(self, schedule: Schedule, knobs: Knobs | None) -> bool:
         """Whether this executor can run the next pass of ``schedule``: the same engine and count, or
         resized by the same ``knobs`` (an online tuner's) whatever count it started with."""
         same = self.workers == schedule.workers or (knobs is not None and self.knobs is knobs)
-        return self.method == schedule.engine and same
+        return self.method == schedule.engine and same and self.owner == os.getpid()  # not a fork()'s copy
 
     @property
     def in_processes(self) -> bool:

@@ -11,10 +11,17 @@ so two threads iterating one loader at once would deadlock on the pool or garble
 
 A pass closed that way raises ``ConcurrentIterationError`` if it is advanced again, rather than
 ending quietly as if its epoch were complete.
+
+A pass belongs to the process that started it: its worker processes, queues and shared-memory
+slots are that process's. After ``fork()`` the child's copy of a pass raises
+``ConcurrentIterationError`` when advanced (it would take the parent's batches off their shared
+queue and leave the parent waiting forever) and is dropped without touching the parent's workers;
+a new pass in the child starts its own.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Generator, Iterator
@@ -33,11 +40,18 @@ class Pass(Iterator[Any]):
         self._superseded = False
         self._closing = threading.Lock()
         self.thread = threading.current_thread()
+        self.pid = os.getpid()
 
     def __iter__(self) -> Pass:
         return self
 
     def __next__(self) -> Any:
+        if self.pid != os.getpid():
+            raise ConcurrentIterationError(
+                f"this pass over {self._guard.what} was started in process {self.pid}, and this is process "
+                f"{os.getpid()} (a fork() of it): its workers and prefetched batches are that process's; start "
+                "a new pass here (for batch in loader), or build the loader after the fork"
+            )
         batches = self._batches
         if batches is None:
             if self._superseded:
@@ -54,7 +68,11 @@ class Pass(Iterator[Any]):
             raise
 
     def close(self, superseded: bool = False) -> None:
-        """End the pass (its workers stop, its buffers go back) and release the guard. Idempotent."""
+        """End the pass (its workers stop, its buffers go back) and release the guard. Idempotent.
+        In a forked child, only drops the child's copy (the parent's pass goes on)."""
+        if self.pid != os.getpid():
+            self._batches = None
+            return
         with self._closing:
             batches = self._batches
             if batches is not None and _running(batches):
@@ -98,6 +116,10 @@ class OnePass:
 
     def start(self, batches: Callable[[], Generator[Any, None, None]]) -> Pass:
         """Begin a pass over the generator ``batches()`` makes, closing an abandoned previous one."""
+        previous = self._current() if self._current is not None else None
+        if previous is not None and previous.pid != os.getpid():  # a fork()'s child: the parent's pass is not ours
+            previous.close()
+            self.lock, self._current = threading.Lock(), None
         if not self.lock.acquire(blocking=False):
             previous = self._current() if self._current is not None else None
             if previous is not None and previous.abandoned():

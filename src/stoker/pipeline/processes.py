@@ -67,6 +67,7 @@ class ProcessPool:
         self.stage = stage
         self.plan = slots or SlotPlan()
         self.token = f"{os.getpid()}_{secrets.token_hex(4)}"
+        self.owner = os.getpid()  # after fork() the child's copy must not stop these workers or unlink their files
         self._procs: list[Any] = []
         self._tasks: list[Any] = []
         self._results: Any = None
@@ -294,7 +295,11 @@ class ProcessPool:
         return exc
 
     def close(self) -> None:
-        """Stop the workers and unlink every slot and segment this pool made. Safe to call twice."""
+        """Stop the workers and unlink every slot and segment this pool made. Safe to call twice.
+        In a forked child, only forgets them: they are the parent's."""
+        if self.owner != os.getpid():
+            self._procs, self._tasks, self._results, self._ring = [], [], None, None
+            return
         if self._procs:
             _shutdown(self._procs, self._tasks, self._results)
             self._procs, self._tasks, self._results = [], [], None
