@@ -222,9 +222,10 @@ class ProcessPool:
             self.close()  # a failed or interrupted pool is not reused
             raise
         finally:
-            for slot, message in ready.values():
-                _release(slot, "ok", message)
-            self._serving.release()
+            if self.owner == os.getpid():  # a fork()'s copy of this map, closed there, leaves the parent's results
+                for slot, message in ready.values():
+                    _release(slot, "ok", message)
+                self._serving.release()
 
     def _name(self, task: Any, n: int) -> tuple[int, str]:
         describe = getattr(self.fn, "describe", None)
