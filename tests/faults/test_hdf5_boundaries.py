@@ -89,6 +89,22 @@ def test_a_group_that_is_an_external_link_is_checked_before_it_is_followed(tmp_p
     np.testing.assert_array_equal(_rows(stoker.sources.HDF5(path, "g/x", allow_external=str(tmp_path)), "g/x"), DATA)
 
 
+def test_a_relative_link_is_refused_while_a_file_of_its_name_outside_the_allowed_directory_exists(
+    tmp_path, monkeypatch
+):
+    other = _other(tmp_path)
+    path = tmp_path / "far" / "main.h5"
+    with h5py.File(path, "w") as f:
+        f["d"] = h5py.ExternalLink("other.h5", "x")  # HDF5 looks in the working directory, then beside main.h5
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    shutil.copy(other, "other.h5")
+    with pytest.raises(ConfigError, match=r"reads the file .*cwd/other\.h5"):
+        stoker.sources.HDF5(path, "d", allow_external=tmp_path / "far")
+    Path("other.h5").unlink()
+    np.testing.assert_array_equal(_rows(stoker.sources.HDF5(path, "d", allow_external=tmp_path / "far"), "d"), DATA)
+
+
 def test_external_storage_is_refused_naming_the_file_then_read_from_an_allowed_directory(tmp_path):
     path = tmp_path / "ext.h5"
     with h5py.File(path, "w") as f:
@@ -113,6 +129,11 @@ def test_external_storage_is_refused_naming_the_file_then_read_from_an_allowed_d
     store = tmp_path / "store"
     assert main(["convert", "hdf5", str(path), str(store), "--allow-external", str(raw.parent), "--no-progress"]) == 0
     np.testing.assert_array_equal(stoker.open(store)[:]["x"], DATA)
+    raw.write_bytes(DATA[:10].tobytes())  # h5py reads zeros past the end of a short external file, silently
+    with pytest.raises(
+        InputError, match=r"dataset 'x' reads 16000 bytes from byte 0 of .*values\.bin, which holds 160"
+    ):
+        stoker.sources.HDF5(path, "x", allow_external=[raw.parent])
 
 
 def test_a_virtual_dataset_is_refused_then_read_with_its_sources_checked(tmp_path, capsys):
@@ -134,9 +155,24 @@ def test_a_virtual_dataset_is_refused_then_read_with_its_sources_checked(tmp_pat
     source = stoker.sources.HDF5(path, "v", allow_external=tmp_path)
     np.testing.assert_array_equal(_rows(source, "v"), DATA)
     assert source.files == (str(path), str(other))
+    source.close()
     # h5py reads a missing source file as the fill value, silently: refused
     with pytest.raises(ConfigError, match=r"dataset 'gone' reads the file .*gone\.h5.*does not exist"):
         stoker.sources.HDF5(path, "gone", allow_external=tmp_path)
+    with h5py.File(path, "a") as f:  # mapping rows the source does not have: h5py reads the fill value there
+        layout = h5py.VirtualLayout((2000, 4), np.float32)
+        layout[:] = h5py.VirtualSource(str(other), "x", shape=(2000, 4))
+        f.create_virtual_dataset("long", layout, fillvalue=-1)
+        layout = h5py.VirtualLayout((1000, 4), np.float32)
+        layout[500:] = h5py.VirtualSource(str(other), "x", shape=(2000, 4))[1500:]
+        f.create_virtual_dataset("past", layout, fillvalue=-1)
+    with pytest.raises(
+        InputError,
+        match=r"dataset 'long' maps 8000 values from source 'x' .*other\.h5 \(shape \(1000, 4\)\), some beyond",
+    ):
+        stoker.sources.HDF5(path, "long", allow_external=tmp_path)
+    with pytest.raises(InputError, match=r"dataset 'past' maps 2000 values from source 'x'"):
+        stoker.sources.HDF5(path, "past", allow_external=tmp_path)
 
 
 def test_a_virtual_dataset_whose_source_has_external_storage_is_refused(tmp_path):

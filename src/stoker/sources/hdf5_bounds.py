@@ -4,16 +4,18 @@ Shared by ``sources.HDF5`` and ``convert.hdf5`` (through ``hdf5_describe.describ
 runs at open, before a row is read or written.
 
 **Other files.** HDF5 reads files the user never named for a dataset reached through an external
-link (``h5py.ExternalLink``, on the dataset or a group above it), stored in external files
-(``external=``), or virtual (a VDS reads its source files). Each such file is refused with a
-ConfigError naming the dataset and the file, unless ``allow_external`` names directories holding
-it (real paths: symlinks resolved). An external link is checked before HDF5 follows it. A relative
-name is looked up where HDF5 may look (the directory of the file holding the link and the working
-directory): every candidate that exists must be allowed, and one must exist (a VDS whose source
-file is missing would read as its fill value, silently). The source datasets of a virtual dataset
-are checked in turn. Rows of a dataset that reads another file go through h5py (the memory-mapped
-and chunk-decoding paths map the named file only); ``HDF5.files`` and a conversion's
-``report["source"]["files"]`` list every file read.
+link (``h5py.ExternalLink``, on the dataset or a group above it, soft links followed), stored in
+external files (``external=``), or virtual (a VDS reads its source files). Each such file is
+refused with a ConfigError naming the dataset and the file, unless ``allow_external`` names
+directories holding it (real paths: symlinks resolved). An external link is checked before HDF5
+follows it. A relative name is looked up wherever HDF5 may look (the working directory, the
+directory of the file that names it, the prefixes in ``HDF5_EXT_PREFIX``, ``HDF5_EXTFILE_PREFIX``
+and ``HDF5_VDS_PREFIX``): every candidate that exists must be allowed, and one must exist. What
+h5py would read silently as fill values or zeros is refused too: a VDS source file or dataset that
+is missing or smaller than what is mapped from it, an external file shorter than the bytes read
+from it. The sources of a virtual dataset are checked in turn. Rows of a dataset that reads
+another file go through h5py (the memory-mapped and chunk-decoding paths map the named file
+only); ``HDF5.files`` and a conversion's ``report["source"]["files"]`` list every file read.
 
 **Declared sizes.** Rows never written read as the fill value. A dataset whose never-written part
 (its declared bytes less those of its stored chunks, contiguous block or mapped VDS regions) is over
@@ -35,6 +37,7 @@ from typing import Any
 from stoker.errors import ConfigError, InputError
 
 FILL_LIMIT = 64 * 2**20  # never-written bytes a dataset may read as its fill value without allow_fill=True
+_PREFIXES = ("HDF5_EXT_PREFIX", "HDF5_EXTFILE_PREFIX", "HDF5_VDS_PREFIX")  # where HDF5 also looks
 _DEPTH = 4  # virtual datasets whose sources are virtual, checked this deep
 
 PathLike = str | os.PathLike[str]
@@ -123,32 +126,52 @@ class Bounds:
         here = ds.file.filename
         if os.path.realpath(here) != os.path.realpath(named):  # reached through a link, however indirect
             files.append(self.foreign(where, "the file of the linked dataset", here, named))
-        for name, _, _ in ds.external or ():
+        left = ds.id.get_type().get_size() * math.prod(ds.shape)  # bytes still to find in the external files
+        for name, offset, size in ds.external or ():
             files.append(self.foreign(where, "its external storage", _decode(name), here))
+            take, left = min(size, left), left - min(size, left)
+            if os.path.getsize(files[-1]) < offset + take:
+                raise InputError(
+                    f"{where} reads {take} bytes from byte {offset} of {files[-1]}, which holds "
+                    f"{os.path.getsize(files[-1])}: HDF5 would read zeros past its end",
+                    path=self.path,
+                )
         if ds.is_virtual:
             for source in ds.virtual_sources():
-                name, key = source.file_name, source.dset_name
+                name = source.file_name
                 if depth >= _DEPTH:
                     raise ConfigError(f"{where} is a virtual dataset nested over {_DEPTH} deep", option="keys")
                 if name == ".":
-                    files += self._source(ds.file, key, where, named, depth)
+                    files += self._source(ds.file, source, where, named, depth)
                     continue
                 real = self.foreign(where, "a source of the virtual dataset", name, here)
                 files.append(real)
                 with h5py.File(real, "r") as g:
-                    files += self._source(g, key, where, named, depth)
+                    files += self._source(g, source, where, named, depth)
         self._sizes(ds, where)
         return tuple(dict.fromkeys(files))
 
-    def _source(self, f: Any, key: str, where: str, named: str, depth: int) -> list[str]:
-        """The files read by source dataset ``key`` of a virtual dataset, in its file ``f``."""
+    def _source(self, f: Any, source: Any, where: str, named: str, depth: int) -> list[str]:
+        """The files read by ``source`` (a mapping of a virtual dataset) in its file ``f``; what it maps checked."""
         import h5py
 
+        key = source.dset_name
         self.links(f, key)
         obj = f.get(key)
         if not isinstance(obj, h5py.Dataset):
             raise InputError(
                 f"{where}: its source dataset {key!r} is not in {f.filename} (HDF5 would read fill values)",
+                path=self.path,
+            )
+        space, count = source.src_space, source.vspace.get_select_npoints()
+        if space.get_select_type() == h5py.h5s.SEL_ALL:  # the whole source, whatever its shape: as many values?
+            beyond = math.prod(obj.shape) < count
+        else:
+            beyond = any(int(e) >= n for e, n in zip(space.get_select_bounds()[1], obj.shape))
+        if beyond:
+            raise InputError(
+                f"{where} maps {count} values from source {key!r} in {f.filename} (shape {obj.shape}), some "
+                "beyond its end: HDF5 would read the fill value there",
                 path=self.path,
             )
         return list(self.dataset(obj, f"{where} (source {key!r} in {f.filename})", named, depth + 1))
@@ -158,7 +181,7 @@ class Bounds:
         item = ds.id.get_type().get_size()
         declared = item * math.prod(ds.shape)
         if ds.external:
-            return  # HDF5 checks that the external files' declared sizes cover the dataset
+            return  # checked in dataset(): the files hold every byte
         if ds.is_virtual:
             stored = item * sum(s.vspace.get_select_npoints() for s in ds.virtual_sources())
         elif ds.chunks:
@@ -176,10 +199,14 @@ class Bounds:
 
 
 def _candidates(name: str, base: str) -> list[str]:
-    """Where HDF5 may find a file named ``name`` by a file at ``base``: as is (working directory) and by ``base``."""
+    """Where HDF5 may find a file named ``name`` by a file at ``base``: as is (working directory), by ``base``,
+    under the prefixes HDF5 takes from the environment (``${ORIGIN}``: ``base``'s directory)."""
     if os.path.isabs(name):
         return [name]
-    return list(dict.fromkeys([os.path.abspath(name), os.path.join(os.path.dirname(os.path.abspath(base)), name)]))
+    origin = os.path.dirname(os.path.abspath(base))
+    prefixes = [p for var in _PREFIXES for p in os.environ.get(var, "").split(os.pathsep) if p]
+    dirs = [os.getcwd(), origin, *(p.replace("${ORIGIN}", origin) for p in prefixes)]
+    return list(dict.fromkeys(os.path.join(d, name) for d in dirs))
 
 
 def _decode(name: str | bytes) -> str:
