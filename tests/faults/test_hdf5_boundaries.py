@@ -240,3 +240,14 @@ def test_a_missing_file_is_a_stoker_error_naming_it(tmp_path):
         with pytest.raises(StoreNotFoundError, match=r"no HDF5 file at .*nope\.h5: the path does not exist") as caught:
             call()
         assert isinstance(caught.value, FileNotFoundError) and caught.value.path == missing
+
+
+def test_allow_options_are_checked(tmp_path):
+    path = tmp_path / "f.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(ConfigError, match=r"allow_external must name existing directories; .*nowhere"):
+        stoker.sources.HDF5(path, "x", allow_external=[tmp_path / "nowhere"])
+    with pytest.raises(ConfigError, match="allow_fill must be True or False"):
+        stoker.convert.hdf5(path, tmp_path / "s", allow_fill="yes")  # type: ignore[arg-type]
+    assert stoker.sources.HDF5(path, "x").files == (str(path),)
