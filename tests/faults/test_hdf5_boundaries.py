@@ -157,7 +157,7 @@ def test_a_virtual_dataset_is_refused_then_read_with_its_sources_checked(tmp_pat
     assert source.files == (str(path), str(other))
     source.close()
     # h5py reads a missing source file as the fill value, silently: refused
-    with pytest.raises(ConfigError, match=r"dataset 'gone' reads the file .*gone\.h5.*does not exist"):
+    with pytest.raises(InputError, match=r"dataset 'gone' reads the file .*gone\.h5.*does not exist"):
         stoker.sources.HDF5(path, "gone", allow_external=tmp_path)
     with h5py.File(path, "a") as f:  # mapping rows the source does not have: h5py reads the fill value there
         layout = h5py.VirtualLayout((2000, 4), np.float32)

@@ -78,14 +78,14 @@ class Bounds:
 
     def foreign(self, where: str, what: str, name: str, base: str) -> str:
         """The real path of the file ``name`` (``what``: how ``where`` reaches it; relative to ``base`` or the
-        working directory), checked to be allowed; a ConfigError when it is not, or is nowhere."""
+        working directory), checked to be allowed: a ConfigError when it is not, an InputError when it is nowhere."""
         found = [os.path.realpath(p) for p in _candidates(name, base) if os.path.isfile(p)]
         outside = [p for p in found if not any(Path(p).is_relative_to(d) for d in self.allow)]
         if not found:
-            raise ConfigError(
+            raise InputError(
                 f"{where} reads the file {name!r} ({what}), which does not exist: HDF5 would read fill values or "
                 "fail. Put the file where the HDF5 file says it is",
-                option="allow_external",
+                path=self.path,
             )
         if outside:
             allowed = [str(d) for d in self.allow] or "none"
