@@ -24,6 +24,20 @@ def register(kinds: argparse._SubParsersAction) -> None:
         help="read a column as another dtype, e.g. --cast x=float64 for long double data (str, bytes, uint8 "
         "for strings); repeat for several columns",
     )
+    p.add_argument(
+        "--allow-external",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="read files other than FILE (external links, external storage, virtual datasets) from DIR; repeat "
+        "for several directories (default: none is read)",
+    )
+    p.add_argument(
+        "--allow-fill",
+        action="store_true",
+        help="convert a dataset whose rows were mostly never written (over 64 MiB of fill value) instead of "
+        "refusing it",
+    )
     shared_options(p, workers="shards written at once (default: one per core, at most 4)")
     p.set_defaults(func=main)
 
@@ -34,7 +48,15 @@ def main(args: argparse.Namespace) -> int:
     import stoker.convert
 
     cast = _casts(args.cast)
-    result = stoker.convert.hdf5(args.file, args.store, split_list(args.keys), cast=cast or None, **shared(args))
+    result = stoker.convert.hdf5(
+        args.file,
+        args.store,
+        split_list(args.keys),
+        cast=cast or None,
+        allow_external=args.allow_external,
+        allow_fill=args.allow_fill,
+        **shared(args),
+    )
     summary(result, source_bytes=os.path.getsize(args.file), storage_options=args.storage_options)
     return 0
 

@@ -157,6 +157,8 @@ def hdf5(
     metadata: Mapping[str, Any] | None = None,
     cast: Mapping[str, str] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    allow_external: PathLike | Sequence[PathLike] | None = None,
+    allow_fill: bool = False,
 ) -> ConvertResult:
     """Datasets ``keys`` of an HDF5 file (``"data,labels"`` or a list; default: all) into a store, slab by slab.
 
@@ -165,12 +167,16 @@ def hdf5(
     or ``Binary`` columns, vlen arrays ``Sequence`` ones (the mapping: ``stoker/sources/hdf5_types.py``).
     ``cast``: ``{column: dtype}``, e.g. ``{"x": "float64"}`` for a long double dataset torch
     cannot hold. ``workers``: shards written at once (at least 1; None: one per core, at most 4).
-    ``progress`` counts rows. ``report``: ``source`` (file and keys).
+    ``progress`` counts rows. ``report``: ``source`` (file, keys, and ``files``: every file read).
+    ``allow_external``: directories from which files other than ``src`` may be read (external links,
+    external storage, virtual datasets; by default none). ``allow_fill``: convert a dataset whose
+    rows were mostly never written (over 64 MiB of fill value) instead of refusing it. The store's
+    file system must have room for the rows before anything is written.
     """
     from stoker.convert import from_hdf5
 
     shared = ConvertOptions(overwrite, shard_size, progress, workers, metadata, storage_options)
-    return _timed(from_hdf5.convert, src, store, keys, shared, cast)
+    return _timed(from_hdf5.convert, src, store, keys, shared, cast, allow_external, allow_fill)
 
 
 def arrays(

@@ -17,6 +17,12 @@ How a dataset's slabs are read depends on its layout:
 
 Reused buffers come in ``writers + 1`` sets, used in turn (``write_slabs``' ``slot``).
 
+Before anything is written: files other than the one named and declared sizes are checked as the
+source checks them (``sources/hdf5_bounds.py``: ``allow_external``, ``allow_fill``), and a local
+store's file system must have room for the rows' bytes (``shutil.disk_usage``; strings and
+variable-length rows counted from a sample). ``report["source"]["files"]`` lists every file read
+(not the manifest: it keeps only the file's name).
+
 Whether the file is in the page cache when the conversion opens it (``sources/mapped_file.py``
 decides: warm or cold) sets how the map is read:
 
@@ -36,6 +42,7 @@ import concurrent.futures as cf
 import dataclasses
 import functools
 import os
+import shutil
 import threading
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -46,13 +53,16 @@ import numpy as np
 
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.slabs import Slab, write_slabs
+from stoker.errors import StoreWriteError
 from stoker.sources.hdf5 import HDF5, KeyInfo, parse_keys
+from stoker.sources.hdf5_bounds import PathLike, size_text
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_layout, chunked_reader
 from stoker.sources.hdf5_describe import read_error
 from stoker.sources.hdf5_types import Field, parse_cast, values
 from stoker.sources.mapped_file import MappedFile
 from stoker.store.columns import Ragged
 from stoker.store.format import Column
+from stoker.store.location import is_remote
 
 _CACHED = 0.95  # a slab of a warm file with this share of its pages cached is not paged in
 
@@ -71,7 +81,10 @@ class _Slabs:
         decodable = [
             info.key
             for info in source.infos
-            if info.chunk_rows and (info.plain or info.fixed) and chunk_layout(self.handle[info.key]) is not None
+            if info.chunk_rows
+            and (info.plain or info.fixed)
+            and not info.files
+            and chunk_layout(self.handle[info.key]) is not None
         ]
         self.mapfile = MappedFile(source.path) if self.mappable or decodable else None
         self.mapped = (
@@ -204,8 +217,11 @@ def _field(field: Field, rows: _Once, where: str, start: int) -> Any:
 SAMPLE_ROWS = 256  # rows read to size the variable-length columns
 
 
-def _sized(options: ConvertOptions, source: HDF5, handle: Any, schema: Mapping[str, Column]) -> ConvertOptions:
-    """``options`` with ``shard_size`` scaled so that slabs of strings and vlen rows hold about that many bytes.
+def _sized(
+    options: ConvertOptions, source: HDF5, handle: Any, schema: Mapping[str, Column]
+) -> tuple[ConvertOptions, float]:
+    """``options`` with ``shard_size`` scaled so that slabs of strings and vlen rows hold about that many bytes,
+    and the bytes of a row.
 
     ``write_slabs`` sizes slabs from the schema, which counts a string or sequence row as one
     value; rows of many values would make slabs (and shards) many times ``shard_size``. The
@@ -225,8 +241,25 @@ def _sized(options: ConvertOptions, source: HDF5, handle: Any, schema: Mapping[s
             col = schema[source.names[field.name]]
             actual += sampled / max(len(raw), 1) - col.row_size * col.numpy_dtype.itemsize
     if actual <= declared:
-        return options
-    return dataclasses.replace(options, shard_size=max(1, int(int(options.shard_size) * declared / actual)))
+        return options, actual
+    return dataclasses.replace(options, shard_size=max(1, int(int(options.shard_size) * declared / actual))), actual
+
+
+def _check_space(store: str | os.PathLike[str], needed: float, file: str | os.PathLike[str]) -> None:
+    """A StoreWriteError when the file system of a local ``store`` has less than ``needed`` bytes free."""
+    if is_remote(store):
+        return
+    where = Path(os.path.abspath(store))
+    while not where.exists():
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    if needed > free:
+        raise StoreWriteError(
+            f"converting {file} needs about {size_text(int(needed))} for {store}, but {where} has "
+            f"{size_text(free)} free; free space there or write the store elsewhere",
+            path=Path(store),
+            errno=28,
+        )
 
 
 def convert(
@@ -235,6 +268,8 @@ def convert(
     keys: str | Sequence[str] | Mapping[str, str] | None,
     options: ConvertOptions,
     cast: Mapping[str, Any] | None = None,
+    allow_external: PathLike | Sequence[PathLike] | None = None,
+    allow_fill: bool = False,
 ) -> ConvertResult:
     """Convert datasets ``keys`` of an HDF5 file into a store, one shard-sized slab at a time.
 
@@ -244,9 +279,11 @@ def convert(
     reads them; ``cast`` as there. A missing key, keys of different lengths, and types with no
     column representation raise SchemaError naming the file, dataset and field.
     ``options.workers``: shards written at once (default: one per core, at most 4).
+    ``allow_external``, ``allow_fill``: as ``sources.HDF5``'s. A local store's file system must
+    have room for the rows (else StoreWriteError, before anything is written).
     """
     chosen = keys if keys is None or isinstance(keys, (str, Mapping)) else parse_keys(tuple(keys))
-    source = HDF5(file, chosen, cast=cast)
+    source = HDF5(file, chosen, cast=cast, allow_external=allow_external, allow_fill=allow_fill)
     try:
         slabs = _Slabs(source)
     except BaseException:
@@ -261,12 +298,14 @@ def convert(
         described["cast"] = parse_cast(cast)
     rows = len(source)
     try:
+        sized, row_bytes = _sized(options, source, slabs.handle, schema)
+        _check_space(store, rows * row_bytes, file)
         write_slabs(
             store,
             slabs.read,
             schema,
             rows,
-            _sized(options, source, slabs.handle, schema),
+            sized,
             metadata={"source": described},
             desc=f"hdf5 {Path(file).name}",
             align=max(chunk_rows, 1),
@@ -276,4 +315,4 @@ def convert(
         )
     finally:
         slabs.close()
-    return ConvertResult(Path(store), rows, report={"source": described})
+    return ConvertResult(Path(store), rows, report={"source": {**described, "files": list(source.files)}})

@@ -30,7 +30,10 @@ and null-padded or null-terminated strings included: ``hdf5_types.fixed_layout``
 paths above, then are cut into their columns; variable-length, space-padded string and cast
 datasets are read through h5py and cut the same way. Dtypes torch has no tensor for (long double)
 are refused at open unless ``cast=`` names a dtype for them; so is a filter whose plugin is
-not installed, naming the filter and where it comes from (``hdf5_describe.py``).
+not installed, naming the filter and where it comes from (``hdf5_describe.py``). Files other than
+the one named (external links, external storage, virtual datasets) are read only from directories
+``allow_external`` names, and a dataset declaring far more rows than were ever written only with
+``allow_fill=True`` (``hdf5_bounds.py``).
 """
 
 from __future__ import annotations
@@ -38,17 +41,18 @@ from __future__ import annotations
 import mmap as _mmap
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, InputError
+from stoker.errors import ConfigError, InputError, StoreNotFoundError
 from stoker.pipeline.columns import check_rows, gather_plan
 from stoker.pipeline.padding import pad_groups
 from stoker.pipeline.source import BatchSource
 from stoker.sources._common import PerThread
+from stoker.sources.hdf5_bounds import Bounds
 from stoker.sources.hdf5_chunks import ChunkedReader, DecodedChunks, chunk_groups, chunk_layout, chunked_reader
 from stoker.sources.hdf5_describe import KeyInfo, describe, h5py_module, parse_keys, read_error
 from stoker.sources.hdf5_types import parse_cast, values
@@ -87,6 +91,12 @@ class HDF5(BatchSource):
         mmap: memory-map contiguous, unfiltered datasets and read gzip/shuffle/unfiltered
             chunked ones chunk by chunk from a map of the file (decoded here), instead of
             reading them through h5py.
+        allow_external: directories (one, or a list) from which files other than ``path`` may be
+            read: targets of external links, external storage, virtual datasets' sources. By
+            default none is (a ConfigError names the dataset and the file). ``files`` lists every
+            file read.
+        allow_fill: read a dataset whose rows were mostly never written (over 64 MiB of fill
+            value) instead of refusing it.
 
     Batches are dicts ``column -> value`` (``names[column]`` when ``keys`` is a mapping): an
     array per numeric column, a list of ``str``/``bytes`` per string or binary column, and per
@@ -107,10 +117,13 @@ class HDF5(BatchSource):
         cast: Mapping[str, Any] | None = None,
         pad_value: int | float = 0,
         pad_to_multiple_of: int = 1,
+        allow_external: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        allow_fill: bool = False,
     ) -> None:
         self.path = Path(path)
         if not self.path.is_file():
-            raise FileNotFoundError(f"no HDF5 file at {self.path}")
+            what = "is a directory" if self.path.is_dir() else "does not exist"
+            raise StoreNotFoundError(f"no HDF5 file at {self.path}: the path {what}", path=self.path)
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
             raise ConfigError(f"cache_bytes must be an integer >= 0, got {cache_bytes!r}", option="cache_bytes")
         if not isinstance(dense, (int, float)) or dense < 1:
@@ -125,9 +138,12 @@ class HDF5(BatchSource):
             raise ConfigError(f"keys={dict(keys)!r} must rename each key to a non-empty string", option="keys")
         self.pad_value = pad_value
         self.pad_to_multiple_of = pad_to_multiple_of
+        bounds = Bounds.of(self.path, allow_external, allow_fill)
         with self._open() as f:
-            self.infos, self._len, selected_by = describe(f, self.path, parse_keys(keys), parse_cast(cast))
+            self.infos, self._len, selected_by = describe(f, bounds, parse_keys(keys), parse_cast(cast))
         self.keys = tuple(info.key for info in self.infos)  # the datasets read
+        #: every file reading these keys reads: ``path``, then the others (``allow_external``)
+        self.files = tuple(dict.fromkeys([os.path.abspath(self.path), *(f for info in self.infos for f in info.files)]))
         self.fields = tuple(fl for info in self.infos for fl in info.fields)
         #: column -> its name in a batch (the column itself unless ``keys`` is a mapping that renames it)
         self.names = {c: _renamed(c, s, keys) for c, s in selected_by.items()}
@@ -168,7 +184,7 @@ class HDF5(BatchSource):
 
     def _chunk_reader(self, info: KeyInfo) -> ChunkedReader | None:
         """This process's chunk-by-chunk reader of a chunked dataset, when its filters allow one."""
-        if not self.mmap or not info.chunk_rows:
+        if not self.mmap or not info.chunk_rows or info.files:
             return None
         if self._chunked_pid != os.getpid():  # first use here, or a forked child: nothing inherited is used
             self._lock = threading.Lock()
@@ -200,6 +216,10 @@ class HDF5(BatchSource):
 
     def __len__(self) -> int:
         return self._len
+
+    def report(self) -> dict[str, list[str]]:
+        """``{"files": [...]}``: every file these keys read (the one named first)."""
+        return {"files": list(self.files)}
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{i.key}: {i.dtype}{list(i.shape)}" for i in self.infos)

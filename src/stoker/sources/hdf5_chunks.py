@@ -17,8 +17,9 @@ by one. This module reads such a dataset the way its layout allows:
 
 :func:`chunk_layout` says whether a dataset qualifies: chunked, rows of fixed-size values as
 stored (numbers, compounds, null-padded strings: ``hdf5_types.fixed_layout``), every filter in
-:data:`DECODERS`, a fill value defined (for chunks never written). Other filters (lzf, szip,
-blosc, fletcher32, ...) and files that define no fill value keep the h5py path.
+:data:`DECODERS`, a fill value defined (for chunks never written), a grid of at most :data:`MAX_CHUNKS` chunks
+(the index is a table over the grid). Other filters (lzf, szip, blosc, fletcher32, ...), files
+that define no fill value and larger grids keep the h5py path.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import itertools
+import math
 import mmap
 import threading
 import zlib
@@ -41,6 +43,7 @@ from stoker.sources.hdf5_types import fixed_layout
 FILTER_DEFLATE = 1
 FILTER_SHUFFLE = 2
 DECODERS = {FILTER_DEFLATE: "deflate", FILTER_SHUFFLE: "shuffle"}
+MAX_CHUNKS = 2**22  # chunks of a grid indexed here (20 bytes each); HDF5's own index serves larger ones
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,10 @@ def chunk_layout(ds: Any) -> ChunkLayout | None:
         return None
     if plist.fill_value_defined() == h5py_fill_undefined():  # unwritten chunks are HDF5's to answer for
         return None
-    fill = ds.fillvalue
-    return ChunkLayout(
-        tuple(int(s) for s in ds.shape), tuple(int(c) for c in ds.chunks), np.dtype(ds.dtype), filters, fill
+    layout = ChunkLayout(
+        tuple(int(s) for s in ds.shape), tuple(int(c) for c in ds.chunks), np.dtype(ds.dtype), filters, ds.fillvalue
     )
+    return layout if math.prod(layout.grid) <= MAX_CHUNKS else None
 
 
 def h5py_fill_undefined() -> int:

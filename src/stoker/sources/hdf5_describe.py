@@ -5,7 +5,8 @@ in a compound dataset, fields (``"table.col1"``, ``"table.pos.x"``: the dataset'
 the field path; a field path that is a nested compound takes all its fields). A dataset whose
 filters h5py cannot run (a plugin not installed) is refused at open, naming the filter and the
 package that provides it; ``hdf5plugin``, when installed, is imported first (it registers
-blosc, blosc2, bzip2, lz4, zstd, zfp, ...).
+blosc, blosc2, bzip2, lz4, zstd, zfp, ...). Files other than the one named and declared sizes
+are checked on the way (``hdf5_bounds.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from stoker.errors import ConfigError, InputError, SchemaError
 from stoker.sources._common import check_lengths
+from stoker.sources.hdf5_bounds import Bounds
 from stoker.sources.hdf5_types import SEP, TORCH_DTYPES, Field, fields_of, fixed_layout, nullterm_paths
 
 # HDF5 filter id -> (name, what provides a plugin for h5py)
@@ -62,7 +64,8 @@ def h5py_module() -> Any:
 class KeyInfo:
     """One HDF5 dataset read for its columns: per-row shape, dtype, chunk rows (0 if contiguous).
 
-    ``plain``: the dataset is one numeric column, its rows as stored (no fields, strings, vlen
+    ``files``: the files other than the one named that reading it reads (then it is read
+    through h5py: the fast paths map the named file only). ``plain``: the dataset is one numeric column, its rows as stored (no fields, strings, vlen
     or cast). ``fixed``: its stored bytes are rows of ``file_dtype`` (``hdf5_types.fixed_layout``),
     so the memory-mapped and chunk-decoding fast paths apply. ``fields``: its columns.
     """
@@ -76,6 +79,7 @@ class KeyInfo:
     fields: tuple[Field, ...] = ()
     plain: bool = True
     fixed: bool = True
+    files: tuple[str, ...] = ()
 
     @property
     def row_bytes(self) -> int:
@@ -105,16 +109,17 @@ def datasets_in(f: Any) -> list[str]:
     return names
 
 
-def _get(f: Any, key: str) -> Any:
+def _get(f: Any, key: str, bounds: Bounds) -> Any:
+    bounds.links(f, key)  # before HDF5 follows an external link
     try:
         return f.get(key)
     except (KeyError, OSError, ValueError):  # a soft or external link that does not resolve
         return None
 
 
-def _dataset_info(f: Any, path: Path, key: str, cast: Mapping[str, str]) -> KeyInfo:
+def _dataset_info(f: Any, bounds: Bounds, key: str, cast: Mapping[str, str]) -> KeyInfo:
     ds = f[key]
-    where = f"{path}: dataset {key!r}"
+    where = f"{bounds.path}: dataset {key!r}"
     if ds.ndim == 0:
         raise SchemaError(f"{where} is a scalar; a column needs one row per entry along its first axis", column=key)
     try:
@@ -125,6 +130,7 @@ def _dataset_info(f: Any, path: Path, key: str, cast: Mapping[str, str]) -> KeyI
             column=key,
         ) from exc
     _check_filters(ds, where)
+    files = bounds.dataset(ds, where, f.filename)
     fields = tuple(fields_of(where, key, dtype, tuple(ds.shape[1:]), cast))
     nullterm = nullterm_paths(ds.id.get_type(), dtype)
     if nullterm:  # read from the file's bytes, such a string ends at its first NUL
@@ -136,10 +142,11 @@ def _dataset_info(f: Any, path: Path, key: str, cast: Mapping[str, str]) -> KeyI
     chunk_rows = ds.chunks[0] if ds.chunks else 0
     fixed = fixed_layout(ds)
     offset = None
-    if fixed and ds.chunks is None and ds.compression is None and not ds.external:
+    if fixed and ds.chunks is None and ds.compression is None and not (ds.external or ds.is_virtual or files):
         offset = ds.id.get_offset()  # None while no data was ever written (all fill value)
     row_dtype = fields[0].dtype if plain and fields[0].dtype is not None else dtype
-    return KeyInfo(key, tuple(ds.shape[1:]), row_dtype, int(chunk_rows), offset, dtype, fields, plain, fixed)
+    shape = tuple(ds.shape[1:])
+    return KeyInfo(key, shape, row_dtype, int(chunk_rows), offset, dtype, fields, plain, fixed, files)
 
 
 def _check_filters(ds: Any, where: str) -> None:
@@ -158,15 +165,16 @@ def _check_filters(ds: Any, where: str) -> None:
 
 
 def describe(
-    f: Any, path: Path, keys: tuple[str, ...] | None, cast: Mapping[str, str] | None = None
+    f: Any, bounds: Bounds, keys: tuple[str, ...] | None, cast: Mapping[str, str] | None = None
 ) -> tuple[tuple[KeyInfo, ...], int, dict[str, str]]:
-    """Check ``keys`` in the open file ``f`` and describe them.
+    """Check ``keys`` in the open file ``f`` (``bounds.path``) and describe them, within ``bounds``.
 
     Returns the datasets read (each with the fields selected), the common number of rows, and
     ``{column name: the key that selected it}`` (for renaming). Every ``cast`` entry must name a
     selected column.
     """
     h5py = h5py_module()
+    path = bounds.path
     cast = dict(cast or {})
     present = datasets_in(f)
     if keys is None:
@@ -177,13 +185,13 @@ def describe(
     infos: dict[str, KeyInfo] = {}
     selected_by: dict[str, str] = {}
     for key in keys:
-        obj = _get(f, key)
-        dataset = key if isinstance(obj, h5py.Dataset) else _compound_prefix(f, key)
+        obj = _get(f, key, bounds)
+        dataset = key if isinstance(obj, h5py.Dataset) else _compound_prefix(f, key, bounds)
         if dataset is None:
             what = "is a group, not a dataset" if obj is not None else "is not in the file"
             raise SchemaError(f"{path}: key {key!r} {what}; the datasets present are {present}", column=key)
         if dataset not in infos:
-            infos[dataset] = _dataset_info(f, path, dataset, cast)
+            infos[dataset] = _dataset_info(f, bounds, dataset, cast)
         picked = [
             fl for fl in infos[dataset].fields if fl.name == key or fl.name.startswith(key + SEP) or dataset == key
         ]
@@ -212,18 +220,16 @@ def describe(
 
 
 def _with_fields(info: KeyInfo, fields: tuple[Field, ...]) -> KeyInfo:
-    return KeyInfo(
-        info.key, info.shape, info.dtype, info.chunk_rows, info.offset, info.file_dtype, fields, False, info.fixed
-    )
+    return dataclasses.replace(info, fields=fields, plain=False)
 
 
-def _compound_prefix(f: Any, key: str) -> str | None:
+def _compound_prefix(f: Any, key: str, bounds: Bounds) -> str | None:
     """The compound dataset whose field ``key`` names (``"table.col"`` -> ``"table"``), or None."""
     h5py = h5py_module()
     start = key.rfind("/") + 1
     at = key.find(SEP, start)
     while at > 0:
-        obj = _get(f, key[:at])
+        obj = _get(f, key[:at], bounds)
         if isinstance(obj, h5py.Dataset):
             try:
                 if obj.dtype.names:
