@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import psutil
@@ -162,3 +163,24 @@ def test_no_room_in_dev_shm_is_an_error_naming_it_not_a_sigbus(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "refused: cannot reserve 8.0 MiB in /dev/shm" in proc.stdout and "--shm-size" in proc.stdout
     assert "left: False" in proc.stdout
+
+
+class _Interrupted(torch.utils.data.Dataset):
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        if i == 5:
+            os.kill(
+                os.getpid(), signal.SIGINT
+            )  # this worker alone, as a stray SIGINT or a KeyboardInterrupt raised there
+            time.sleep(5)
+        return torch.tensor([i])
+
+
+def test_a_worker_interrupted_by_sigint_is_said_so_not_an_exit_code(shm_clean):
+    """Issue 36 item 9: it was reported as "exited with code 1 (did ... call sys.exit?)"."""
+    loader = stoker.Loader(_Interrupted(), batch_size=4, num_workers=2, engine="processes", timeout=60)
+    with pytest.raises(WorkerError, match=r"interrupted: KeyboardInterrupt \(SIGINT\)") as err:
+        list(loader)
+    assert "sys.exit" not in str(err.value)

@@ -73,14 +73,18 @@ def worker_main(
                 layout, overflow, needed = writer.place(leaves, f"stoker_{token}_{gen}_{n}")
                 message = pickle.dumps((layout, spec, overflow, needed), protocol=pickle.HIGHEST_PROTOCOL)
                 results.put((gen, n, "ok", message))
-        except Exception as exc:  # noqa: BLE001 - sent back and re-raised in the consumer
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - sent back and raised in the consumer
             if overflow is not None:
                 unlink_segment(overflow)
-            try:
-                pickled = pickle.dumps(exc)
-            except Exception:  # noqa: BLE001
-                pickled = None
-            results.put((gen, n, "error", (pickled, traceback.format_exc())))
+            pickled, text = None, traceback.format_exc()
+            if isinstance(exc, KeyboardInterrupt):  # SIGINT to this worker: said so (it exited with code 1 before)
+                text = f"the worker process (pid {os.getpid()}) was interrupted: KeyboardInterrupt (SIGINT)\n{text}"
+            else:
+                try:
+                    pickled = pickle.dumps(exc)
+                except Exception:  # noqa: BLE001
+                    pickled = None
+            results.put((gen, n, "error", (pickled, text)))
         finally:
             writer.end()
             leaves = []  # no view of the slot is kept past its task

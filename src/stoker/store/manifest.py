@@ -57,6 +57,8 @@ class ShardInfo:
             raise TypeError(f"shard {file!r:.100}: its file name and checksum are strings")
         if not (is_int(rows) and is_int(size) and rows >= 0 and size >= 0):
             raise ValueError(f"shard {file!r}: rows and bytes are counts, not {rows!r:.40} and {size!r:.40}")
+        if rows > 8 * size:  # every row takes a bit at least (a boolean column), whatever the schema
+            raise ValueError(f"shard {file!r}: {rows} rows cannot be held in {size} bytes")
         return cls(file, rows, size, checksum, algorithm)
 
 
