@@ -161,6 +161,12 @@ class Manifest:
         for s in shards:
             if "/" in s.file or "\\" in s.file or s.file.startswith(".") or "\0" in s.file:
                 raise ManifestError(f"{path} names shard {s.file!r} outside the store directory", path=path)
+            if not _plain_name(s.file):
+                raise ManifestError(
+                    f"{path} names shard {s.file[:80]!r}{'...' if len(s.file) > 80 else ''}: not a file name a store "
+                    "writes (control characters, text that is not UTF-8, or over 255 bytes); the store is corrupt",
+                    path=path,
+                )
             if s.file in seen:
                 raise ManifestError(
                     f"{path} lists shard {s.file!r} twice (its rows would be read twice); the store is corrupt",
@@ -172,6 +178,16 @@ class Manifest:
 
 
 CHECKSUM_KEY = "checksum"  # the manifest's own checksum (format 4): {"xxh3_128": hex}
+
+
+def _plain_name(name: str) -> bool:
+    """Whether ``name`` is a file name every file system and object store takes: UTF-8, at most 255
+    bytes, no control character (a newline, a tab)."""
+    try:
+        encoded = name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return 0 < len(encoded) <= 255 and not any(ord(c) < 32 or ord(c) == 127 for c in name)
 
 
 def manifest_checksum(obj: dict[str, Any]) -> str:
