@@ -61,6 +61,7 @@ def test_public_names_are_in_all():
         "device",
         "errors",
         "labels",
+        "settings",
         "loader",
         "pipeline",
         "store",
