@@ -62,6 +62,7 @@ def test_public_names_are_in_all():
         "errors",
         "labels",
         "settings",
+        "boot",
         "loader",
         "pipeline",
         "store",

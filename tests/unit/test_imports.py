@@ -4,7 +4,9 @@ Every ``import`` of every module of ``src/stoker`` counts, wherever it stands: a
 (a deferred import still makes the module depend on the other at run time), and under ``if TYPE_CHECKING:``
 (a type a lower layer names belongs to that layer or below it; a cycle through annotations is still a cycle
 a reader has to untangle). ``stoker/__init__.py`` is the public surface: it stands as high as the highest
-layer it imports, so the layers above it (``tune``, ``cli``) may ``import stoker``.
+layer it imports, so the layers above it (``tune``, ``cli``) may ``import stoker``. The files ``stoker.boot``
+loads by path in a child Python (``doctor/child.py``'s ``events.py``, ``recorder.py``, ``settings.py``) are
+not imports; they stay within their own package or go down to ``settings``.
 
 :data:`LAYERS` is the layer picture of ``src/stoker/README.md`` as data (the README points here): one row per
 layer, low to high. A module may import its own layer and the layers below; :data:`APART` names the pairs of

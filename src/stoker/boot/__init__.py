@@ -6,7 +6,8 @@ included). A hook is ``"TARGET:FUNCTION"`` under a key: ``""`` runs it at start-
 name (``"torch"``, ``"stoker"``) right after that module is imported (at once if it already is), with
 the module as its argument. TARGET is a ``.py`` file, loaded by path once per process as
 ``_stoker_boot_NAME`` (the script has imported nothing yet, so such a file imports only the standard
-library), or a module name, imported when the hook runs.
+library; it loads its own siblings with ``sys.modules["_stoker_boot"].load(path)``), or a module name,
+imported when the hook runs.
 
 The package imports nothing of stoker: the doctor and tune both start their code in the script's
 process through it, and neither imports the other.

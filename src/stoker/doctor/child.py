@@ -12,7 +12,6 @@ loaded by path and use only the standard library: nothing is imported before the
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import sys
 from typing import Any
@@ -23,15 +22,8 @@ _MADE: dict[str, Any] = {}  # this process's recorder and instrumentation (one d
 
 
 def _by_path(full: str, path: str) -> Any:
-    """The module in file ``path``, loaded as ``full`` (the stoker package is not imported)."""
-    if full not in sys.modules:
-        spec = importlib.util.spec_from_file_location(full, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[full] = module
-        spec.loader.exec_module(module)
-    return sys.modules[full]
+    """The module in file ``path``, loaded as ``full`` by the boot's loader (these hooks run under ``stoker.boot``)."""
+    return sys.modules["_stoker_boot"].load(path, full)
 
 
 def _sibling(name: str) -> Any:

@@ -13,20 +13,28 @@ import json
 import os
 import sys
 
+sys.modules["_stoker_boot"] = sys.modules[__name__]  # for the hooks: load()
 
-def _target(name):
-    """A hook's module: a ``.py`` file loaded by path (once per process), else a module imported by name."""
-    if not name.endswith(".py"):
-        return importlib.import_module(name)
-    full = "_stoker_boot_" + os.path.splitext(os.path.basename(name))[0]
+
+def load(path, full=None):
+    """The module in file ``path``, loaded once per process as ``full`` (default ``_stoker_boot_STEM``).
+
+    Hook files load their own standard-library siblings with it: ``sys.modules["_stoker_boot"].load(path)``.
+    """
+    full = full or "_stoker_boot_" + os.path.splitext(os.path.basename(path))[0]
     if full not in sys.modules:
-        spec = importlib.util.spec_from_file_location(full, name)
+        spec = importlib.util.spec_from_file_location(full, path)
         if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {name}")
+            raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
         sys.modules[full] = module
         spec.loader.exec_module(module)
     return sys.modules[full]
+
+
+def _target(name):
+    """A hook's module: a ``.py`` file loaded by path, else a module imported by name."""
+    return load(name) if name.endswith(".py") else importlib.import_module(name)
 
 
 def _run(hook, *args):
