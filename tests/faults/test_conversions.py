@@ -3,8 +3,8 @@
 Every kill point is reached deterministically: the child process announces on stderr that it
 has stopped there and waits, and the test kills it only then (no sleeps, no deadlines). The
 points come from the test's own dataset (it stops at a chosen index, after the shards before
-it were committed), from a wrapped ``os.rename``, or from stoker's test hook
-``STOKER_TEST_PAUSE_AT`` (``stoker.store.replace.pause_point``).
+it were committed), from a wrapped ``os.rename``, or from ``tests/pause_at.py``, which runs the
+script with a point of stoker's own code wrapped to stop there.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.faults
 
 ROWS = 64
 CHUNK = 8  # samples per task; with 4 int64 per row a 256-byte shard is exactly one task
+PAUSE_AT = Path(__file__).resolve().parents[1] / "pause_at.py"  # fault injection: stop at a named point
 PAUSE = 16  # the dataset stops at this index: shards 0 and 1 (rows 0..15) are committed by then
 
 DATA = textwrap.dedent(
@@ -84,7 +85,7 @@ def _cmd(*extra: str) -> list[str]:
 
 
 def _env(work: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STOKER_TEST_", "FAULT_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAULT_")}
     path = os.pathsep.join(p for p in (str(work), env.get("PYTHONPATH", "")) if p)
     return {**env, "PYTHONPATH": path, **extra}
 
@@ -208,12 +209,8 @@ def test_overwrite_killed_between_two_renames_is_recovered_on_open(work):
 def test_overwrite_killed_after_the_exchange_keeps_a_store(work):
     """Item 11, atomic swap: killed right after it, the destination is the new store; the old one is swept later."""
     dest = _old_store(work)
-    env = _env(work, STOKER_TEST_PAUSE_AT="between-renames")
-    _kill(
-        _start_paused(
-            [sys.executable, "overwrite.py", str(dest), "2"], work, env, "stoker-test-paused: between-renames"
-        )
-    )
+    cmd = [sys.executable, str(PAUSE_AT), "between-renames", "overwrite.py", str(dest), "2"]
+    _kill(_start_paused(cmd, work, _env(work), "paused: between-renames"))
     assert stoker.open(dest, verify=True)[:]["x"].tolist() == [2] * 10
     assert len(_hidden(dest)) == 1  # the old store, hidden under the killed writer's pid
     stoker.write(dest, {"x": np.full(10, 3)}, overwrite=True)

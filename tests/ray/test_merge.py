@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,12 +93,14 @@ def test_a_merge_killed_before_its_manifest_leaves_nothing_visible(tmp_path):
         stoker.merge([{str(a)!r}, {str(b)!r}], {str(tmp_path / "m")!r})
         """
     )
-    env = {**os.environ, "STOKER_TEST_PAUSE_AT": "merge-shards-placed"}
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    pause_at = Path(__file__).resolve().parents[1] / "pause_at.py"  # fault injection: stop before the manifest
+    proc = subprocess.Popen(
+        [sys.executable, str(pause_at), "merge-shards-placed", "-c", script], stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
-        assert "stoker-test-paused: merge-shards-placed" in line, line
+        assert "paused: merge-shards-placed" in line, line
         hidden = [p for p in tmp_path.iterdir() if p.name.startswith(".m.tmp-")]
         assert len(hidden) == 1 and len(list(hidden[0].glob("shard-*.arrow"))) > 1  # shards in place, unseen
     finally:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import stoker
+from stoker.convert import on_ray
 from stoker.convert.partitions import plan_text, staging_dir
 
 pytestmark = pytest.mark.ray
@@ -77,10 +78,38 @@ def test_images_equal_the_single_machine_conversion(ray_cluster, photos, tmp_pat
     assert stoker.open(result.path).manifest.metadata == stoker.open(single.path).manifest.metadata
 
 
+def _dying(monkeypatch, *partitions: int) -> None:
+    """Fault injection: the Ray workers of ``partitions`` die (``os._exit``, as a killed worker) once their
+    attempt is noted. The task shipped to Ray is a closure (Ray pickles it by value) that patches
+    ``note_attempt`` in the worker's process around the real task."""
+    real_task = on_ray.convert_task
+
+    def convert_task(row, job):
+        import os
+
+        from stoker.convert import ray_tasks
+
+        if int(row["index"]) not in partitions:
+            return real_task(row, job)
+        noted = ray_tasks.note_attempt
+
+        def note_then_die(staging, index):
+            noted(staging, index)
+            os._exit(1)
+
+        ray_tasks.note_attempt = note_then_die
+        try:
+            return real_task(row, job)
+        finally:
+            ray_tasks.note_attempt = noted
+
+    monkeypatch.setattr(on_ray, "convert_task", convert_task)
+
+
 def test_a_dead_worker_fails_the_conversion_and_the_rerun_resumes(ray_cluster, corpus, tmp_path, monkeypatch):
     dest = tmp_path / "ray"
     staging = staging_dir(dest)
-    monkeypatch.setenv("STOKER_TEST_RAY_EXIT", "2")
+    _dying(monkeypatch, 2)
     with pytest.raises(stoker.WorkerError, match=r"partition\(s\) \[2\] failed 1 time") as info:
         stoker.convert.on_ray.text(corpus, dest, max_length=64, partitions=3, retries=0)
     assert "run the same call again" in str(info.value)
@@ -89,7 +118,7 @@ def test_a_dead_worker_fails_the_conversion_and_the_rerun_resumes(ray_cluster, c
     assert finished and 2 not in finished
     kept = {os.stat(f).st_ino for i in finished for f in (staging / f"part-{i:05d}").glob("shard-*.arrow")}
 
-    monkeypatch.delenv("STOKER_TEST_RAY_EXIT")
+    monkeypatch.undo()
     result = stoker.convert.on_ray.text(corpus, dest, max_length=64, partitions=3, retries=0)
     assert result.report["reused_partitions"] == finished  # not converted again:
     assert kept <= {os.stat(f).st_ino for f in dest.glob("shard-*.arrow")}  # their very files were merged
@@ -108,10 +137,10 @@ def test_a_task_error_is_the_partitions_stoker_error(ray_cluster, corpus, tmp_pa
 
 def test_another_input_in_the_staging_dir_is_refused(ray_cluster, corpus, tmp_path, monkeypatch):
     dest = tmp_path / "ray"
-    monkeypatch.setenv("STOKER_TEST_RAY_EXIT", "0")
+    _dying(monkeypatch, 0)
     with pytest.raises(stoker.WorkerError):
         stoker.convert.on_ray.text(corpus, dest, max_length=64, partitions=2, retries=0)
-    monkeypatch.delenv("STOKER_TEST_RAY_EXIT")
+    monkeypatch.undo()
     with pytest.raises(stoker.ConfigError, match="max_length"):
         stoker.convert.on_ray.text(corpus, dest, max_length=32, partitions=2)
     result = stoker.convert.on_ray.text(corpus, dest, max_length=32, partitions=2, overwrite=True)

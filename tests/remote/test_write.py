@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,21 +98,24 @@ with stoker.StoreWriter(sys.argv[1], shard_size="8KB", staging=sys.argv[2]) as w
 def test_a_write_killed_after_a_shard_resumes_and_completes(s3, tmp_path):
     url = f"s3://{s3.bucket()}/st"
     staging = tmp_path / "staging"
-    env = dict(os.environ, STOKER_TEST_PAUSE_AT="shard-committed")
+    pause_at = Path(__file__).resolve().parents[1] / "pause_at.py"  # fault injection: stop after the journal entry
     proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED, url, str(staging), str(N)], env=env, stderr=subprocess.PIPE, text=True
+        [sys.executable, str(pause_at), "shard-committed", "-c", _KILLED, url, str(staging), str(N)],
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stderr is not None
     for line in proc.stderr:
-        if "stoker-test-paused" in line:
+        if "paused: shard-committed" in line:
             break
+    else:
+        raise AssertionError(f"the write ended (rc {proc.wait()}) without committing a shard")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     with pytest.raises(StoreNotFoundError):
         stoker.open(url, cache_dir=tmp_path / "c0")
-    env.pop("STOKER_TEST_PAUSE_AT")
     done = subprocess.run(
-        [sys.executable, "-c", _KILLED, url, str(staging), str(N)], env=env, capture_output=True, text=True, timeout=240
+        [sys.executable, "-c", _KILLED, url, str(staging), str(N)], capture_output=True, text=True, timeout=240
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert stoker.open(url, cache_dir=tmp_path / "c")[:]["x"].tolist() == list(range(N))

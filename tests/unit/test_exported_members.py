@@ -61,6 +61,8 @@ def test_public_names_are_in_all():
         "device",
         "errors",
         "labels",
+        "settings",
+        "boot",
         "loader",
         "pipeline",
         "store",

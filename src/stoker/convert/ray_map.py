@@ -11,7 +11,6 @@ say how many partitions finished and are kept in the staging directory for a re-
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import warnings
 from pathlib import Path
@@ -21,9 +20,7 @@ from stoker.convert.partitions import attempts, done_parts
 from stoker.convert.ray_tasks import note
 from stoker.errors import ConfigError, WorkerError
 
-__all__ = ["EXIT_ENV", "ray_data", "run_map", "slots"]
-
-EXIT_ENV = "STOKER_TEST_RAY_EXIT"  # test hook: partitions (comma-separated) whose task's worker exits at once
+__all__ = ["ray_data", "run_map", "slots"]
 
 
 def ray_data() -> Any:
@@ -56,8 +53,7 @@ def run_map(
     dest: Any,
 ) -> dict[int, Any]:
     """``fn(index, job)`` for every partition in ``indices``, as one Ray Data map; index -> what it returned."""
-    exits = {int(x) for x in os.environ.get(EXIT_ENV, "").split(",") if x.strip()}
-    items = [{"index": i, "exit": i in exits} for i in indices]
+    items = [{"index": i} for i in indices]
     context = ray.data.DataContext.get_current()
     bars = context.enable_progress_bars
     context.enable_progress_bars = False

@@ -1,6 +1,6 @@
 """The tasks of a Ray conversion (``on_ray.py``), run on Ray workers as Ray Data map functions.
 
-Each takes one row ``{"index": K, "exit": bool}`` and the conversion's ``job`` (a dict: the input,
+Each takes one row ``{"index": K}`` and the conversion's ``job`` (a dict: the input,
 the staging directory, the options) and returns ``{"index", "result": JSON, "error": bytes}``:
 
 - :func:`scan_task`: the pre-pass over text partition K (``partitions.scan_text_part``);
@@ -14,7 +14,6 @@ the staging directory, the options) and returns ``{"index", "result": JSON, "err
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import tempfile
 import time
@@ -58,8 +57,6 @@ def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     if done_summary(staging, index) is not None:
         return {"index": index, "result": json.dumps(True), "error": b""}
     note_attempt(staging, index)
-    if row["exit"]:
-        os._exit(1)  # test hook (STOKER_TEST_RAY_EXIT): this worker dies as a killed one would
     target = staging / part_name(index)
     try:
         t0 = time.perf_counter()

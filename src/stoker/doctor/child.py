@@ -1,109 +1,73 @@
-"""Instrumentation of a script's interpreter, started by ``_boot/sitecustomize.py``.
+"""Instrumentation of a script's interpreter: the doctor's hooks, run there by ``stoker.boot``.
 
-``stoker doctor`` sets ``STOKER_DOCTOR_EVENTS`` (the events directory),
-``STOKER_DOCTOR_INTERVAL``, ``STOKER_DOCTOR_INSPECT`` and ``STOKER_DOCTOR_PROBE`` and puts ``_boot`` first on
-PYTHONPATH, so every Python process of the script (spawned workers included) records into
-the directory. This module, ``events.py`` and ``recorder.py`` are loaded by path and use only
-the standard library: nothing is imported before the script imports it. A post-import hook
-patches torch once ``torch`` has been imported, and registers the doctor's observer of stoker
-loaders (``stoker.register_observer``) once ``stoker`` has.
+``stoker doctor`` (``run.py:child_env``) sets ``STOKER_DOCTOR_EVENTS`` (the events directory),
+``STOKER_DOCTOR_INTERVAL``, ``STOKER_DOCTOR_INSPECT`` and ``STOKER_DOCTOR_PROBE`` and names this
+file's hooks in ``STOKER_BOOT``, so every Python process of the script (spawned workers included)
+records into the directory: :func:`start` at start-up, :func:`torch_ready` once the script has
+imported torch (its DataLoader patched), :func:`stoker_ready` once it has imported stoker (the
+doctor's observer of stoker loaders registered). This module, ``events.py`` and ``recorder.py`` are
+loaded by path and use only the standard library: nothing is imported before the script imports it.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOOKS = {"": "start", "torch": "torch_ready", "stoker": "stoker_ready"}  # when each hook of this file runs
+_MADE: dict[str, Any] = {}  # this process's recorder and instrumentation (one doctor run per process)
+
+
+def _by_path(full: str, path: str) -> Any:
+    """The module in file ``path``, loaded as ``full`` by the boot's loader (these hooks run under ``stoker.boot``)."""
+    return sys.modules["_stoker_boot"].load(path, full)
 
 
 def _sibling(name: str) -> Any:
-    """A module of this directory, loaded by path (the stoker package is not imported)."""
-    full = f"_stoker_doctor_{name}"
-    if full not in sys.modules:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-        spec = importlib.util.spec_from_file_location(full, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[full] = module
-        spec.loader.exec_module(module)
-    return sys.modules[full]
+    """A module of this directory, loaded by path."""
+    return _by_path(f"_stoker_doctor_{name}", os.path.join(HERE, f"{name}.py"))
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``hooks[name](module)`` right after the top-level module ``name`` has executed."""
-
-    def __init__(self, hooks: dict[str, Callable[[Any], None]]) -> None:
-        self.hooks = hooks
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        hook = self.hooks.get(name)
-        if hook is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        original = spec.loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            original(module)
-            self.hooks.pop(name, None)
-            try:
-                hook(module)
-            except Exception as exc:  # noqa: BLE001 -- never stop the user's script
-                sys.stderr.write(f"stoker doctor: could not instrument {name}: {exc!r}\n")
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
+def _env(name: str, default: str) -> str:
+    """``stoker/settings.py:env``, loaded by path."""
+    return _by_path("_stoker_boot_settings", os.path.join(os.path.dirname(HERE), "settings.py")).env(name) or default
 
 
-def install_from_env() -> Any:
-    """Start recording into ``$STOKER_DOCTOR_EVENTS``; patch torch and observe stoker loaders when they are imported."""
-    directory = os.environ.get("STOKER_DOCTOR_EVENTS")
-    if not directory:
-        return None
-    interval = float(os.environ.get("STOKER_DOCTOR_INTERVAL", "0.5"))
-    inspect = int(os.environ.get("STOKER_DOCTOR_INSPECT", "4"))
-    probe = os.environ.get("STOKER_DOCTOR_PROBE", "1") != "0"
+def start() -> Any:
+    """Start recording into ``$STOKER_DOCTOR_EVENTS`` (nothing when it is unset); the recorder."""
+    directory = _env("STOKER_DOCTOR_EVENTS", "")
+    if not directory or "recorder" in _MADE:
+        return _MADE.get("recorder")
     events = _sibling("events")  # before recorder.py, which imports it by this name
-    recorder = _sibling("recorder").Recorder(directory, interval)
+    recorder = _sibling("recorder").Recorder(directory, float(_env("STOKER_DOCTOR_INTERVAL", "0.5")))
     recorder.start()
     recorder.emit(events.Meta(argv=tuple(sys.argv)))
     atexit.register(recorder.close)
-    made: list[Any] = []
+    _MADE["recorder"] = recorder
+    return recorder
 
-    def instrumentation() -> Any:
-        if not made:
-            from stoker.doctor.instrument import Instrumentation
 
-            made.append(Instrumentation(recorder, inspect, probe))
-        return made[0]
+def _instrumentation() -> Any:
+    if "instrumentation" not in _MADE:
+        from stoker.doctor.instrument import Instrumentation
 
-    def torch_ready(module: Any) -> None:
+        probe = _env("STOKER_DOCTOR_PROBE", "1") != "0"
+        _MADE["instrumentation"] = Instrumentation(_MADE["recorder"], int(_env("STOKER_DOCTOR_INSPECT", "4")), probe)
+    return _MADE["instrumentation"]
+
+
+def torch_ready(module: Any) -> None:
+    """Patch torch's DataLoader (the script has imported torch)."""
+    if "recorder" in _MADE:
         import torch.utils.data.dataloader
 
-        instrumentation().install_torch(torch.utils.data.dataloader)
-        if os.environ.get("STOKER_TUNE_TRIAL"):  # a stoker tune trial: see stoker/tune/inject.py
-            from stoker.tune.inject import watch_torch
+        _instrumentation().install_torch(torch.utils.data.dataloader)
 
-            watch_torch(torch.utils.data.dataloader)
 
-    def stoker_ready(module: Any) -> None:
-        instrumentation().install_stoker()
-        if os.environ.get("STOKER_TUNE_TRIAL"):  # a stoker tune trial: the setting into the script's loaders
-            from stoker.tune.inject import install_from_env as tune_trial
-
-            tune_trial()
-
-    hooks: dict[str, Callable[[Any], None]] = {"torch": torch_ready, "stoker": stoker_ready}
-    for name in list(hooks):
-        if name in sys.modules:
-            hooks.pop(name)(sys.modules[name])
-    if hooks:
-        sys.meta_path.insert(0, _AfterImport(hooks))
-    return recorder
+def stoker_ready(module: Any) -> None:
+    """Observe the script's stoker loaders (it has imported stoker)."""
+    if "recorder" in _MADE:
+        _instrumentation().install_stoker()

@@ -1,7 +1,7 @@
 """Run a command under the doctor: the script in a child process, its resources sampled from here.
 
-The child gets ``_boot`` first on PYTHONPATH and the events directory in STOKER_DOCTOR_EVENTS
-(see ``child.py``). This process samples the child's whole process tree, waits for it, and
+The child runs ``child.py``'s hooks (through ``stoker.boot``) with the events directory in
+STOKER_DOCTOR_EVENTS. This process samples the child's whole process tree, waits for it, and
 builds the report from whatever the child's processes wrote, whether the script finished,
 failed or was killed. The exit code is the child's (128 + N for a child killed by signal N).
 """
@@ -21,12 +21,14 @@ import time
 from pathlib import Path
 from typing import IO
 
+from stoker.boot import child_env as child_env_with
+from stoker.doctor.child import HOOKS
 from stoker.doctor.config import DoctorConfig
 from stoker.doctor.report import Report, build_report
 from stoker.doctor.session import require_sampler
 from stoker.errors import ConfigError
 
-BOOT = Path(__file__).resolve().parent / "_boot"
+CHILD = str(Path(__file__).resolve().parent / "child.py")
 NOT_INSTRUMENTED = (
     "the script's Python was not instrumented (no events were written): run it with a Python that has "
     "stoker installed, e.g. 'stoker doctor -- {python} train.py', and keep PYTHONPATH as it is"
@@ -34,8 +36,7 @@ NOT_INSTRUMENTED = (
 
 
 def child_env(events: str, config: DoctorConfig) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(BOOT), env.get("PYTHONPATH", "")) if p)
+    env = child_env_with({when: [f"{CHILD}:{hook}"] for when, hook in HOOKS.items()})
     env["STOKER_DOCTOR_EVENTS"] = events
     env["STOKER_DOCTOR_INTERVAL"] = repr(float(config.interval))
     env["STOKER_DOCTOR_INSPECT"] = str(config.inspect_batches)

@@ -34,9 +34,6 @@ into the whole input; parts converted on their own keep their own numbering.
 carries its checksum: a re-run, or parts uploaded by their own writers with :func:`upload_part`,
 upload nothing twice), and the manifest is uploaded last: a reader sees the old store or the new
 one. A replaced store's shards are deleted after its manifest is replaced.
-
-Test hook: ``STOKER_TEST_PAUSE_AT=merge-shards-placed`` stops a merge for good once every shard is
-in its working directory and before the manifest is written (``replace.pause_point``).
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ from typing import Any
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, ShardError, StoreExistsError, StoreWriteError
 from stoker.store.format import MANIFEST_NAME, SHARD_PATTERN, Column, Manifest, ShardInfo
 from stoker.store.location import is_remote
-from stoker.store.replace import hidden_dir, pause_point, recover, remove_tree, replace_dir, sweep
+from stoker.store.replace import hidden_dir, recover, remove_tree, replace_dir, sweep
 from stoker.store.shardfile import file_checksum
 
 COUNTERS = ("skipped_empty", "replaced_lines", "cut_lines", "skipped_count", "ignored_count")
@@ -118,7 +115,6 @@ def merge(
     tmp.mkdir()
     try:
         shards = _place_shards(paths, manifests, tmp, verify)
-        pause_point("merge-shards-placed")
         Manifest(schema, tuple(shards), merged_meta).write(tmp)
         replace_dir(tmp, dest, overwrite)
     except BaseException:
@@ -344,7 +340,6 @@ def _merge_to_url(
     with tempfile.TemporaryDirectory(prefix="stoker-merge-") as tmp:
         local = Path(tmp) / MANIFEST_NAME
         local.write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
-        pause_point("merge-shards-placed")
         r.call(f"uploading the manifest {r.url_of(MANIFEST_NAME)}", lambda: r.client.upload(local, MANIFEST_NAME))
     for info in old.shards if old is not None else ():
         if info.file not in set(names):

@@ -14,12 +14,6 @@ Where the call or the filesystem lacks it, the swap is two renames (``DEST`` -> 
 (called when a store is opened or written and ``DEST`` is missing) moves the newest complete
 hidden store of a dead writer back into place. :func:`sweep` deletes the hidden directories
 of dead writers; every new write of ``DEST`` calls it.
-
-Test hook: with ``STOKER_TEST_PAUSE_AT=NAME`` in the environment (read when the point is
-reached), :func:`pause_point` ``NAME`` writes ``stoker-test-paused: NAME`` to stderr and waits
-forever, so that a test can SIGKILL the process exactly there. Points: ``between-renames``
-(the old store hidden, after the exchange or between the two renames) and ``shard-committed``
-(a shard and its journal entry written).
 """
 
 from __future__ import annotations
@@ -30,27 +24,16 @@ import functools
 import os
 import re
 import shutil
-import sys
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
 from stoker.errors import StoreExistsError, StoreWriteError
 
-PAUSE_ENV = "STOKER_TEST_PAUSE_AT"
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _HIDDEN = re.compile(r"\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)-[0-9a-f]{12}")
 _MANIFEST = "manifest.json"
-
-
-def pause_point(name: str) -> None:
-    """Test hook: stop here for good when ``STOKER_TEST_PAUSE_AT`` names this point (see the module docstring)."""
-    if name in os.environ.get(PAUSE_ENV, "").split(","):
-        sys.stderr.write(f"stoker-test-paused: {name}\n")
-        sys.stderr.flush()
-        threading.Event().wait()
 
 
 def hidden_dir(dest: Path, kind: str) -> Path:
@@ -154,12 +137,10 @@ def replace_dir(tmp: Path, dest: Path, overwrite: bool) -> None:
     if not overwrite:
         raise StoreExistsError(f"{dest} appeared while writing; pass overwrite=True to replace it", path=dest)
     if exchange(tmp, dest):  # tmp now holds the old store, under this writer's pid
-        pause_point("between-renames")
         remove_tree(tmp)
         return
     old = hidden_dir(dest, "old")
     os.rename(dest, old)
-    pause_point("between-renames")
     os.rename(tmp, dest)
     remove_tree(old)
 
@@ -201,8 +182,6 @@ def unwritable(path: Path, exc: OSError, where: Path | None = None) -> StoreWrit
 
 
 __all__ = [
-    "PAUSE_ENV",
-    "pause_point",
     "hidden_dir",
     "recover",
     "sweep",

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from stoker import settings
 from stoker.errors import ConfigError, ShardError
 from stoker.store.format import DTYPE_KEY, SHAPE_KEY, Column, ShardInfo, arrow_schema
 
@@ -59,7 +60,7 @@ def _read_max_map_count() -> int | None:
 def max_mapped_shards() -> int:
     """How many shards a store keeps mapped: ``STOKER_MAX_MAPPED_SHARDS``, else half of the
     kernel's ``vm.max_map_count`` (both read now); see :func:`mapped_shards_cap`."""
-    return mapped_shards_cap(_read_max_map_count(), os.environ.get(MAX_MAPPED_ENV))
+    return mapped_shards_cap(_read_max_map_count(), settings.env(MAX_MAPPED_ENV))
 
 
 def mapped_shards_cap(max_map_count: int | None, env: str | None) -> int:

@@ -58,7 +58,6 @@ from stoker.store.location import is_remote, remote_kwargs
 from stoker.store.replace import (
     check_writable,
     hidden_dir,
-    pause_point,
     recover,
     remove_tree,
     replace_dir,
@@ -308,7 +307,6 @@ class StoreWriter:
         self._rows_written += task.info.rows
         if self._staging is not None:
             write_journal(self._tmpdir(), self._schema(), self._shards, self.metadata, self._fingerprint)
-            pause_point("shard-committed")
 
     def close(self) -> Path:
         """Write what is buffered, the manifest, and move the store into place."""

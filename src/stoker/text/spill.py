@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError
+from stoker.settings import env
 from stoker.store.replace import pid_alive
 
 MEMORY_ENV = "STOKER_TEXT_CACHE_MEMORY"
@@ -31,7 +32,7 @@ PREFIX = "stoker-text-"
 
 def memory_limit() -> int:
     """Bytes a cache array may hold in memory before it moves to a file (``STOKER_TEXT_CACHE_MEMORY``)."""
-    raw = os.environ.get(MEMORY_ENV)
+    raw = env(MEMORY_ENV)
     if raw is None or raw == "":
         return DEFAULT_MEMORY
     try:

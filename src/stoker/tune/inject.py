@@ -1,12 +1,12 @@
 """Inside the script's process during a ``stoker tune -- python train.py`` trial: the setting put
 into the script's loaders, the script's own steps measured, the script ended after them.
 
-``stoker tune`` runs the script under the doctor's instrumentation (``doctor/run.py:child_env``)
-with ``STOKER_TUNE_TRIAL`` set to a JSON object: ``setting`` (loader keywords), ``out`` (the file
+``stoker tune`` runs the script with this module's :data:`HOOKS` (through ``stoker.boot``) and
+``STOKER_TUNE_TRIAL`` set to a JSON object: ``setting`` (loader keywords), ``out`` (the file
 the trial's result is written to) and how the trial ends (``batches``, ``warmup``,
-``min_seconds``, ``stable``, ``max_seconds``: see ``trial.py``'s :class:`Ending`). The doctor's
-child hook (``doctor/child.py``) calls :func:`install_from_env` once the script imports stoker,
-and :func:`watch_torch` once it imports torch.
+``min_seconds``, ``stable``, ``max_seconds``: see ``trial.py``'s :class:`Ending`). The boot hook
+calls :func:`install_from_env` once the script imports stoker, and :func:`watch_torch` once it
+imports torch.
 
 - **The setting.** ``stoker.Loader.__init__`` (and so ``stoker.text.Loader``'s, which calls it)
   is wrapped so that the setting's keywords replace the ones the script passed; every other
@@ -35,9 +35,11 @@ import threading
 from typing import Any
 
 from stoker.pipeline.observe import LoaderInfo, Observer, register_observer
+from stoker.settings import env
 from stoker.tune.trial import Ending, nbytes, rows_of
 
 TRIAL_ENV = "STOKER_TUNE_TRIAL"
+HOOKS = {"torch": "watch_torch", "stoker": "install_from_env"}  # when each hook runs in the script's Python
 TUNED = ("num_workers", "engine", "prefetch_factor", "pin_memory")  # the keywords a trial may set
 INFO_KEYS = ("num_workers", "engine", "prefetch_factor", "pin_memory", "batch_size", "device", "name")
 
@@ -124,7 +126,7 @@ _RECORDER: list[TrialRecorder] = []  # this process's recorder (one trial per pr
 def _recorder() -> TrialRecorder | None:
     """The trial's recorder, made on first use from ``STOKER_TUNE_TRIAL`` (None outside a trial)."""
     if not _RECORDER:
-        raw = os.environ.get(TRIAL_ENV)
+        raw = env(TRIAL_ENV)
         if not raw:
             return None
         recorder = TrialRecorder(json.loads(raw))
@@ -133,9 +135,9 @@ def _recorder() -> TrialRecorder | None:
     return _RECORDER[0]
 
 
-def install_from_env() -> TrialRecorder | None:
-    """In a trial's process (``STOKER_TUNE_TRIAL`` set): put the setting into every stoker loader
-    built from now on and measure the first one's steps. Nothing otherwise; once per process."""
+def install_from_env(stoker: Any = None) -> TrialRecorder | None:
+    """In a trial's process (``STOKER_TUNE_TRIAL`` set), once stoker is imported: put the setting into every
+    stoker loader built from now on and measure the first one's steps. Nothing otherwise; once per process."""
     recorder = _recorder()
     if recorder is None or recorder.installed:
         return recorder
@@ -158,13 +160,15 @@ def _override_loader_options(setting: dict[str, Any], recorder: TrialRecorder) -
     Loader.__init__ = __init__  # type: ignore[method-assign]
 
 
-def watch_torch(dataloader: Any) -> None:
-    """End the trial when the script iterates a torch DataLoader before any stoker loader handed out
-    a batch: stoker tune sets the keywords of stoker loaders only (the result names the DataLoader)."""
+def watch_torch(torch: Any) -> None:
+    """Once torch is imported: end the trial when the script iterates a torch DataLoader before any stoker loader
+    handed out a batch: stoker tune sets the keywords of stoker loaders only (the result names the DataLoader)."""
     recorder = _recorder()
     if recorder is None:
         return
-    base = dataloader._BaseDataLoaderIter
+    from torch.utils.data import dataloader
+
+    base: Any = dataloader._BaseDataLoaderIter
     original = base.__init__
 
     def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:

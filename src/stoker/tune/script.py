@@ -1,8 +1,8 @@
 """``stoker tune -- python train.py``: each trial runs the user's script, its own loop, for a few steps.
 
-A trial starts the command under the doctor's instrumentation (``doctor/run.py:child_env``: the
-doctor's boot hook first on PYTHONPATH) with ``STOKER_TUNE_TRIAL`` naming the setting, the result
-file and how the trial ends. Inside the script (``inject.py``) the setting's keywords replace the
+A trial starts the command with ``inject.py``'s hooks (:data:`~stoker.tune.inject.HOOKS`, run there by
+``stoker.boot``) and ``STOKER_TUNE_TRIAL`` naming the setting, the result file and how the trial
+ends. Inside the script (``inject.py``) the setting's keywords replace the
 ones the script gives its stoker loaders, the script's first busy loader is timed through the
 observer hook, and the script is ended (``SystemExit`` from the loader, so its ``finally`` blocks
 run) once the rate is stable. The trial's rate is the script's own: rows per second of its loop,
@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stoker.boot import child_env
 from stoker.errors import ConfigError
+from stoker.tune.inject import HOOKS, TRIAL_ENV
 from stoker.tune.trial import Trial
 
 TAIL = 600  # characters of the script's stderr kept in a failed trial's error
@@ -81,15 +83,10 @@ class ScriptRun:
 
 def run_script(trials: ScriptTrials, setting: dict[str, Any]) -> ScriptRun:
     """Run the script once with ``setting`` put into its stoker loaders; its trial (failed or not)."""
-    from stoker.doctor.config import DoctorConfig
-    from stoker.doctor.run import child_env
-    from stoker.tune.inject import TRIAL_ENV
-
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="stoker-tune-") as tmp:
-        out, events = os.path.join(tmp, "trial.json"), os.path.join(tmp, "events")
-        os.mkdir(events)
-        env = child_env(events, DoctorConfig(interval=1.0, inspect_batches=0, probe=False))
+        out = os.path.join(tmp, "trial.json")
+        env = child_env({when: [f"stoker.tune.inject:{hook}"] for when, hook in HOOKS.items()})
         env[TRIAL_ENV] = json.dumps(trials.spec(setting, out))
         err_path = Path(tmp) / "stderr"
         with open(err_path, "w+b") as err, open(os.devnull, "wb") as devnull:
