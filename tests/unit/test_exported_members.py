@@ -64,6 +64,7 @@ def test_public_names_are_in_all():
         "loader",
         "pipeline",
         "store",
+        "stores",
         "cli",
         "text",
         "vision",

@@ -1,18 +1,10 @@
-"""The object-store clients of a remote store: obstore for ``s3://``, ``gs://`` and ``az://``, fsspec for the rest.
+"""The obstore fetcher: the default for ``s3://``, ``gs://`` and ``az://`` stores.
 
-Both clients do the same six things to the objects of one store, named relative to its root
-(``manifest.json``, ``shard-00000-....arrow``): :meth:`read`, :meth:`download` (into a local
-file, each piece handed to an optional ``seen`` callback as it is written, so that a checksum is
-taken in the same pass), :meth:`upload`, :meth:`size`, :meth:`exists`, :meth:`delete`. A missing object is
-``FileNotFoundError`` and a refused access ``PermissionError`` from either client, so that
-``Remote.call`` (``location.py``) treats them alike; neither retries on its own (stoker's
-loop retries and counts).
-
-Which client, by :func:`choose` (``STOKER_REMOTE_CLIENT``: ``auto``, the default, ``obstore``
-or ``fsspec``, read when a store is opened): obstore (Rust, its own connection pool; measured
-by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one thread and
-2.49x on four) wherever it can take the store's credentials and options, fsspec elsewhere.
-``auto`` keeps fsspec when obstore cannot take them:
+obstore (Rust, its own connection pool) measured 1.15x s3fs's download rate on one thread and
+2.49x on four (``benchmarks/bench_object_clients.py``). It serves a store wherever it can take the
+store's credentials and options; where it cannot, :func:`obstore_fetcher` raises ``Unfit`` and
+fsspec serves the store (``registry.py``; ``STOKER_REMOTE_CLIENT=obstore`` makes that a ConfigError
+naming the key instead):
 
 - an AWS profile (``AWS_PROFILE``, ``storage_options={"profile": ...}``, or ``~/.aws`` files
   with no key in the environment or the options): obstore reads no profiles;
@@ -20,13 +12,6 @@ by ``benchmarks/bench_object_clients.py`` at 1.15x s3fs's download rate on one t
   ``token``, ``endpoint_url``, ``anon``, ``client_kwargs.region_name``/``endpoint_url`` and
   ``config_kwargs.connect_timeout``/``read_timeout`` map across; for ``gs://``/``az://`` no
   options map, so any option keeps fsspec).
-
-``STOKER_REMOTE_CLIENT=obstore`` refuses those cases with a ConfigError naming the key instead.
-
-obstore's :meth:`ObstoreClient.download` of an ``s3://`` shard at an ``http://`` endpoint (Linux)
-first tries a spliced GET (``spliced.py``: the kernel moves the body into the file, no copy in
-Python); whatever that declines, obstore fetches. ``STOKER_REMOTE_SPLICE``: ``auto`` (stores up to
-1 GiB, :meth:`ObstoreClient.fit_splicing`), ``1`` (any store) or ``0`` (none).
 """
 
 from __future__ import annotations
@@ -37,12 +22,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from stoker.errors import ConfigError
-from stoker.store.spliced import Declined, Splicer, hash_file, size_reason, splice_reason
+from stoker.remote.fetcher import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, Fetcher, Unfit
+from stoker.store.urls import scheme
 
 T = TypeVar("T")
-CLIENT_ENV = "STOKER_REMOTE_CLIENT"
-CLIENTS = ("auto", "obstore", "fsspec")
 OBSTORE_SCHEMES = ("s3", "s3a", "gs", "az")
 RANGE_BYTES = 8 * 2**20  # the size of one ranged GET of a download (obstore; a multiple of BLOCK)
 RANGES_AT_ONCE = 4  # ranged GETs of one download in flight (and in memory) at once
@@ -51,60 +34,13 @@ BLOCK = 4 * 2**20  # downloads are written one aligned block of the file per wri
 _S3_KEYS = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token", "endpoint_url": "endpoint"}
 
 
-class FsspecClient:
-    """The objects of one store through an fsspec filesystem ``fs`` under path ``root``."""
-
-    name = "fsspec"
-
-    def __init__(self, fs: Any, root: str) -> None:
-        self.fs, self.root = fs, root
-
-    def _path(self, name: str) -> str:
-        return f"{self.root}/{name}" if self.root else name
-
-    def read(self, name: str) -> bytes:
-        return bytes(self.fs.cat_file(self._path(name)))
-
-    def download(
-        self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
-    ) -> str:
-        """The object into ``local``; with ``seen``, the file's bytes are read back and handed to it. ``"fsspec"``."""
-        self.fs.get_file(self._path(name), str(local))
-        if seen is not None:
-            buf = bytearray(RANGE_BYTES)
-            view = memoryview(buf)
-            with open(local, "rb", buffering=0) as f:
-                while n := f.readinto(buf):
-                    seen(view[:n])
-        return self.name
-
-    def upload(self, local: Path, name: str) -> None:
-        self.fs.put_file(str(local), self._path(name))
-
-    def size(self, name: str) -> int:
-        return int(self.fs.info(self._path(name))["size"])
-
-    def exists(self, name: str) -> bool:
-        return bool(self.fs.exists(self._path(name)))
-
-    def delete(self, name: str) -> None:
-        self.fs.rm_file(self._path(name))
-
-
-class ObstoreClient:
+class ObstoreFetcher(Fetcher):
     """The objects of one store through an obstore store (its prefix is the store's root)."""
 
     name = "obstore"
 
-    def __init__(self, store: Any, splicer: Splicer | None = None, splice_off: str = "") -> None:
+    def __init__(self, store: Any) -> None:
         self.store = store
-        self.splicer = splicer  # spliced GETs (``spliced.py``), tried first when there is one
-        self.splice_off = splice_off  # why there is none
-
-    def fit_splicing(self, store_bytes: int) -> None:
-        """Stop splicing where ``STOKER_REMOTE_SPLICE=auto`` leaves a store of ``store_bytes`` to obstore."""
-        if self.splicer is not None and (why := size_reason(store_bytes)):
-            self.splicer, self.splice_off = None, why
 
     def read(self, name: str) -> bytes:
         import obstore
@@ -113,33 +49,16 @@ class ObstoreClient:
 
     def download(
         self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
-    ) -> str:
-        """The object into ``local``; how it came: ``"spliced"`` or ``"obstore"``.
+    ) -> None:
+        """The object into ``local``: ranged GETs of :data:`RANGE_BYTES` when ``size`` is known (up to
+        :data:`RANGES_AT_ONCE` at once), else one streamed GET.
 
-        With a :attr:`splicer` and a known ``size``, a spliced GET first (``spliced.py``: the
-        kernel moves the body into the file, then ``seen`` gets the file's bytes through a map);
-        when it declines, or with none, obstore: ranged GETs of :data:`RANGE_BYTES` when ``size``
-        is known (up to :data:`RANGES_AT_ONCE` at once), else one streamed GET.
-
-        obstore's pieces are written as they arrive and handed to ``seen`` (a checksum taken on the
+        The pieces are written as they arrive and handed to ``seen`` (a checksum taken on the
         way: the file is never read back). Ranges start on :data:`BLOCK` boundaries, so each piece is
         written straight from obstore's buffer; a stream's pieces, cut by the network, are copied
         into aligned blocks first.
         """
         import obstore
-
-        if self.splicer is not None and size:
-            splicer = self.splicer
-            fd = os.open(local, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            try:
-                splicer.download(name, _where(self.store, name), fd, size)
-                if seen is not None:
-                    hash_file(fd, size, seen)
-                return "spliced"
-            except Declined:
-                pass
-            finally:
-                os.close(fd)
 
         def run() -> None:
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -161,7 +80,6 @@ class ObstoreClient:
                 os.close(fd)
 
         _translated(run)
-        return self.name
 
     def upload(self, local: Path, name: str) -> None:
         import obstore
@@ -172,13 +90,6 @@ class ObstoreClient:
         import obstore
 
         return _translated(lambda: int(obstore.head(self.store, name)["size"]))
-
-    def exists(self, name: str) -> bool:
-        try:
-            self.size(name)
-        except FileNotFoundError:
-            return False
-        return True
 
     def delete(self, name: str) -> None:
         import obstore
@@ -234,13 +145,6 @@ class _AlignedWrites:
             view = view[os.write(self.fd, view) :]
 
 
-def _where(store: Any, name: str) -> str:
-    """The ``s3://bucket/prefix/name`` URL of object ``name`` of obstore S3 store ``store`` (for messages)."""
-    bucket = store.config.get("bucket", "") if isinstance(store.config, dict) else ""
-    prefix = str(store.prefix or "").strip("/")
-    return f"s3://{bucket}/{prefix + '/' if prefix else ''}{name}"
-
-
 def _translated(fn: Callable[[], T]) -> T:
     """``fn()``, obstore's missing-object and refused-access errors raised as FileNotFoundError / PermissionError."""
     from obstore.exceptions import NotFoundError, PermissionDeniedError, UnauthenticatedError
@@ -253,56 +157,39 @@ def _translated(fn: Callable[[], T]) -> T:
         raise PermissionError(str(exc)) from None
 
 
-def choice() -> str:
-    """``STOKER_REMOTE_CLIENT`` (read now): ``auto`` when unset; a ConfigError when it is not a client stoker has."""
-    value = os.environ.get(CLIENT_ENV, "auto").strip().lower() or "auto"
-    if value not in CLIENTS:
-        raise ConfigError(f"{CLIENT_ENV}={value!r}: use one of {', '.join(CLIENTS)}", option=CLIENT_ENV)
-    return value
-
-
-def obstore_client(
-    url: str, protocol: str, options: Mapping[str, Any], timeouts: tuple[float, float]
-) -> ObstoreClient | str:
-    """An :class:`ObstoreClient` for ``url``, or the reason obstore cannot take this store (then fsspec does).
-
-    ``timeouts`` are stoker's (connect, read) seconds, used where ``options`` set none.
-    """
+def obstore_fetcher(url: str, options: Mapping[str, Any]) -> ObstoreFetcher:
+    """The :class:`ObstoreFetcher` of store ``url``; ``Unfit`` saying why obstore cannot take this store
+    (then fsspec does). stoker's connect and read timeouts are used where ``options`` set none."""
+    protocol = str(scheme(url))
     if protocol not in OBSTORE_SCHEMES:
-        return f"obstore does not serve {protocol}://"
+        raise Unfit(f"obstore does not serve {protocol}://")
     try:
         from obstore.store import from_url
     except ImportError:
-        return "obstore is not installed"
-    connect, read = timeouts
+        raise Unfit("obstore is not installed") from None
     client: dict[str, Any] = {}
     config: dict[str, Any] = {}
-    endpoint = ""
     if protocol in ("s3", "s3a"):
-        mapped = _s3_config(options)
-        if isinstance(mapped, str):
-            return mapped
-        config, client = mapped
+        config, client = _s3_config(options)
         endpoint = config.get("endpoint") or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
         if endpoint.startswith("http://"):
             client["allow_http"] = True
         if "access_key_id" not in config and not config.get("skip_signature") and _aws_profile():
-            return "an AWS profile gives the credentials (obstore reads no profiles)"
+            raise Unfit("an AWS profile gives the credentials (obstore reads no profiles)")
     elif options:
-        return f"storage_options for {protocol}:// are fsspec's ({', '.join(sorted(options))})"
-    client.setdefault("connect_timeout", timedelta(seconds=connect))
-    client.setdefault("read_timeout", timedelta(seconds=read))
+        raise Unfit(f"storage_options for {protocol}:// are fsspec's ({', '.join(sorted(options))})")
+    client.setdefault("connect_timeout", timedelta(seconds=CONNECT_TIMEOUT_S))
+    client.setdefault("read_timeout", timedelta(seconds=READ_TIMEOUT_S))
     try:
         make: Any = from_url  # one overload per scheme; the config built above is the scheme's
         store = make(url.rstrip("/"), config=config or None, client_options=client, retry_config={"max_retries": 0})
     except Exception as exc:  # noqa: BLE001 - obstore's configuration errors: fsspec is asked instead
-        return f"obstore refused the configuration ({type(exc).__name__})"
-    off = splice_reason(endpoint) if protocol in ("s3", "s3a") else f"{protocol}:// is not spliced"
-    return ObstoreClient(store, None if off else Splicer(store, timeouts), off)
+        raise Unfit(f"obstore refused the configuration ({type(exc).__name__})") from None
+    return ObstoreFetcher(store)
 
 
-def _s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | str:
-    """s3fs ``storage_options`` as obstore's (S3 config, client options), or the key that has no equivalent."""
+def _s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """s3fs ``storage_options`` as obstore's (S3 config, client options); ``Unfit`` naming a key with no equivalent."""
     config: dict[str, Any] = {}
     client: dict[str, Any] = {}
     for key, value in options.items():
@@ -318,15 +205,15 @@ def _s3_config(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, An
                 elif sub == "endpoint_url":
                     config["endpoint"] = str(v)
                 else:
-                    return f"storage_options['client_kwargs'][{sub!r}] has no obstore equivalent"
+                    raise Unfit(f"storage_options['client_kwargs'][{sub!r}] has no obstore equivalent")
         elif key == "config_kwargs" and isinstance(value, Mapping):
             for sub, v in value.items():
                 if sub in ("connect_timeout", "read_timeout"):
                     client[sub] = timedelta(seconds=float(v))
                 else:
-                    return f"storage_options['config_kwargs'][{sub!r}] has no obstore equivalent"
+                    raise Unfit(f"storage_options['config_kwargs'][{sub!r}] has no obstore equivalent")
         else:
-            return f"storage_options[{key!r}] has no obstore equivalent"
+            raise Unfit(f"storage_options[{key!r}] has no obstore equivalent")
     return config, client
 
 
@@ -343,4 +230,4 @@ def _aws_profile() -> bool:
     return any(Path(f).expanduser().is_file() for f in files)
 
 
-__all__ = ["CLIENT_ENV", "FsspecClient", "ObstoreClient", "choice", "obstore_client"]
+__all__ = ["OBSTORE_SCHEMES", "ObstoreFetcher", "obstore_fetcher"]
