@@ -1,7 +1,7 @@
 """One store URL and its fetcher, and every network call to it: timeouts, bounded retries, clean messages.
 
 :func:`remote` makes the :class:`Remote` of a store URL: its fetcher (``registry.py``: the one
-registered for the scheme, obstore for ``s3://``, ``gs://``, ``az://``, fsspec otherwise) and its
+registered for the scheme, obstore for ``s3://``, ``gs://``, ``az://``, ``http(s)://``, fsspec otherwise) and its
 options. Credentials come from where the client's own library looks (the environment, profiles)
 and from ``storage_options=`` (fsspec's keys; the common s3fs ones are mapped for obstore); they
 are never put in a message (:meth:`Remote.scrub`). :meth:`Remote.call` runs one network call with

@@ -1,4 +1,4 @@
-"""The obstore fetcher: the default for ``s3://``, ``gs://`` and ``az://`` stores.
+"""The obstore fetcher: the default for ``s3://``, ``gs://``, ``az://``, ``https://`` and ``http://`` stores.
 
 obstore (Rust, its own connection pool) measured 1.15x s3fs's download rate on one thread and
 2.49x on four (``benchmarks/bench_object_clients.py``). It serves a store wherever it can take the
@@ -10,8 +10,11 @@ naming the key instead):
   with no key in the environment or the options): obstore reads no profiles;
 - ``storage_options`` keys with no obstore equivalent (only s3fs's ``key``, ``secret``,
   ``token``, ``endpoint_url``, ``anon``, ``client_kwargs.region_name``/``endpoint_url`` and
-  ``config_kwargs.connect_timeout``/``read_timeout`` map across; for ``gs://``/``az://`` no
+  ``config_kwargs.connect_timeout``/``read_timeout`` map across; for the other schemes no
   options map, so any option keeps fsspec).
+
+A web server that takes no Range header (``python -m http.server``) gets one streamed GET per
+shard once it has refused the first ranged one.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from stoker.remote.fetcher import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, Fetcher, Un
 from stoker.store.urls import scheme
 
 T = TypeVar("T")
-OBSTORE_SCHEMES = ("s3", "s3a", "gs", "az")
+OBSTORE_SCHEMES = ("s3", "s3a", "gs", "az", "http", "https")
 RANGE_BYTES = 8 * 2**20  # the size of one ranged GET of a download (obstore; a multiple of BLOCK)
 RANGES_AT_ONCE = 4  # ranged GETs of one download in flight (and in memory) at once
 STREAM_CHUNK = 2**20  # the least a streamed GET hands back at once (obstore gathers smaller network reads)
@@ -41,6 +44,7 @@ class ObstoreFetcher(Fetcher):
 
     def __init__(self, store: Any) -> None:
         self.store = store
+        self.ranged = True  # False once the server refused a Range header (a plain web server may)
 
     def read(self, name: str) -> bytes:
         import obstore
@@ -51,7 +55,7 @@ class ObstoreFetcher(Fetcher):
         self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
     ) -> None:
         """The object into ``local``: ranged GETs of :data:`RANGE_BYTES` when ``size`` is known (up to
-        :data:`RANGES_AT_ONCE` at once), else one streamed GET.
+        :data:`RANGES_AT_ONCE` at once), else, or where the server takes no ranges, one streamed GET.
 
         The pieces are written as they arrive and handed to ``seen`` (a checksum taken on the
         way: the file is never read back). Ranges start on :data:`BLOCK` boundaries, so each piece is
@@ -59,20 +63,27 @@ class ObstoreFetcher(Fetcher):
         into aligned blocks first.
         """
         import obstore
+        from obstore.exceptions import NotSupportedError
 
         def run() -> None:
             fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
                 out = _AlignedWrites(fd, seen)
-                if size:
-                    starts = list(range(0, size, RANGE_BYTES))
-                    for g in range(0, len(starts), RANGES_AT_ONCE):
-                        group = starts[g : g + RANGES_AT_ONCE]
-                        ends = [min(s + RANGE_BYTES, size) for s in group]
+                ranged = bool(size) and self.ranged
+                starts = list(range(0, size or 0, RANGE_BYTES)) if ranged else []
+                for g in range(0, len(starts), RANGES_AT_ONCE):
+                    group = starts[g : g + RANGES_AT_ONCE]
+                    ends = [min(s + RANGE_BYTES, size or 0) for s in group]
+                    try:
                         ranges = obstore.get_ranges(self.store, name, starts=group, ends=ends, coalesce=0)
-                        for end, piece in zip(ends, ranges):
-                            out.add(memoryview(piece), last=end == size)
-                else:
+                    except NotSupportedError:
+                        if g:  # the server took this object's first ranges
+                            raise
+                        self.ranged = ranged = False  # said before any byte: one streamed GET, now and later
+                        break
+                    for end, piece in zip(ends, ranges):
+                        out.add(memoryview(piece), last=end == size)
+                if not ranged:
                     for chunk in obstore.get(self.store, name).stream(min_chunk_size=STREAM_CHUNK):
                         out.add(memoryview(chunk))
                 out.flush()
@@ -176,6 +187,8 @@ def obstore_fetcher(url: str, options: Mapping[str, Any]) -> ObstoreFetcher:
             client["allow_http"] = True
         if "access_key_id" not in config and not config.get("skip_signature") and _aws_profile():
             raise Unfit("an AWS profile gives the credentials (obstore reads no profiles)")
+    elif protocol == "http" and not options:
+        client["allow_http"] = True
     elif options:
         raise Unfit(f"storage_options for {protocol}:// are fsspec's ({', '.join(sorted(options))})")
     client.setdefault("connect_timeout", timedelta(seconds=CONNECT_TIMEOUT_S))

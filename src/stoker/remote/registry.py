@@ -4,7 +4,7 @@
 :class:`~stoker.remote.fetcher.Fetcher` of every store whose URL has that scheme; nothing else in
 stoker changes for a new scheme (``stoker.open``, ``stoker.write``, ``stoker.Loader`` and the cache
 all go through the fetcher). Registered at import: obstore (``obstore_fetcher.py``) for ``s3://``,
-``s3a://``, ``gs://`` and ``az://``. A scheme with no factory, and a store whose factory raises
+``s3a://``, ``gs://``, ``az://``, ``https://`` and ``http://``. A scheme with no factory, and a store whose factory raises
 ``Unfit``, is served by fsspec (``fsspec_fetcher.py``).
 
 ``STOKER_REMOTE_CLIENT`` (read when a store is opened) chooses between the two built-in clients:
