@@ -18,10 +18,7 @@ the first line printed:
                DONTNEED) first; what stayed resident is printed (fincore);
   local warm   the epochs after, the shards in the page cache;
   remote cold  a fresh, empty cache_dir: every shard downloaded during the epoch (obstore, the
-               default client, its GETs spliced into the cache file where it can, ``store/spliced.py``;
-               ``--splice both`` runs a spliced and an unspliced (STOKER_REMOTE_SPLICE=0) remote cold
-               epoch in each round, in turns, against the same local cold one; and once more through
-               fsspec/s3fs, STOKER_REMOTE_CLIENT=fsspec);
+               default client; and once more through fsspec/s3fs, STOKER_REMOTE_CLIENT=fsspec);
   remote warm  the epochs after: every shard in the cache (and mapped);
   ceiling      the server's own rate: every shard object of the store fetched with obstore on
                FETCH_THREADS threads into memory, nothing else (no stoker, no disk, no checksum).
@@ -44,7 +41,7 @@ from disk through a map gets small page-cache folios; one written in aligned blo
 printed, per cache_limit tried: the shard traffic of one block-shuffled epoch (bytes fetched /
 store bytes). Rows are synthetic 3x64x64 uint8 images + int64 labels.
 
-    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_remote.py [--mb 128] [--rounds 3] [--server nginx] [--splice both]
+    flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_remote.py [--mb 128] [--rounds 3] [--server nginx]
 """
 
 from __future__ import annotations
@@ -253,11 +250,6 @@ def _huge_share(directory: Path) -> float:
     return pmd / rss if rss else 0.0
 
 
-def _label(splice: str) -> str:
-    """How a remote epoch's shards were downloaded, as the bench's lines name it."""
-    return {"1": "(spliced)", "0": "(obstore, not spliced)"}.get(splice, "(as STOKER_REMOTE_SPLICE says; unset: auto)")
-
-
 def _load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -267,7 +259,7 @@ def _ceiling(endpoint: str, url: str, names: list[str]) -> float:
     import obstore
     from obstore.store import S3Store
 
-    from stoker.store.remote import FETCH_THREADS
+    from stoker.remote.reader import FETCH_THREADS
 
     bucket, prefix = url[len("s3://") :].split("/", 1)
     store = S3Store(
@@ -285,20 +277,13 @@ def _ceiling(endpoint: str, url: str, names: list[str]) -> float:
     return total / (time.perf_counter() - t)
 
 
-def _open_with(client: str, url: str, cache_dir: Path, options: dict[str, str], splice: str = "") -> stoker.Store:
-    """The store at ``url`` opened with STOKER_REMOTE_CLIENT=``client`` (and STOKER_REMOTE_SPLICE=``splice``, if given)."""
-    saved = os.environ.get("STOKER_REMOTE_SPLICE")
+def _open_with(client: str, url: str, cache_dir: Path, options: dict[str, str]) -> stoker.Store:
+    """The store at ``url`` opened with STOKER_REMOTE_CLIENT=``client``."""
     os.environ["STOKER_REMOTE_CLIENT"] = client
-    if splice:
-        os.environ["STOKER_REMOTE_SPLICE"] = splice
     try:
         return stoker.open(url, cache_dir=cache_dir, storage_options=options)
     finally:
         del os.environ["STOKER_REMOTE_CLIENT"]
-        if saved is None:
-            os.environ.pop("STOKER_REMOTE_SPLICE", None)
-        else:
-            os.environ["STOKER_REMOTE_SPLICE"] = saved
 
 
 def main() -> None:
@@ -325,15 +310,7 @@ def main() -> None:
         "(see _prepare; default: recycled, as on a machine without free page reporting)",
     )
     ap.add_argument("--nginx", metavar="EXE", default=shutil.which("nginx") or "/usr/sbin/nginx")
-    ap.add_argument(
-        "--splice",
-        choices=("env", "on", "off", "both"),
-        default="env",
-        help="stoker's remote cold and warm epochs with spliced downloads (STOKER_REMOTE_SPLICE=1), obstore's "
-        "(=0), or both in each round against the same local cold epoch, in turns (default: as the environment says)",
-    )
     args = ap.parse_args()
-    variants = {"env": [""], "on": ["1"], "off": ["0"], "both": ["1", "0"]}[args.splice]
     if args.s3rver:
         args.server = "s3rver"
     rows = args.mb * 2**20 // (3 * 64 * 64 + 8)
@@ -379,10 +356,7 @@ def main() -> None:
             with stoker.StoreWriter(url, shard_size=args.shard, storage_options=options) as writer:
                 writer.add_batch(data)
         del data
-        ratios: dict[str, list[float]] = {"fsspec": []}
-        for v in variants:
-            for key in ("cold", "warm", "ceiling", "bound"):
-                ratios[key + v] = []
+        ratios: dict[str, list[float]] = {key: [] for key in ("fsspec", "cold", "warm", "ceiling", "bound")}
         names = [
             info.file for info in stoker.open(url, cache_dir=work / "names", storage_options=options).manifest.shards
         ]
@@ -402,40 +376,38 @@ def main() -> None:
             near = stoker.open(local)
             lc, lfirst = _epoch(near, args.batch)
             ratios["fsspec"].append(fc / lc)
-            lines = []
-            for v in variants if r % 2 == 0 else variants[::-1]:  # with both: which goes first, in turns
-                cache = work / f"cache-{r}-{v}"
-                far = _open_with("obstore", url, cache, options, splice=v)
-                prepare()
-                rc, rfirst = _epoch(far, args.batch)
-                ratios["cold" + v].append(rc / lc)
-                ratios["ceiling" + v].append(rc * store_bytes / rows / ceiling)
-                warm, remote_warm = [], []
-                for k in range(args.warm):  # pairs in turns (local first, then remote first): drifts hit both alike
-                    if k % 2:
-                        rw, lw = _epoch(far, args.batch)[0], _epoch(near, args.batch)[0]
-                    else:
-                        lw, rw = _epoch(near, args.batch)[0], _epoch(far, args.batch)[0]
-                    warm.append(rw / lw)
-                    remote_warm.append(rw)
-                    ratios["warm" + v].append(rw / lw)
-                # With one window over the whole store (the defaults here), a batch needs rows of every shard: the
-                # first batch waits for the whole store, and a cold epoch can at best take the store at the
-                # server's ceiling, then a warm epoch's reads.
-                bound = rows / (store_bytes / ceiling + rows / statistics.median(remote_warm))
-                ratios["bound" + v].append(bound / lc)
-                huge = (_huge_share(local), _huge_share(cache))
-                fetched_by = far.remote_stats()["fetched_by"]
-                del far
-                gc.collect()
-                shutil.rmtree(cache, ignore_errors=True)
-                lines.append(
-                    f"  remote cold {_label(v)} {rc:,.0f} rows/s ({rc / lc:.2f}x, {rc * store_bytes / rows / 1e6:,.0f} "
-                    f"MB/s, first batch {rfirst * 1e3:.0f} ms; fetched {fetched_by}); warm remote/local, {args.warm} "
-                    f"pairs: median {statistics.median(warm):.2f}x (shards mapped as 2 MiB pages: local "
-                    f"{huge[0]:.0%}, remote {huge[1]:.0%}); bound on remote cold (store at the ceiling + a warm "
-                    f"epoch) {bound:,.0f} rows/s ({bound / lc:.2f}x local cold)"
-                )
+            cache = work / f"cache-{r}"
+            far = _open_with("obstore", url, cache, options)
+            prepare()
+            rc, rfirst = _epoch(far, args.batch)
+            ratios["cold"].append(rc / lc)
+            ratios["ceiling"].append(rc * store_bytes / rows / ceiling)
+            warm, remote_warm = [], []
+            for k in range(args.warm):  # pairs in turns (local first, then remote first): drifts hit both alike
+                if k % 2:
+                    rw, lw = _epoch(far, args.batch)[0], _epoch(near, args.batch)[0]
+                else:
+                    lw, rw = _epoch(near, args.batch)[0], _epoch(far, args.batch)[0]
+                warm.append(rw / lw)
+                remote_warm.append(rw)
+                ratios["warm"].append(rw / lw)
+            # With one window over the whole store (the defaults here), a batch needs rows of every shard: the
+            # first batch waits for the whole store, and a cold epoch can at best take the store at the
+            # server's ceiling, then a warm epoch's reads.
+            bound = rows / (store_bytes / ceiling + rows / statistics.median(remote_warm))
+            ratios["bound"].append(bound / lc)
+            huge = (_huge_share(local), _huge_share(cache))
+            fetched_by = far.remote_stats()["fetched_by"]
+            del far
+            gc.collect()
+            shutil.rmtree(cache, ignore_errors=True)
+            line = (
+                f"  remote cold {rc:,.0f} rows/s ({rc / lc:.2f}x, {rc * store_bytes / rows / 1e6:,.0f} "
+                f"MB/s, first batch {rfirst * 1e3:.0f} ms; fetched {fetched_by}); warm remote/local, {args.warm} "
+                f"pairs: median {statistics.median(warm):.2f}x (shards mapped as 2 MiB pages: local "
+                f"{huge[0]:.0%}, remote {huge[1]:.0%}); bound on remote cold (store at the ceiling + a warm "
+                f"epoch) {bound:,.0f} rows/s ({bound / lc:.2f}x local cold)"
+            )
             del near  # unmapped, so that the next round's DONTNEED can drop the local shards
             gc.collect()
             print(
@@ -443,30 +415,22 @@ def main() -> None:
                 f"(first batch {lfirst * 1e3:.0f} ms; {dropped}{'; ' + prepared if prepared else ''}), through fsspec {fc:,.0f} rows/s ({fc / lc:.2f}x)",
                 flush=True,
             )
-            print("\n".join(lines), flush=True)
+            print(line, flush=True)
         print(f"store: {rows:,} rows, {args.mb} MiB in {args.shard} shards; batch {args.batch}, shuffle='block'")
-        for v in variants:
-            print(f"{_label(v)}:")
-            cold = ratios["cold" + v]
-            print(
-                f"  remote cold / local cold: {statistics.median(cold):.2f}x   (target >= 0.8x; rounds "
-                f"{', '.join(f'{x:.2f}' for x in cold)})"
-            )
-            print(f"  remote cold / server ceiling (bytes/s): {statistics.median(ratios['ceiling' + v]):.2f}")
-            print(
-                "  bound on remote cold (the store at the server's ceiling, then a warm epoch) / local cold: "
-                f"{statistics.median(ratios['bound' + v]):.2f}x"
-            )
-            print(
-                f"  remote warm / local warm: {statistics.median(ratios['warm' + v]):.2f}x   (target >= 0.95x; median "
-                f"of {len(ratios['warm' + v])} pairs)"
-            )
-        if len(variants) == 2:
-            paired = [a / b for a, b in zip(ratios["cold1"], ratios["cold0"])]
-            print(
-                f"spliced cold / obstore cold, paired by round: median {statistics.median(paired):.2f}x "
-                f"({', '.join(f'{x:.2f}' for x in paired)})"
-            )
+        cold = ratios["cold"]
+        print(
+            f"  remote cold / local cold: {statistics.median(cold):.2f}x   (target >= 0.8x; rounds "
+            f"{', '.join(f'{x:.2f}' for x in cold)})"
+        )
+        print(f"  remote cold / server ceiling (bytes/s): {statistics.median(ratios['ceiling']):.2f}")
+        print(
+            "  bound on remote cold (the store at the server's ceiling, then a warm epoch) / local cold: "
+            f"{statistics.median(ratios['bound']):.2f}x"
+        )
+        print(
+            f"  remote warm / local warm: {statistics.median(ratios['warm']):.2f}x   (target >= 0.95x; median "
+            f"of {len(ratios['warm'])} pairs)"
+        )
         print(f"remote cold through fsspec / local cold: {statistics.median(ratios['fsspec']):.2f}x")
         shard = max(s.bytes for s in stoker.open(local).manifest.shards)
         per_shard = stoker.open(local).manifest.shards[0].rows

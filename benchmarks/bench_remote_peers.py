@@ -199,7 +199,7 @@ def parent(argv: list[str]) -> None:
             n = sum(len(b["label"]) for b in stoker.Loader(ds, batch_size=BATCH, shuffle="block", seed=r))
             mine = n / (time.perf_counter() - t)
             stats = ds.remote_stats()
-            client = f"{stats['client']}, shards {stats.get('fetched_by', {})}"  # spliced or not (STOKER_REMOTE_SPLICE)
+            client = f"{stats['client']}, {stats['shards_fetched']} shards fetched"
             del ds
             shutil.rmtree(work / f"stoker-cache-{r}", ignore_errors=True)
             line = f"round {r}: stoker ({client}) {mine:,.0f} rows/s ({n:,} rows)"

@@ -9,7 +9,7 @@ with stoker.doctor("doctor-report") as report:   # where the step time goes, wha
     train()
 """
 
-from stoker import convert, errors, sources
+from stoker import convert, errors, remote, sources
 from stoker.config import LoaderConfig
 from stoker.errors import (
     ConcurrentIterationError,
@@ -33,20 +33,8 @@ from stoker.pipeline.observe import LoaderInfo, Observer, register_observer
 from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.subset import Subset
-from stoker.store import (
-    Binary,
-    Column,
-    Ragged,
-    Scalar,
-    Sequence,
-    Store,
-    StoreWriter,
-    String,
-    Tensor,
-    open,
-    write,
-)
-from stoker.store.merge import merge
+from stoker.store import Binary, Column, Ragged, Scalar, Sequence, Store, String, Tensor
+from stoker.stores import StoreWriter, merge, open, write
 
 __version__ = "0.1.0"
 
@@ -104,6 +92,7 @@ __all__ = [
     "merge",
     "open",
     "register_observer",
+    "remote",
     "sources",
     "text",
     "tune",

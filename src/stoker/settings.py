@@ -40,14 +40,14 @@ SETTINGS: dict[str, Setting] = {
             "`$XDG_CACHE_HOME/stoker`, else `~/.cache/stoker`",
             "Root of stoker's caches: the shard cache of remote stores (`cache_dir=` overrides it per store) "
             "and the staging directories of resumable `convert.dataset` runs (`staging/`).",
-            "store/cache.py, convert/from_dataset.py",
+            "remote/cache.py, convert/from_dataset.py",
         ),
         Setting(
             "STOKER_REMOTE_CLIENT",
             "`auto`",
             "The object-store client of remote stores: `auto` (obstore where it can take the credentials, "
             "else fsspec), `obstore` (refuse what obstore cannot take) or `fsspec`.",
-            "store/objects.py",
+            "remote/registry.py",
         ),
         Setting(
             "STOKER_MAX_MAPPED_SHARDS",

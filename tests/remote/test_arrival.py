@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker.store import objects, remote
+from stoker.remote import obstore_fetcher as objects
+from stoker.remote import reader as remote
 
 pytestmark = pytest.mark.usefixtures("obstore_client")
 
 
 def test_a_downloaded_shard_is_checked_without_reading_its_file_back(s3, tmp_path, monkeypatch):
-    monkeypatch.setenv("STOKER_REMOTE_SPLICE", "0")  # obstore's download (a spliced one reads its file through a map)
     url = f"s3://{s3.bucket()}/st"
     n = 3000
     stoker.write(url, {"x": np.arange(n), "v": np.zeros((n, 30), dtype=np.float32)}, shard_size="64KB")

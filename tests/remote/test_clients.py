@@ -7,8 +7,8 @@ import pytest
 
 import stoker
 from stoker.errors import ConfigError
-from stoker.store import objects
-from stoker.store.location import remote
+from stoker.remote import obstore_fetcher, registry
+from stoker.remote.location import remote
 
 pytest.importorskip("obstore", reason="these tests need obstore: pip install 'stoker[remote]'")
 
@@ -48,7 +48,7 @@ def test_a_profile_keeps_fsspec_in_auto_and_is_refused_when_obstore_is_asked_for
     stoker.write(url, {"x": np.arange(20)})  # the key comes from the profile, read by s3fs/botocore
     ds = stoker.open(url, cache_dir=tmp_path / "c")
     assert ds.remote_stats()["client"] == "fsspec" and ds[:]["x"].tolist() == list(range(20))
-    monkeypatch.setenv(objects.CLIENT_ENV, "obstore")
+    monkeypatch.setenv(registry.CLIENT_ENV, "obstore")
     with pytest.raises(ConfigError, match="profile"):
         stoker.open(url, cache_dir=tmp_path / "d")
 
@@ -57,28 +57,28 @@ def test_an_option_obstore_has_no_equivalent_for_keeps_fsspec(s3, tmp_path, monk
     url = f"s3://{s3.bucket()}/st"
     stoker.write(url, {"x": np.arange(20)})
     options = s3.options(use_ssl=False)  # an s3fs keyword obstore does not take
-    assert remote(url, options).client.name == "fsspec"
-    monkeypatch.setenv(objects.CLIENT_ENV, "obstore")
+    assert remote(url, options).fetcher.name == "fsspec"
+    monkeypatch.setenv(registry.CLIENT_ENV, "obstore")
     with pytest.raises(ConfigError, match="use_ssl"):
         remote(url, options)
 
 
 @pytest.mark.parametrize("value", ["boto", "s3fs "])
 def test_an_unknown_client_name_is_refused(value, monkeypatch):
-    monkeypatch.setenv(objects.CLIENT_ENV, value)
-    with pytest.raises(ConfigError, match=objects.CLIENT_ENV):
+    monkeypatch.setenv(registry.CLIENT_ENV, value)
+    with pytest.raises(ConfigError, match=registry.CLIENT_ENV):
         remote("s3://bucket/st")
 
 
 def test_fsspec_serves_what_obstore_does_not(tmp_path):
-    assert remote("memory://stoker-tests/clients").client.name == "fsspec"
+    assert remote("memory://stoker-tests/clients").fetcher.name == "fsspec"
 
 
 def test_shards_download_as_ranged_gets_and_arrive_whole(s3, tmp_path, monkeypatch):
     url = f"s3://{s3.bucket()}/st"
     v = np.random.default_rng(0).random((4000, 8))
     stoker.write(url, {"v": v}, shard_size="64KB")
-    monkeypatch.setattr(objects, "RANGE_BYTES", 5000)  # each shard cut in ranges of 5000 bytes
+    monkeypatch.setattr(obstore_fetcher, "RANGE_BYTES", 5000)  # each shard cut in ranges of 5000 bytes
     ds = stoker.open(url, cache_dir=tmp_path, verify=True)
     assert ds.remote_stats()["client"] == "obstore"
     np.testing.assert_array_equal(ds[:]["v"], v)

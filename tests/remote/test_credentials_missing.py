@@ -10,7 +10,7 @@ import pytest
 
 import stoker
 from stoker.errors import StoreError
-from stoker.store.location import remote
+from stoker.remote.location import remote
 
 from .conftest import SECRET
 
@@ -49,7 +49,7 @@ def test_missing_credentials_are_not_retried(no_credentials, monkeypatch, client
     url = f"s3://{no_credentials.bucket()}/store"
     r = remote(url)
     with pytest.raises(StoreError):
-        r.call("reading manifest.json", lambda: r.client.read("manifest.json"))
+        r.call("reading manifest.json", lambda: r.fetcher.read("manifest.json"))
     assert r.retries == 0
 
 

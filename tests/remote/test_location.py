@@ -10,8 +10,9 @@ import pytest
 
 import stoker
 from stoker.errors import ConfigError
-from stoker.store.cache import parse_limit
-from stoker.store.location import as_url, is_remote, local_path, remote
+from stoker.remote.cache import parse_limit
+from stoker.remote.location import remote
+from stoker.store.urls import as_url, is_remote, local_path
 
 
 @pytest.mark.parametrize(

@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker.store import objects
+from stoker.remote import obstore_fetcher as objects
 
 pytestmark = pytest.mark.usefixtures("obstore_client")
 
 
 def test_a_shard_arrives_in_aligned_ranges_with_no_copy(s3, tmp_path, monkeypatch):
-    monkeypatch.setenv("STOKER_REMOTE_SPLICE", "0")  # obstore's own download (test_spliced.py: the spliced one)
     url = f"s3://{s3.bucket()}/st"
     v = np.random.default_rng(1).random((3000, 8))
     stoker.write(url, {"v": v}, shard_size="64KB")

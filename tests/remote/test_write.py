@@ -12,7 +12,7 @@ import pytest
 
 import stoker
 from stoker.errors import ConfigError, StoreExistsError, StoreNotFoundError
-from stoker.store.upload import RemoteStoreWriter
+from stoker.remote.upload import RemoteStoreWriter
 
 N = 3000
 

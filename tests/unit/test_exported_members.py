@@ -66,6 +66,7 @@ def test_public_names_are_in_all():
         "loader",
         "pipeline",
         "store",
+        "stores",
         "cli",
         "text",
         "vision",

@@ -12,17 +12,6 @@ from stoker.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "stoker"
-# TEMPORARY: files that still read their variables straight from os.environ: the store/remote files another
-# branch is moving into stoker/remote/, and pipeline/parts.py (split copies, being deleted). The lead empties
-# this set when the branches of issue 31 are merged; then every read goes through stoker.settings.env.
-PENDING_REMOTE_MOVE = frozenset(
-    {
-        "store/objects.py",
-        "store/cache.py",
-        "store/spliced.py",
-        "pipeline/parts.py",
-    }
-)
 NAME = re.compile(r"STOKER_[A-Z0-9_]+")
 
 
@@ -111,7 +100,7 @@ def test_src_reads_stoker_variables_only_through_the_registry():
     wrong = [
         f"{path}:{node.lineno}: {key}"
         for path, tree in trees.items()
-        if path != "settings.py" and path not in PENDING_REMOTE_MOVE
+        if path != "settings.py"
         for node in _env_keys(tree)
         if (key := _key(node, constants)) is not None and key.startswith("STOKER_")
     ]
@@ -123,7 +112,6 @@ def test_every_stoker_variable_named_in_src_is_registered():
     named = {
         (path, node.value)
         for path, tree in trees.items()
-        if path not in PENDING_REMOTE_MOVE
         for node in ast.walk(tree)
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and NAME.fullmatch(node.value)
     }

@@ -70,9 +70,9 @@ def _worker_counts(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stoker.store.reader import Store
+    from stoker.stores import open as open_store
 
-    ds = Store(args.store)
+    ds = open_store(args.store)
     counts = _worker_counts(args.workers)
     if not args.seconds > 0:  # also NaN
         raise ConfigError(f"--seconds must be a time > 0, got {args.seconds}", option="seconds")

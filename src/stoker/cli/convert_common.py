@@ -130,10 +130,10 @@ def summary(
     ``skipped`` says what the skipped inputs were (printed after their count when there are any);
     ``storage_options`` reach a store written to a URL (its manifest is read back).
     """
-    from stoker.store.location import as_url, is_remote
-    from stoker.store.reader import Store
+    from stoker.store.urls import as_url, is_remote
+    from stoker.stores import open as open_store
 
-    ds = Store(result.path, storage_options=storage_options)
+    ds = open_store(result.path, storage_options=storage_options)
     where = as_url(result.path) if is_remote(result.path) else result.path  # s3://, not pathlib's s3:/
     seconds = result.seconds
     rate = f", {human_bytes(source_bytes / seconds)}/s of input" if source_bytes and seconds > 0 else ""
@@ -193,7 +193,7 @@ def names_of_store(path: str, storage_options: Mapping[str, Any] | None) -> list
     """The label names (id order) that the store at ``path`` was written with: a text store's
     ``label_names``, an image store's ``classes``; ConfigError when it has none."""
     import stoker
-    from stoker.store.location import is_remote
+    from stoker.store.urls import is_remote
 
     meta = stoker.open(path, storage_options=storage_options if is_remote(path) else None).metadata
     names = (meta.get("stoker.text") or {}).get("label_names") or meta.get("classes")

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import stoker.convert
-    from stoker.store.reader import Store
+    from stoker.stores import open as open_store
 
     label = None if args.label_column.lower() == "none" else args.label_column
     result = stoker.convert.text(
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         **shared(args),
     )
     summary(result, noun="examples", skipped="empty lines", storage_options=args.storage_options)
-    ds = Store(result.path)
+    ds = open_store(result.path, storage_options=args.storage_options)
     truncated = int(ds.gather(np.arange(len(ds)), ["truncated"])["truncated"].sum())
     info = result.report
     print(

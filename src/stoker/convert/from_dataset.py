@@ -23,7 +23,7 @@ store when the last shard is written.
 
 A store URL (``s3://bucket/prefix``) stages in a local directory named after the URL, under
 the stoker cache root (``STOKER_CACHE_DIR``, else ``~/.cache/stoker``: ``staging/``); each
-shard is uploaded as it is finished and the manifest last (``store/upload.py``). A resumed run
+shard is uploaded as it is finished and the manifest last (``remote/upload.py``). A resumed run
 keeps the staged shards and uploads those the object store lacks; the staging directory is
 removed once the manifest is up.
 """
@@ -46,9 +46,9 @@ from stoker.pipeline.collate import fetch
 from stoker.pipeline.processes import ProcessPool
 from stoker.pipeline.schedule import usable_cores
 from stoker.pipeline.work import seed_globals
-from stoker.store.cache import default_root
+from stoker.remote.cache import default_root
 from stoker.store.format import Column
-from stoker.store.location import as_url, is_remote
+from stoker.store.urls import as_url, is_remote
 from stoker.store.writer import StoreWriter
 
 ON_ERROR = ("raise", "skip")

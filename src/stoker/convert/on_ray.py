@@ -66,9 +66,10 @@ from stoker.convert.partitions import (
 from stoker.convert.ray_map import ray_data, run_map, slots
 from stoker.convert.ray_tasks import convert_task, scan_task
 from stoker.errors import ConfigError, EmptyDatasetError, InputError, StoreExistsError
-from stoker.store.location import is_remote
-from stoker.store.merge import merge, url_holds_store
+from stoker.remote.merge import url_holds_store
+from stoker.store.urls import is_remote
 from stoker.store.writer import DEFAULT_SHARD_SIZE
+from stoker.stores import merge
 
 __all__ = ["images", "text"]
 

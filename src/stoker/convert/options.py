@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stoker import stores
 from stoker.errors import ConfigError
-from stoker.store.location import remote_kwargs
+from stoker.remote.location import remote_kwargs
 from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter, parse_size
 
 Progress = bool | Callable[[int], None] | None
@@ -86,7 +87,7 @@ class ConvertOptions:
         conversion records) updated with the user's, ``storage_options``; ``keywords`` add to or replace them."""
         options: dict[str, Any] = {"shard_size": self.shard_size, "overwrite": self.overwrite}
         options.update(metadata=self.with_metadata(metadata), **self.remote(store), **keywords)
-        return StoreWriter(store, schema, **options)
+        return stores.StoreWriter(store, schema, **options)  # a URL gets a RemoteStoreWriter
 
     def remote(self, store: str | os.PathLike[str]) -> dict[str, Any]:
         """The keywords that carry ``storage_options`` to a ``StoreWriter`` of ``store`` (a ConfigError for a local one)."""

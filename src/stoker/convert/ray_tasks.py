@@ -30,7 +30,7 @@ from stoker.convert.partitions import (
     scan_text_part,
 )
 from stoker.errors import EmptyDatasetError, StokerError
-from stoker.store.merge import upload_part
+from stoker.remote.merge import upload_part
 
 
 def note(exc: BaseException, text: str) -> None:

@@ -21,6 +21,7 @@ from stoker.pipeline.source import BatchSource
 from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.subset import resolve_subset
 from stoker.store.reader import Store
+from stoker.stores import open as open_store
 
 
 def as_source(
@@ -37,7 +38,7 @@ def as_source(
     """
     data = resolve_subset(data)
     if isinstance(data, (str, os.PathLike)):
-        data = Store(data)
+        data = open_store(data)  # a directory or a URL
     if isinstance(data, Store):
         if columns is None:
             encoded_images_hint(data)

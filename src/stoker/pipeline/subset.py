@@ -26,6 +26,7 @@ from stoker.pipeline.source import BatchSource, overrides
 from stoker.pipeline.store_source import StoreSource
 from stoker.store.reader import Store
 from stoker.store.selection import check_indices
+from stoker.stores import open as open_store
 
 
 class Subset(BatchSource):
@@ -43,7 +44,7 @@ class Subset(BatchSource):
 
     def __init__(self, data: Any, indices: Any) -> None:
         if isinstance(data, (str, os.PathLike)):
-            data = Store(data)
+            data = open_store(data)  # a directory or a URL
         if isinstance(data, Subset):  # a subset of a subset reads the inner data directly
             outer = check_indices(indices, len(data))
             data, idx = data.dataset, data.indices[outer]

@@ -6,6 +6,9 @@ Files:
     writer.py   StoreWriter / write(): streaming, sharded by size, atomic rename
     shardfile.py  one shard file written with its checksum computed on the way; file checksums
     reader.py   Store / open(): memory-mapped shards and batch gathers
+    provider.py ShardProvider: the seam a store kept elsewhere (stoker.remote) is read through
+
+Local directories only: ``stoker.open`` / ``stoker.write`` / ``stoker.StoreWriter`` take URLs too.
 """
 
 from stoker.store.columns import Ragged

@@ -28,12 +28,8 @@ into the whole input; parts converted on their own keep their own numbering.
 
 ``verify=True`` (the default) checks every shard's checksum before its link or copy is kept.
 
-``out`` may be an object-store URL (``s3://bucket/prefix``; ``storage_options=`` as for
-``stoker.write``): each part's shards are uploaded as ``PART-shard-NNNNN-<16 hex of the checksum>.arrow``
-(PART: the part directory's name), skipping objects already there with the right size (a name
-carries its checksum: a re-run, or parts uploaded by their own writers with :func:`upload_part`,
-upload nothing twice), and the manifest is uploaded last: a reader sees the old store or the new
-one. A replaced store's shards are deleted after its manifest is replaced.
+``stoker.merge`` takes an object-store URL for ``out`` too: ``stoker/remote/merge.py`` uploads the
+parts' shards there, after the same checks (:func:`plan`).
 """
 
 from __future__ import annotations
@@ -46,10 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, ShardError, StoreExistsError, StoreWriteError
-from stoker.store.format import MANIFEST_NAME, SHARD_PATTERN, Column, Manifest, ShardInfo
-from stoker.store.location import is_remote
+from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo
 from stoker.store.replace import hidden_dir, recover, remove_tree, replace_dir, sweep
 from stoker.store.shardfile import file_checksum
+from stoker.store.urls import is_remote
 
 COUNTERS = ("skipped_empty", "replaced_lines", "cut_lines", "skipped_count", "ignored_count")
 MAX_SKIPPED = 1000  # skipped files listed in a merged manifest (as a conversion lists them)
@@ -65,9 +61,8 @@ def merge(
     overwrite: bool = False,
     metadata: Mapping[str, Any] | None = None,
     verify: bool = True,
-    storage_options: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Join the stores ``parts`` (in this order) into one new store at ``out``; return its path.
+    """Join the stores ``parts`` (in this order) into one new store in the local directory ``out``; return its path.
 
     Args:
         parts: local store directories, each complete; their rows appear in this order.
@@ -76,11 +71,35 @@ def merge(
         metadata: entries of the merged manifest's metadata that replace the parts' (needed for
             keys whose values differ between parts).
         verify: check each shard's checksum as it is linked, copied or uploaded (a ShardError names a bad one).
-        storage_options: for a URL ``out``: fsspec/obstore options (credentials, endpoint).
 
     The parts are left as they are (their shards are hard links of the merged store's where the
     file system allows): delete them when the merged store is no longer in doubt.
     """
+    dest = Path(out)
+    paths, manifests, head = plan(parts, metadata, dest)
+    recover(dest)
+    sweep(dest)
+    if os.path.lexists(dest) and not overwrite:
+        raise StoreExistsError(f"{dest} exists; pass overwrite=True to replace it", path=dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = hidden_dir(dest, "tmp")
+    tmp.mkdir()
+    try:
+        shards = _place_shards(paths, manifests, tmp, verify)
+        Manifest(head.schema, tuple(shards), head.metadata).write(tmp)
+        replace_dir(tmp, dest, overwrite)
+    except BaseException:
+        remove_tree(tmp)
+        raise
+    return dest
+
+
+def plan(
+    parts: Sequence[PathLike], metadata: Mapping[str, Any] | None, dest: Path | None = None
+) -> tuple[list[Path], list[Manifest], Manifest]:
+    """The parts' paths and manifests, checked to agree (see the module docstring), and the merged
+    manifest's schema and metadata (a Manifest with no shards yet). ``dest``: a local merged store,
+    which no part may be, nor lie in."""
     if isinstance(parts, (str, bytes, os.PathLike)) or not isinstance(parts, Sequence):
         raise ConfigError(f"parts is a list of store directories, not {parts!r:.100}", option="parts")
     if not parts:
@@ -92,35 +111,13 @@ def merge(
                 "(the merged store may be a URL)",
                 option="parts",
             )
-    if storage_options is not None and not is_remote(out):
-        raise ConfigError(f"storage_options is for a URL out, and {out} is a local path", option="storage_options")
     paths = [Path(p) for p in parts]
-    if not is_remote(out):
-        _refuse_overlap(paths, Path(out))
-    manifests = [_read_part(p) for p in paths]
+    if dest is not None:
+        _refuse_overlap(paths, dest)
+    manifests = [read_part(p) for p in paths]
     schema = _agreed_schema(paths, manifests)
     _check_labels(paths, manifests)
-    merged_meta = _merged_metadata(paths, manifests, dict(metadata or {}))
-    if is_remote(out):
-        return _merge_to_url(
-            paths, manifests, Manifest(schema, (), merged_meta), os.fspath(out), overwrite, verify, storage_options
-        )
-    dest = Path(out)
-    recover(dest)
-    sweep(dest)
-    if os.path.lexists(dest) and not overwrite:
-        raise StoreExistsError(f"{dest} exists; pass overwrite=True to replace it", path=dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = hidden_dir(dest, "tmp")
-    tmp.mkdir()
-    try:
-        shards = _place_shards(paths, manifests, tmp, verify)
-        Manifest(schema, tuple(shards), merged_meta).write(tmp)
-        replace_dir(tmp, dest, overwrite)
-    except BaseException:
-        remove_tree(tmp)
-        raise
-    return dest
+    return paths, manifests, Manifest(schema, (), _merged_metadata(paths, manifests, dict(metadata or {})))
 
 
 def _refuse_overlap(parts: list[Path], dest: Path) -> None:
@@ -137,7 +134,7 @@ def _refuse_overlap(parts: list[Path], dest: Path) -> None:
             )
 
 
-def _read_part(part: Path) -> Manifest:
+def read_part(part: Path) -> Manifest:
     manifest = Manifest.read(part)  # ManifestError: not a store, or its writer did not finish
     for info in manifest.shards:
         path = part / info.file
@@ -258,99 +255,12 @@ def _place_shards(parts: list[Path], manifests: list[Manifest], tmp: Path, verif
             target = tmp / SHARD_PATTERN.format(len(shards))
             _link_or_copy(src, target)
             if verify:
-                _check_checksum(part, info, target)
+                check_checksum(part, info, target)
             shards.append(ShardInfo(target.name, info.rows, info.bytes, info.checksum, info.algorithm))
     return shards
 
 
-def url_holds_store(url: str, storage_options: Mapping[str, Any] | None = None) -> bool:
-    """Whether a store's manifest is at ``url``."""
-    from stoker.store.location import remote
-
-    r = remote(url, storage_options)
-    return bool(r.call(f"checking {r.url_of(MANIFEST_NAME)}", lambda: r.client.exists(MANIFEST_NAME)))
-
-
-def upload_part(
-    part: Path, url: str, storage_options: Mapping[str, Any] | None = None, verify: bool = True
-) -> list[ShardInfo]:
-    """Upload the shards of the store ``part`` to ``url`` under the names a merge into ``url`` gives them.
-
-    Objects already there with the right size are kept. Returns the shards as the merged manifest
-    lists them (the uploaded names).
-    """
-    from stoker.store.location import remote
-
-    return _upload(remote(url, storage_options), part, _read_part(part), verify)
-
-
-def _object_name(part: Path, info: ShardInfo) -> str:
-    from stoker.store.upload import remote_name
-
-    return f"{part.name.lstrip('.') or 'part'}-{remote_name(info)}"
-
-
-def _upload(r: Any, part: Path, manifest: Manifest, verify: bool) -> list[ShardInfo]:
-    out = []
-    for info in manifest.shards:
-        name = _object_name(part, info)
-        try:
-            size = r.call(f"checking {r.url_of(name)}", lambda name=name: r.client.size(name))
-        except FileNotFoundError:
-            size = None
-        if size != info.bytes:
-            src = part / info.file
-            if verify:
-                _check_checksum(part, info, src)
-            r.call(f"uploading {src} to {r.url_of(name)}", lambda src=src, name=name: r.client.upload(src, name))
-        out.append(ShardInfo(name, info.rows, info.bytes, info.checksum, info.algorithm))
-    return out
-
-
-def _merge_to_url(
-    paths: list[Path],
-    manifests: list[Manifest],
-    head: Manifest,
-    url: str,
-    overwrite: bool,
-    verify: bool,
-    storage_options: Mapping[str, Any] | None,
-) -> Path:
-    import json
-    import tempfile
-
-    from stoker.store.location import remote
-    from stoker.store.remote import _parse_manifest
-
-    r = remote(url, storage_options)
-    where = f"checking {r.url_of(MANIFEST_NAME)}"
-    old = None
-    if r.call(where, lambda: r.client.exists(MANIFEST_NAME)):
-        if not overwrite:
-            raise StoreExistsError(f"{r.url} holds a store; pass overwrite=True to replace it")
-        old = _parse_manifest(bytes(r.call(where, lambda: r.client.read(MANIFEST_NAME))), r.url_of(MANIFEST_NAME))[0]
-    shards = [info for part, m in zip(paths, manifests, strict=True) for info in _upload(r, part, m, verify)]
-    names = [info.file for info in shards]
-    if len(set(names)) != len(names):
-        twice = next(n for n in names if names.count(n) > 1)
-        raise ConfigError(
-            f"two parts hold the same shard {twice} under the same directory name; rename one", option="parts"
-        )
-    manifest = Manifest(head.schema, tuple(shards), head.metadata)
-    with tempfile.TemporaryDirectory(prefix="stoker-merge-") as tmp:
-        local = Path(tmp) / MANIFEST_NAME
-        local.write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
-        r.call(f"uploading the manifest {r.url_of(MANIFEST_NAME)}", lambda: r.client.upload(local, MANIFEST_NAME))
-    for info in old.shards if old is not None else ():
-        if info.file not in set(names):
-            try:
-                r.client.delete(info.file)
-            except Exception:  # noqa: BLE001 - an old shard left behind harms no reader
-                pass
-    return Path(r.url)
-
-
-def _check_checksum(part: Path, info: ShardInfo, path: Path) -> None:
+def check_checksum(part: Path, info: ShardInfo, path: Path) -> None:
     digest = file_checksum(path, info.algorithm)
     if digest != info.checksum:
         raise ShardError(
@@ -372,4 +282,4 @@ def _link_or_copy(src: Path, target: Path) -> None:
         raise StoreWriteError.from_os_error(exc, target) from exc
 
 
-__all__ = ["COUNTERS", "MAX_SKIPPED", "merge", "upload_part", "url_holds_store"]
+__all__ = ["COUNTERS", "MAX_SKIPPED", "check_checksum", "merge", "plan", "read_part"]

@@ -29,12 +29,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stoker.errors import ShardError, StoreNotFoundError
+from stoker.errors import ConfigError, ShardError, StoreNotFoundError
 from stoker.store.format import Column, Manifest
 from stoker.store.gather import PartRunner, Plan, ascending_order, gather_columns
-from stoker.store.location import is_remote, local_path
 from stoker.store.not_a_store import hint
-from stoker.store.remote import open_remote
+from stoker.store.provider import ShardProvider
 from stoker.store.replace import recover
 from stoker.store.selection import check_indices, split_rows
 from stoker.store.shardfile import file_checksum
@@ -49,6 +48,7 @@ from stoker.store.shards import (
     read_shard,
     shard_path,
 )
+from stoker.store.urls import is_remote, local_path
 
 
 class Store:
@@ -62,23 +62,30 @@ class Store:
     loader, ``stoker.text`` and ``stoker.vision`` like any store (batch-level, no copy).
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        verify: bool = False,
-        cache_dir: str | os.PathLike[str] | None = None,
-        cache_limit: int | str | None = None,
-        storage_options: Mapping[str, Any] | None = None,
-    ) -> None:
-        # a URL (s3://, gs://, https://, memory://, ...) is read through a local cache (remote.py), never as a directory
-        self.remote = open_remote(os.fspath(path), cache_dir, cache_limit, storage_options) if is_remote(path) else None
-        self._remote_args = (cache_dir, cache_limit, dict(storage_options or {}))
-        if self.remote is not None:
-            self.path = self.remote.directory
-            self.manifest = self.remote.manifest
+    def __init__(self, path: str | os.PathLike[str], *, verify: bool = False) -> None:
+        if is_remote(path):  # s3://, gs://, https://, memory://, ...: never read as a directory
+            raise ConfigError(
+                f"{os.fspath(path)} is a URL: open it with stoker.open(url, cache_dir=..., cache_limit=..., "
+                "storage_options=...), which reads it through stoker.remote",
+                option="path",
+            )
+        self._start(local_path(path), verify)
+
+    @classmethod
+    def from_provider(cls, provider: ShardProvider, *, verify: bool = False) -> Store:
+        """The store whose manifest and shard files ``provider`` gives (``provider.py``; ``stoker.remote`` makes them)."""
+        store = cls.__new__(cls)
+        store._start(provider, verify)
+        return store
+
+    def _start(self, where: Path | ShardProvider, verify: bool) -> None:
+        self.remote: ShardProvider | None = None  # None: a local directory
+        if isinstance(where, Path):
+            self._open_local(where)
         else:
-            self._open_local(local_path(path))
+            self.remote = where
+            self.path = where.directory
+            self.manifest = where.manifest
         if verify:
             self.verify()
         infos = self.manifest.shards
@@ -88,9 +95,7 @@ class Store:
         fetch = None if self.remote is None else self.remote.holding
         self._cache = ShardCache(self.path, infos, self.schema, max_mapped_shards(), fetch)
         if self.remote is not None:
-            self.remote.files.mapped = lambda: [infos[i].file for i in self._cache.mapped()]
-            index = {info.file: i for i, info in enumerate(infos)}
-            self.remote.files.unmap = lambda name: self._cache.discard(index[name])
+            self.remote.attach(self._cache.mapped, self._cache.discard)
         rows = np.fromiter((info.rows for info in infos), dtype=np.int64, count=len(infos))
         self._starts = np.concatenate([[0], np.cumsum(rows)])
         self._len = int(self._starts[-1])
@@ -133,13 +138,15 @@ class Store:
             self.remote.prefetch(wanted)
 
     def remote_stats(self) -> dict[str, Any] | None:
-        """For a remote store, what this process fetched (shards, bytes, cache hits, retries); else None."""
+        """For a store read through a provider (a remote one), what this process fetched (shards, bytes, cache
+        hits, retries); else None."""
         return None if self.remote is None else self.remote.stats()
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # memory maps do not pickle: a copy in another process opens the same path (or URL) again
+        # memory maps do not pickle: a copy in another process opens the same path (or provider: it pickles as a
+        # new opening of its URL) again
         if self.remote is not None:
-            return (_reopen_remote, (self.remote.url, self._remote_args, self._rows))
+            return (_reopen_provided, (self.remote, self._rows))
         if self._rows is None:
             return (Store, (str(self.path),))
         return (_reopen_view, (str(self.path), self._rows))
@@ -309,8 +316,8 @@ def _reopen_view(path: str, rows: np.ndarray) -> Store:
     return Store(path).select(rows)
 
 
-def _reopen_remote(url: str, args: tuple[Any, Any, dict[str, Any]], rows: np.ndarray | None) -> Store:
-    store = Store(url, cache_dir=args[0], cache_limit=args[1], storage_options=args[2])
+def _reopen_provided(provider: ShardProvider, rows: np.ndarray | None) -> Store:
+    store = Store.from_provider(provider)
     return store if rows is None else store.select(rows)
 
 
@@ -330,23 +337,13 @@ def _describe(col: Column) -> str:
     return col.kind
 
 
-def open(  # noqa: A001
-    path: str | os.PathLike[str],
-    *,
-    verify: bool = False,
-    cache_dir: str | os.PathLike[str] | None = None,
-    cache_limit: int | str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> Store:
-    """Open the store at ``path``: a local directory, or a URL (``s3://bucket/prefix``, ``gs://``,
-    ``az://``, ``https://``, any fsspec URL). ``verify=True`` checks every shard's checksum first.
+def open(path: str | os.PathLike[str], *, verify: bool = False) -> Store:  # noqa: A001
+    """Open the store at ``path``, a local directory; ``verify=True`` checks every shard's checksum first.
 
-    A remote store is read through a local cache: ``cache_dir`` (default ``~/.cache/stoker``; a
-    directory per store under it), at most ``cache_limit`` bytes (``"50GB"``, the default) of
-    shards, least recently used evicted. ``storage_options`` go to fsspec (credentials, endpoint);
-    without them the filesystem's own places are used (the environment, profiles).
+    A URL is opened by ``stoker.open`` (through ``stoker.remote``: ``cache_dir``, ``cache_limit``,
+    ``storage_options``).
     """
-    return Store(path, verify=verify, cache_dir=cache_dir, cache_limit=cache_limit, storage_options=storage_options)
+    return Store(path, verify=verify)
 
 
 __all__ = [

@@ -54,7 +54,6 @@ from stoker.store.journal import (
     unlock_staging,
     write_journal,
 )
-from stoker.store.location import is_remote, remote_kwargs
 from stoker.store.replace import (
     check_writable,
     hidden_dir,
@@ -66,6 +65,7 @@ from stoker.store.replace import (
 )
 from stoker.store.shardfile import ShardTask, record_batch
 from stoker.store.sizes import parse_size
+from stoker.store.urls import is_remote
 
 DEFAULT_SHARD_SIZE = 256 * 2**20
 _ROWS_PER_FLUSH = 1024  # add() buffers this many rows before turning them into column chunks
@@ -76,7 +76,8 @@ class StoreWriter:
 
     Use as a context manager; rows come one at a time (:meth:`add`) or as column batches
     (:meth:`add_batch`). The store appears at ``path`` when the block ends without error.
-    A URL ``path`` (``s3://bucket/prefix``) makes a ``RemoteStoreWriter`` (``upload.py``).
+    A URL ``path`` (``s3://bucket/prefix``) is a ConfigError here: ``stoker.StoreWriter`` writes it
+    (a ``RemoteStoreWriter``, ``stoker/remote/upload.py``).
 
     Args:
         path: destination directory; must not exist unless ``overwrite=True``.
@@ -95,13 +96,6 @@ class StoreWriter:
             or a fresh start with ``overwrite=True``).
     """
 
-    def __new__(cls, path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> StoreWriter:
-        if cls is StoreWriter and is_remote(path):  # a URL is written to object storage, never to a directory
-            from stoker.store.upload import RemoteStoreWriter
-
-            return super().__new__(RemoteStoreWriter)
-        return super().__new__(cls)
-
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -113,6 +107,10 @@ class StoreWriter:
         staging: str | os.PathLike[str] | None = None,
         fingerprint: Fingerprint | None = None,
     ) -> None:
+        if is_remote(path):  # a URL is written to object storage (stoker.remote), never to a directory
+            raise ConfigError(
+                f"{os.fspath(path)} is a URL; write it with stoker.StoreWriter or stoker.write", option="path"
+            )
         self.path = Path(path)
         self.shard_bytes = parse_size(shard_size)
         self.overwrite = overwrite
@@ -308,17 +306,22 @@ class StoreWriter:
         if self._staging is not None:
             write_journal(self._tmpdir(), self._schema(), self._shards, self.metadata, self._fingerprint)
 
+    def _last_shard(self, where: str | os.PathLike[str]) -> None:
+        """Write what is buffered as the last shard; every reserved shard committed, at least one row (else an
+        error naming ``where``, the store's path or URL)."""
+        if self._reserved:
+            raise RuntimeError(f"{len(self._reserved)} reserved shard(s) were never committed")
+        self._flush_rows()
+        self._write_shard()
+        if not self._shards:
+            raise EmptyDatasetError(f"no rows were written to {where}; a store needs at least one row")
+
     def close(self) -> Path:
         """Write what is buffered, the manifest, and move the store into place."""
         if self._closed:
             return self.path
         try:
-            if self._reserved:
-                raise RuntimeError(f"{len(self._reserved)} reserved shard(s) were never committed")
-            self._flush_rows()
-            self._write_shard()
-            if not self._shards:
-                raise EmptyDatasetError(f"no rows were written to {self.path}; a store needs at least one row")
+            self._last_shard(self.path)
             tmp = self._tmpdir()
             Manifest(self._schema(), tuple(self._shards), self.metadata).write(tmp)
             if self._staging is not None:
@@ -361,27 +364,27 @@ def write(
     shard_size: int | str = DEFAULT_SHARD_SIZE,
     overwrite: bool = False,
     metadata: Mapping[str, Any] | None = None,
-    storage_options: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write ``data`` as a store at ``path`` and return the path.
+    """Write ``data`` as a store in the local directory ``path`` and return the path (see :func:`fill`).
 
-    ``data`` is either a dict of columns (arrays, tensors or lists with rows along the first
-    axis; :class:`Ragged` or lists of 1-D arrays for sequences) or any iterable of sample
-    dicts, consumed as a stream. ``storage_options`` (credentials, endpoint; fsspec's keys) are
-    for a URL ``path`` only.
+    ``stoker.write`` takes a URL too.
     """
-    remote_options = remote_kwargs(path, storage_options)
-    with StoreWriter(
-        path, schema, shard_size=shard_size, overwrite=overwrite, metadata=metadata, **remote_options
-    ) as writer:
-        if isinstance(data, Mapping):
-            if not data:
-                raise EmptyDatasetError("data has no columns")
-            writer.add_batch(data)
-        else:
-            for sample in data:
-                writer.add(sample)
+    with StoreWriter(path, schema, shard_size=shard_size, overwrite=overwrite, metadata=metadata) as writer:
+        fill(writer, data)
     return Path(path)
 
 
-__all__ = ["StoreWriter", "write", "remote_kwargs", "parse_size", "Ragged", "DEFAULT_SHARD_SIZE"]
+def fill(writer: StoreWriter, data: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> None:
+    """Add ``data`` to ``writer``: a dict of columns (arrays, tensors or lists with rows along the first
+    axis; :class:`Ragged` or lists of 1-D arrays for sequences), or any iterable of sample dicts,
+    consumed as a stream."""
+    if isinstance(data, Mapping):
+        if not data:
+            raise EmptyDatasetError("data has no columns")
+        writer.add_batch(data)
+    else:
+        for sample in data:
+            writer.add(sample)
+
+
+__all__ = ["StoreWriter", "write", "fill", "parse_size", "Ragged", "DEFAULT_SHARD_SIZE"]

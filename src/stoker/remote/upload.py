@@ -1,7 +1,7 @@
 """Writing a store to object storage: shards written locally, uploaded as each is finished, the manifest last.
 
-``StoreWriter(URL)`` (and so ``stoker.write``, ``stoker.convert.*`` and ``stoker convert``) is a
-:class:`RemoteStoreWriter`: the local writer's work (shards sized, checksummed, journaled)
+``stoker.StoreWriter(URL)`` (and so ``stoker.write``, ``stoker.convert.*`` and ``stoker convert``)
+is a :class:`RemoteStoreWriter`: the local writer's work (shards sized, checksummed, journaled)
 happens in a local directory, a temporary one or ``staging=``, and each shard is uploaded as
 soon as it is committed. The manifest is uploaded last, so a reader of the URL sees the old
 store or the new one, never a part of one.
@@ -20,20 +20,21 @@ removed at the end; shards uploaded by a failed write are deleted, except those 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from stoker.errors import ConfigError, EmptyDatasetError, StoreExistsError, StoreWriteError
+from stoker.errors import ConfigError, StoreExistsError, StoreWriteError
+from stoker.remote.location import Remote, remote
+from stoker.remote.reader import parse_manifest
 from stoker.store.format import MANIFEST_NAME, Column, Manifest, ShardInfo
-from stoker.store.journal import Fingerprint
-from stoker.store.location import Remote, as_url, is_remote, remote
-from stoker.store.remote import _parse_manifest
-from stoker.store.writer import DEFAULT_SHARD_SIZE, StoreWriter
+from stoker.store.urls import as_url, is_remote
+from stoker.store.writer import StoreWriter
 
 
 def remote_name(info: ShardInfo) -> str:
@@ -42,10 +43,55 @@ def remote_name(info: ShardInfo) -> str:
     return f"{stem}-{info.checksum[:16]}.arrow"
 
 
+def existing(r: Remote, overwrite: bool) -> Manifest | None:
+    """The manifest of the store now at ``r``'s URL, or None; StoreExistsError without ``overwrite``."""
+    where = f"checking {r.url_of(MANIFEST_NAME)}"
+    if not r.call(where, lambda: r.fetcher.exists(MANIFEST_NAME)):
+        return None
+    if not overwrite:
+        raise StoreExistsError(f"{r.url} holds a store; pass overwrite=True (--overwrite) to replace it")
+    return parse_manifest(bytes(r.call(where, lambda: r.fetcher.read(MANIFEST_NAME))), r.url_of(MANIFEST_NAME))[0]
+
+
+def present(r: Remote, name: str, size: int) -> bool:
+    """Whether object ``name`` is there with ``size`` bytes (a shard's name carries its checksum: it is that shard)."""
+    try:
+        return bool(r.call(f"checking {r.url_of(name)}", functools.partial(r.fetcher.size, name)) == size)
+    except FileNotFoundError:
+        return False
+
+
+def upload(r: Remote, local: Path, name: str) -> None:
+    """The local file ``local`` uploaded as object ``name``, retried as any network call."""
+    r.call(f"uploading {local} to {r.url_of(name)}", functools.partial(r.fetcher.upload, local, name))
+
+
+def publish(r: Remote, manifest: Manifest, scratch: Path, old: Manifest | None) -> None:
+    """Upload ``manifest`` (written in ``scratch`` first): the store is in place. Then delete the shards of the
+    ``old`` store it replaces that it does not list."""
+    local = scratch / MANIFEST_NAME
+    try:
+        local.write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise StoreWriteError.from_os_error(exc, local) from exc
+    r.call(f"uploading the manifest {r.url_of(MANIFEST_NAME)}", lambda: r.fetcher.upload(local, MANIFEST_NAME))
+    keep = {info.file for info in manifest.shards}
+    delete(r, [info.file for info in (old.shards if old is not None else ()) if info.file not in keep])
+
+
+def delete(r: Remote, names: Iterable[str]) -> None:
+    """Delete objects ``names``, best effort: an object no manifest lists is part of no store and harms no reader."""
+    for name in names:
+        try:
+            r.fetcher.delete(name)
+        except Exception:  # noqa: BLE001 - see the docstring
+            pass
+
+
 class RemoteStoreWriter(StoreWriter):
     """A :class:`StoreWriter` whose store goes to an object-store URL (see the module docstring).
 
-    Takes the local writer's arguments, plus ``storage_options`` for fsspec (credentials,
+    Takes the local writer's arguments, plus ``storage_options`` for its fetcher (credentials,
     endpoint). ``url`` is the store's URL (``close()`` returns it as a path: ``stoker.open`` takes
     that back as the URL); ``path`` is the local directory the shards are written in first.
     """
@@ -55,12 +101,10 @@ class RemoteStoreWriter(StoreWriter):
         path: str | os.PathLike[str],
         schema: Mapping[str, Column] | None = None,
         *,
-        shard_size: int | str = DEFAULT_SHARD_SIZE,
         overwrite: bool = False,
-        metadata: Mapping[str, Any] | None = None,
         staging: str | os.PathLike[str] | None = None,
-        fingerprint: Fingerprint | None = None,
         storage_options: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> None:
         if staging is not None and is_remote(staging):
             raise ConfigError(
@@ -70,48 +114,21 @@ class RemoteStoreWriter(StoreWriter):
             )
         self.remote: Remote = remote(os.fspath(path), storage_options)
         self.url = self.remote.url
-        self._old = self._existing(overwrite)
+        self._old = existing(self.remote, overwrite)
         self._local = Path(tempfile.mkdtemp(prefix="stoker-upload-"))
         self._uploaded: set[str] = set()
         try:
-            super().__init__(
-                self._local / "store",
-                schema,
-                shard_size=shard_size,
-                overwrite=overwrite,
-                metadata=metadata,
-                staging=staging,
-                fingerprint=fingerprint,
-            )
+            super().__init__(self._local / "store", schema, overwrite=overwrite, staging=staging, **options)
             for info in self._shards:  # resumed: upload what the killed run had not
                 self._upload(info, resumed=True)
         except BaseException:
             shutil.rmtree(self._local, ignore_errors=True)
             raise
 
-    def _existing(self, overwrite: bool) -> Manifest | None:
-        """The manifest of the store now at the URL, or None; StoreExistsError without ``overwrite``."""
-        where = f"checking {self.remote.url_of(MANIFEST_NAME)}"
-        if not self.remote.call(where, lambda: self.remote.client.exists(MANIFEST_NAME)):
-            return None
-        if not overwrite:
-            raise StoreExistsError(f"{self.url} holds a store; pass overwrite=True (--overwrite) to replace it")
-        raw = self.remote.call(where, lambda: self.remote.client.read(MANIFEST_NAME))
-        return _parse_manifest(bytes(raw), self.remote.url_of(MANIFEST_NAME))[0]
-
     def _upload(self, info: ShardInfo, resumed: bool = False) -> None:
         name = remote_name(info)
-        url = self.remote.url_of(name)
-        if resumed:
-            try:
-                size = self.remote.call(f"checking {url}", lambda: self.remote.client.size(name))
-            except FileNotFoundError:
-                size = None
-            if size == info.bytes:
-                self._uploaded.add(name)
-                return
-        local = self._tmpdir() / info.file
-        self.remote.call(f"uploading {local} to {url}", lambda: self.remote.client.upload(local, name))
+        if not (resumed and present(self.remote, name, info.bytes)):
+            upload(self.remote, self._tmpdir() / info.file, name)
         self._uploaded.add(name)
 
     def commit_shard(self, task: Any) -> None:
@@ -124,44 +141,18 @@ class RemoteStoreWriter(StoreWriter):
         if self._closed:
             return Path(self.url)
         try:
-            if self._reserved:
-                raise RuntimeError(f"{len(self._reserved)} reserved shard(s) were never committed")
-            self._flush_rows()
-            self._write_shard()
-            if not self._shards:
-                raise EmptyDatasetError(f"no rows were written to {self.url}; a store needs at least one row")
+            self._last_shard(self.url)
             shards = tuple(dataclasses.replace(info, file=remote_name(info)) for info in self._shards)
-            manifest = Manifest(self._schema(), shards, self.metadata)
-            part = self._local / MANIFEST_NAME
-            try:
-                part.write_text(json.dumps(manifest.to_json(), indent=2) + "\n", encoding="utf-8")
-            except OSError as exc:
-                raise StoreWriteError.from_os_error(exc, part) from exc
-            self.remote.call(
-                f"uploading the manifest {self.remote.url_of(MANIFEST_NAME)}",
-                lambda: self.remote.client.upload(part, MANIFEST_NAME),
-            )
+            publish(self.remote, Manifest(self._schema(), shards, self.metadata), self._local, self._old)
         except BaseException:
             self.abort()
             raise
         self._closed = True
-        self._delete_old({info.file for info in shards})
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)  # the store is in place: its local copy goes
         shutil.rmtree(self._local, ignore_errors=True)
         self._unlock()
         return Path(self.url)
-
-    def _delete_old(self, keep: set[str]) -> None:
-        """Delete the replaced store's shards (best effort: a leftover object is not part of any store)."""
-        if self._old is None:
-            return
-        for info in self._old.shards:
-            if info.file not in keep:
-                try:
-                    self.remote.client.delete(info.file)
-                except Exception:  # noqa: BLE001 - an old shard left behind harms no reader
-                    pass
 
     def abort(self) -> None:
         """Drop the write. Without ``staging``, the shards it uploaded are deleted (nothing names them)."""
@@ -169,12 +160,8 @@ class RemoteStoreWriter(StoreWriter):
         super().abort()
         if not staged:
             old = set() if self._old is None else {info.file for info in self._old.shards}
-            for name in self._uploaded - old:
-                try:
-                    self.remote.client.delete(name)
-                except Exception:  # noqa: BLE001 - the write failed already; an orphan object harms no reader
-                    pass
+            delete(self.remote, self._uploaded - old)
         shutil.rmtree(self._local, ignore_errors=True)
 
 
-__all__ = ["RemoteStoreWriter", "remote_name"]
+__all__ = ["RemoteStoreWriter", "delete", "existing", "present", "publish", "remote_name", "upload"]

@@ -1,42 +1,30 @@
-"""What a store path names: a local directory, or a URL of an object store (obstore or fsspec).
+"""One store URL and its fetcher, and every network call to it: timeouts, bounded retries, clean messages.
 
-A string with a scheme (``scheme://...``) is a URL, always: it is never taken for a local
-directory (``s3://bucket/store`` once wrote a directory named ``s3:``). ``file://`` URLs are
-local paths. ``s3://``, ``gs://`` and ``az://`` go through obstore where it can take the
-store's credentials and options, every other scheme (and those, where it cannot) through fsspec
-and the package fsspec names for it (s3fs for ``s3://``, gcsfs for ``gs://``, adlfs for ``az://``,
-aiohttp for ``https://``); ``objects.py`` holds both clients and says which is chosen when. A
-scheme neither knows, or whose package is missing, is a ConfigError saying what to install.
-
-:class:`Remote` holds one store's URL, its client and its options. Credentials come from
-where the client's own library looks (the environment, profiles) and from
-``storage_options=`` (fsspec's keys; the common s3fs ones are mapped for obstore); they are
-never put in a message (:meth:`Remote.scrub`). :meth:`Remote.call` runs one network call with
+:func:`remote` makes the :class:`Remote` of a store URL: its fetcher (``registry.py``: the one
+registered for the scheme, obstore for ``s3://``, ``gs://``, ``az://``, ``http(s)://``, fsspec otherwise) and its
+options. Credentials come from where the client's own library looks (the environment, profiles)
+and from ``storage_options=`` (fsspec's keys; the common s3fs ones are mapped for obstore); they
+are never put in a message (:meth:`Remote.scrub`). :meth:`Remote.call` runs one network call with
 bounded retries and backoff, counting each retry; each call has a timeout (connect and read
-timeouts, set here unless ``storage_options`` sets them).
+timeouts, set by the fetcher unless ``storage_options`` set them).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 from stoker.errors import ConfigError, StokerError, StoreError, StoreNotFoundError
-from stoker.store.objects import CLIENT_ENV, FsspecClient, ObstoreClient, choice, obstore_client
+from stoker.remote.fetcher import Fetcher
+from stoker.remote.registry import fetcher_for
+from stoker.store.urls import as_url, is_remote, scheme
 
 T = TypeVar("T")
-_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://")
-_FOLDED = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):/?(?!/)")  # "s3:/bucket/x", what Path makes of s3://
-_USUAL_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "http", "https", "memory", "hf", "oci")
-CONNECT_TIMEOUT_S = 10.0  # seconds to open a connection to the object store
-READ_TIMEOUT_S = 60.0  # seconds a read may stall before it fails (and is retried)
 ATTEMPTS = 4  # tries of one network call: the first and three retries
 BACKOFF_S = 0.25  # the first retry waits this long, each next one twice as long
 # errors that a retry may cure: a dropped connection, a timeout, a server that went away
@@ -44,87 +32,12 @@ _LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the l
 _NOT_TRANSIENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
 
 
-def scheme(path: str | os.PathLike[str]) -> str | None:
-    """The URL scheme of ``path`` (``"s3"``), or None for a plain local path.
-
-    ``Path("s3://bucket/x")`` is ``s3:/bucket/x`` (pathlib folds the ``//``): a relative path
-    whose first part is a known object-store scheme and a colon is that URL too, so that a URL
-    passed through ``Path`` never becomes a local directory named ``s3:``.
-    """
-    text = os.fspath(path)
-    if not isinstance(text, str):
-        return None
-    m = _SCHEME.match(text)
-    if m:
-        return m.group("scheme").lower()
-    m = _FOLDED.match(text)
-    if m and m.group("scheme").lower() in _known_schemes():
-        return m.group("scheme").lower()
-    return None
-
-
-def as_url(path: str | os.PathLike[str]) -> str:
-    """``path`` as a URL string: ``s3:/bucket/x`` (a URL folded by pathlib) back to ``s3://bucket/x``."""
-    text = os.fspath(path)
-    if not isinstance(text, str):
-        raise TypeError(f"a store path is a string or a path, not {type(text).__name__}")
-    if _SCHEME.match(text):
-        return text
-    m = _FOLDED.match(text)
-    if m is None:
-        raise ConfigError(f"{text!r} is not a URL (scheme://...)", option="path")
-    return f"{m.group('scheme')}://{text[m.end() :]}"
-
-
-def _known_schemes() -> set[str]:
-    """Object-store schemes a folded path may carry: fsspec's known ones (when installed) and the usual few."""
-    names = set(_USUAL_SCHEMES)
-    try:
-        from fsspec.registry import known_implementations
-    except ImportError:
-        return names
-    return names | {name for name in known_implementations if len(name) > 1}
-
-
-def is_remote(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a URL that names an object store (any scheme but ``file://``)."""
-    s = scheme(path)
-    return s is not None and s not in ("file", "local")
-
-
-def local_path(path: str | os.PathLike[str]) -> Path:
-    """``path`` as a local Path (a ``file://`` URL loses its scheme); a remote URL is a ConfigError."""
-    s = scheme(path)
-    if s is None:
-        return Path(path)
-    if s in ("file", "local"):
-        text = os.fspath(path)
-        return Path(text[len(s) + 3 :] if text[len(s) :].startswith("://") else text[len(s) + 1 :])
-    raise ConfigError(f"{path} is a URL, not a local path", option="path")
-
-
-def _timeouts(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with stoker's timeouts and retry count added where the user set none (S3 only)."""
-    if protocol not in ("s3", "s3a"):
-        return options
-    out = dict(options)
-    config = dict(out.get("config_kwargs") or {})
-    config.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
-    config.setdefault("read_timeout", READ_TIMEOUT_S)
-    config.setdefault("retries", {"max_attempts": 1})  # stoker retries (counted), not botocore
-    out["config_kwargs"] = config
-    return out
-
-
 @dataclass
 class Remote:
-    """One store URL: its object client (``objects.py``), its options, and a count of retries.
-
-    Use :func:`remote` to make one.
-    """
+    """One store URL: its fetcher, its options, and a count of retries. Use :func:`remote` to make one."""
 
     url: str
-    client: FsspecClient | ObstoreClient
+    fetcher: Fetcher
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     retries: int = 0  # network calls retried after a transient failure, since this Remote was made
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -232,63 +145,18 @@ def _secrets(options: Mapping[str, Any]) -> list[str]:
 
 
 def remote(url: str, storage_options: Mapping[str, Any] | None = None, client: str | None = None) -> Remote:
-    """The :class:`Remote` of store URL ``url``; ConfigError when no installed client serves its scheme.
+    """The :class:`Remote` of store URL ``url``; ConfigError when no fetcher serves its scheme.
 
     ``client`` (``"fsspec"``) overrides ``STOKER_REMOTE_CLIENT``: a process forked from one that ran
     obstore asks for fsspec, because obstore's runtime threads do not survive a fork (its calls hang there).
     """
-    protocol = scheme(url)
-    if protocol is None:
+    if scheme(url) is None:
         raise ConfigError(f"{url!r} is not a URL (scheme://...)", option="path")
     url = as_url(url).rstrip("/")
-    if not url.split("://", 1)[1].strip("/") and protocol != "memory":
+    if not url.split("://", 1)[1].strip("/") and scheme(url) != "memory":
         raise StoreNotFoundError(f"{url} names no store: give the bucket and prefix (s3://bucket/prefix)")
     options = dict(storage_options or {})
-    which = client or choice()
-    if which != "fsspec":
-        got = obstore_client(url, protocol, options, (CONNECT_TIMEOUT_S, READ_TIMEOUT_S))
-        if isinstance(got, ObstoreClient):
-            return Remote(url, got, options)
-        if which == "obstore":
-            raise ConfigError(f"{url}: {CLIENT_ENV}=obstore, but {got}; unset it to use fsspec", option=CLIENT_ENV)
-    return Remote(url, _fsspec_client(url, protocol, options), options)
-
-
-def _fsspec_client(url: str, protocol: str, options: dict[str, Any]) -> FsspecClient:
-    """The fsspec filesystem of ``url`` with stoker's timeouts; ConfigError when fsspec or its package is missing."""
-    try:
-        import fsspec
-    except ImportError:
-        raise ConfigError(
-            f"{url} is an object-store URL; reading and writing those needs fsspec: pip install 'stoker[remote]'",
-            option="path",
-        ) from None
-    try:
-        cls = fsspec.get_filesystem_class(protocol)
-    except ValueError:
-        raise ConfigError(
-            f"{url}: fsspec knows no filesystem for {protocol}://; use s3://, gs://, az://, https://, memory:// "
-            "or a local path",
-            option="path",
-        ) from None
-    except ImportError as exc:
-        raise ConfigError(
-            f"{url}: {protocol}:// needs a package that is not installed ({exc}); for s3:// "
-            "pip install 'stoker[remote]'",
-            option="path",
-        ) from None
-    try:
-        fs = cls(skip_instance_cache=True, **_timeouts(protocol, options))
-    except TypeError as exc:
-        raise ConfigError(
-            f"{url}: storage_options do not fit {cls.__name__} ({str(exc)[:200]})", option="storage_options"
-        ) from None
-    if hasattr(fs, "retries"):
-        fs.retries = 1  # stoker's own retry loop (Remote.call) retries and counts
-    root = str(cls._strip_protocol(url)).rstrip("/")
-    if not root or root == "/" and protocol != "memory":
-        raise StoreNotFoundError(f"{url} names no store: give the bucket and prefix (s3://bucket/prefix)")
-    return FsspecClient(fs, root)
+    return Remote(url, fetcher_for(url, options, client), options)
 
 
 def remote_kwargs(path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -306,4 +174,4 @@ def remote_kwargs(path: str | os.PathLike[str], storage_options: Mapping[str, An
     return {"storage_options": dict(storage_options)}
 
 
-__all__ = ["ATTEMPTS", "Remote", "as_url", "is_remote", "local_path", "remote", "remote_kwargs", "scheme"]
+__all__ = ["ATTEMPTS", "Remote", "remote", "remote_kwargs"]

@@ -1,17 +1,18 @@
 """Reading a store from object storage: the manifest fetched and checked, shards fetched into a local cache.
 
 :func:`open_remote` reads ``URL/manifest.json`` (the same format checks as a local store),
-and returns :class:`RemoteShards`, which the :class:`~stoker.store.reader.Store` asks for a
-shard before mapping it (:meth:`RemoteShards.holding`). A shard is downloaded once per cache
+and returns :class:`RemoteShards`, the store's shard provider (``store/provider.py``): the
+:class:`~stoker.store.reader.Store` built on it (:func:`open_store`) asks it for a shard before
+mapping it (:meth:`RemoteShards.holding`). A shard is downloaded once per cache
 (ranks on one node share it through a file lock per shard, ``cache.py``), to a temporary name,
 and renamed into the cache only when its size and checksum match the manifest; a mismatch is
 fetched once more, then a ShardError naming the URL. :meth:`RemoteShards.prefetch` downloads
 the shards of rows about to be read on background threads (at most :data:`FETCH_THREADS`,
 started when downloads are queued and ended when the queue is empty, so an opened store keeps
-no idle threads; the store layer's only threads), so a batch's read finds its shards there,
+no idle threads), so a batch's read finds its shards there,
 and the first batch comes as soon as its own shards have arrived.
 
-Every network call runs through :meth:`Remote.call <stoker.store.location.Remote.call>`: a
+Every network call runs through :meth:`Remote.call <stoker.remote.location.Remote.call>`: a
 timeout, bounded retries with backoff, each retry counted in :meth:`RemoteShards.stats`.
 """
 
@@ -31,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundError, StoreWriteError
-from stoker.store.cache import ShardFiles, cache_key, default_root, parse_limit
+from stoker.remote.cache import ShardFiles, cache_key, default_root, parse_limit
+from stoker.remote.location import Remote, remote
 from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
-from stoker.store.location import Remote, remote
-from stoker.store.objects import ObstoreClient
+from stoker.store.reader import Store
 from stoker.store.shardfile import file_checksum, new_hasher
 
 FETCH_THREADS = 4  # shards downloaded at once by one process
@@ -57,15 +58,13 @@ def open_remote(
     limit = parse_limit(cache_limit)
     manifest_url = rem.url_of(MANIFEST_NAME)
     try:
-        raw = rem.call(f"reading {manifest_url}", lambda: rem.client.read(MANIFEST_NAME))
+        raw = rem.call(f"reading {manifest_url}", lambda: rem.fetcher.read(MANIFEST_NAME))
     except FileNotFoundError:
         raise StoreNotFoundError(
             f"no store at {rem.url}: {manifest_url} does not exist; check the bucket and the prefix (a store's "
             "writer uploads its manifest last, so an unfinished write has none: write it again)"
         ) from None
-    manifest, checksum = _parse_manifest(bytes(raw), manifest_url)
-    if isinstance(rem.client, ObstoreClient):  # STOKER_REMOTE_SPLICE=auto splices stores up to a size
-        rem.client.fit_splicing(sum(s.bytes for s in manifest.shards))
+    manifest, checksum = parse_manifest(bytes(raw), manifest_url)
     directory = (Path(cache_dir) if cache_dir is not None else default_root()) / cache_key(rem.url, checksum)
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -75,10 +74,22 @@ def open_remote(
             os.replace(part, directory / MANIFEST_NAME)
     except OSError as exc:
         raise StoreWriteError.from_os_error(exc, directory) from exc
-    return RemoteShards(rem, manifest, ShardFiles(directory, limit))
+    return RemoteShards(rem, manifest, ShardFiles(directory, limit), (cache_dir, cache_limit))
 
 
-def _parse_manifest(raw: bytes, manifest_url: str) -> tuple[Manifest, str]:
+def open_store(
+    url: str,
+    *,
+    verify: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_limit: int | str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Store:
+    """The :class:`~stoker.store.reader.Store` at ``url``, read through :func:`open_remote`'s cache."""
+    return Store.from_provider(open_remote(url, cache_dir, cache_limit, storage_options), verify=verify)
+
+
+def parse_manifest(raw: bytes, manifest_url: str) -> tuple[Manifest, str]:
     """The manifest in ``raw`` and its checksum (its own, else a sha256 of the bytes), checked as a local one is."""
     where = Path(manifest_url)
     try:
@@ -93,7 +104,7 @@ def _parse_manifest(raw: bytes, manifest_url: str) -> tuple[Manifest, str]:
     return manifest, str(checksum)
 
 
-class Fetchers:
+class DownloadThreads:
     """Up to ``threads`` daemon threads running queued calls; a thread ends when the queue is empty.
 
     Unlike a ``ThreadPoolExecutor``, nothing stays alive between bursts of downloads: a store
@@ -142,18 +153,34 @@ class Fetchers:
 
 
 class RemoteShards:
-    """The shards of one remote store, fetched on demand or ahead into its local cache. Thread-safe."""
+    """The shards of one remote store, fetched on demand or ahead into its local cache. Thread-safe.
 
-    def __init__(self, rem: Remote, manifest: Manifest, files: ShardFiles) -> None:
+    A :class:`~stoker.store.provider.ShardProvider`; pickled, it opens its URL again where it is loaded.
+    """
+
+    def __init__(
+        self, rem: Remote, manifest: Manifest, files: ShardFiles, cache: tuple[Any, Any] = (None, None)
+    ) -> None:
         self.remote = rem
         self.manifest = manifest
         self.files = files
+        self._cache_args = cache  # (cache_dir, cache_limit) as given to open_remote
         self._lock = threading.Lock()
         self._pending: dict[int, Future[None]] = {}
-        self._pool: Fetchers | None = None
+        self._pool: DownloadThreads | None = None
         self._counts = {"shards_fetched": 0, "bytes_fetched": 0, "cache_hits": 0, "checksum_retries": 0}
-        self._fetched_by: dict[str, int] = {}  # shards fetched, by the way their bytes came ("spliced", "obstore", ...)
+        self._fetched_by: dict[str, int] = {}  # shards fetched, by the fetcher that brought them ("obstore", ...)
         self._pid = os.getpid()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (open_remote, (self.remote.url, *self._cache_args, self.remote.storage_options))
+
+    def attach(self, mapped: Callable[[], list[int]], unmap: Callable[[int], None]) -> None:
+        """The store's maps: which shards it maps (least recently used first), and how to unmap one (eviction)."""
+        infos = self.manifest.shards
+        index = {info.file: i for i, info in enumerate(infos)}
+        self.files.mapped = lambda: [infos[i].file for i in mapped()]
+        self.files.unmap = lambda name: unmap(index[name])
 
     def _after_fork(self) -> None:
         """In a process forked from the one that opened the store: a filesystem, lock and threads of its own.
@@ -185,28 +212,17 @@ class RemoteShards:
     def stats(self) -> dict[str, Any]:
         """What this process fetched: shards and bytes downloaded, cache hits, retries, evictions, cache listings.
 
-        ``fetched_by`` counts the shards fetched by each way their bytes came (``spliced``: by the
-        kernel, ``spliced.py``; ``obstore``; ``fsspec``); ``splice`` says whether spliced GETs are
-        tried (``"on"``, else ``"off: <why>"``), and ``splice_declined`` how many were handed to
-        obstore, ``splice_last_declined`` why the last one was.
+        ``fetched_by`` counts the shards fetched by each fetcher (``obstore``, ``fsspec``, ...).
         """
         with self._lock:
             out: dict[str, Any] = dict(self._counts)
             out["fetched_by"] = dict(self._fetched_by)
-        client = self.remote.client
-        splicer = getattr(client, "splicer", None)
-        if splicer is not None:
-            report = splicer.report()
-            out.update(splice="on", splice_declined=report["declined"], splice_last_declined=report["last_declined"])
-        else:
-            off = getattr(client, "splice_off", "") or f"the {client.name} client"
-            out.update(splice=f"off: {off}", splice_declined=0, splice_last_declined="")
         out.update(
             url=self.url,
             cache_dir=str(self.directory),
             cache_limit=self.files.limit,
             retries=self.remote.retries,
-            client=self.remote.client.name,
+            client=self.remote.fetcher.name,
             evicted=self.files.evicted,
             cache_rescans=self.files.rescans,
             store_bytes=sum(s.bytes for s in self.manifest.shards),
@@ -247,7 +263,7 @@ class RemoteShards:
                 if queued and queued + info.bytes > self.files.limit // 2:
                     break
                 if self._pool is None:
-                    self._pool = Fetchers(FETCH_THREADS, "stoker-fetch")
+                    self._pool = DownloadThreads(FETCH_THREADS, "stoker-fetch")
                 self._pending[index] = self._pool.submit(functools.partial(self._fetch, index))
                 queued += info.bytes
 
@@ -315,11 +331,11 @@ class RemoteShards:
         )
 
     def _arrive(self, info: ShardInfo, part: Path) -> tuple[str, str]:
-        """Download shard ``info`` into ``part`` (one try), its checksum taken on the way; the checksum, and how
-        the bytes came (the client's answer: ``"spliced"``, ``"obstore"``, ``"fsspec"``)."""
+        """Download shard ``info`` into ``part`` (one try), its checksum taken on the way; the checksum, and the
+        fetcher that brought it."""
         hasher = new_hasher(info.algorithm)
-        route = self.remote.client.download(info.file, part, info.bytes, hasher.update)
-        return str(hasher.hexdigest()), route
+        self.remote.fetcher.download(info.file, part, info.bytes, hasher.update)
+        return str(hasher.hexdigest()), self.remote.fetcher.name
 
     @staticmethod
     def _check(part: Path, info: ShardInfo, digest: str | None = None) -> str:
@@ -361,4 +377,4 @@ class RemoteShards:
             pool.cancel()
 
 
-__all__ = ["FETCH_THREADS", "RemoteShards", "open_remote"]
+__all__ = ["FETCH_THREADS", "RemoteShards", "open_remote", "open_store", "parse_manifest"]

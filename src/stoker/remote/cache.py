@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.errors import ConfigError, StoreError, StoreWriteError
+from stoker.settings import env as settings_env
 from stoker.store.replace import pid_alive
 from stoker.store.sizes import parse_size
 
@@ -62,7 +63,7 @@ def parse_limit(limit: int | str | None) -> int:
 
 def default_root() -> Path:
     """``STOKER_CACHE_DIR``, else ``$XDG_CACHE_HOME/stoker``, else ``~/.cache/stoker`` (read now)."""
-    env = os.environ.get(CACHE_DIR_ENV)
+    env = settings_env(CACHE_DIR_ENV)
     if env:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
