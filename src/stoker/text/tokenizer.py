@@ -28,8 +28,14 @@ exactly those of the whole line truncated by the tokenizer, because the prefix i
    the line's first ones, and the line is truncated too.
 
 A prefix that fails (2), e.g. one long word or a run of spaces, is doubled and tried again, up
-to the whole line (the old cost, for such lines only). A line of at most ``cut_at`` characters,
-every pair of texts, and any tokenizer outside that list are tokenized whole, as before.
+to the whole line (the old cost, for such lines only). A line of at most ``cut_at`` characters and
+any tokenizer outside that list are tokenized whole, as before. Each text of a sentence pair is cut
+the same way, on its own: truncation (longest first) keeps at most ``max_length`` tokens of either
+text, so a text that keeps more than ``max_length`` tokens gives the pair the same ids as the whole.
+
+**Without ``max_length`` a text is tokenized whole**, and the tokenizer's memory grows with it (tens
+of bytes per character): a text over :data:`MAX_WHOLE_CHARS` characters is an :class:`InputError`
+(pass ``max_length``, or split the document), never an allocation that aborts the interpreter.
 ``cut_at`` itself only decides where to start: ``(max_length + 1)`` times the longest vocabulary
 entry plus one separator, at least 1,024 characters, which a line of ordinary words never needs
 to grow.
@@ -49,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, InputError
 from stoker.store.columns import Ragged
 
 
@@ -138,21 +144,32 @@ class TextTokenizer:
 
     def encode(self, texts: list[str], pairs: list[str] | None = None, special_tokens: bool = True) -> Encoded:
         """Tokenize a batch in one call; ids come back flat (``Ragged``) in :attr:`id_dtype`."""
-        inputs: Any = texts if pairs is None else list(zip(texts, pairs))
-        limit = self.cut_at if pairs is None else None
-        long = [] if limit is None else [i for i, t in enumerate(texts) if len(t) > limit]
-        if long:
+        limit = self.cut_at
+        if limit is None and self.max_length is None:
+            _check_whole(texts, pairs)
+        cut = None
+        if pairs is not None:
+            cut = np.zeros(len(texts), dtype=bool)
+            if limit is not None:  # each text of a pair cut on its own (module docstring)
+                texts, pairs = list(texts), list(pairs)
+                for side in (texts, pairs):
+                    for i, text in enumerate(side):
+                        if len(text) > limit:
+                            side[i], was_cut = self._side_prefix(text)
+                            cut[i] |= was_cut
+            encs = self.tokenizer.encode_batch_fast(list(zip(texts, pairs)), add_special_tokens=special_tokens)
+        else:
+            long = [] if limit is None else [i for i, t in enumerate(texts) if len(t) > limit]
             inputs = list(texts)
             for i in long:
                 inputs[i] = _prefix(texts[i], limit or 0)
-        encs = self.tokenizer.encode_batch_fast(inputs, add_special_tokens=special_tokens)
-        cut = None
-        if long:
-            cut = np.zeros(len(texts), dtype=bool)
-            for i in long:
-                encs[i], cut[i] = self._encode_long(texts[i], inputs[i], encs[i], special_tokens)
-            if cut.any():
-                self._warn_once()
+            encs = self.tokenizer.encode_batch_fast(inputs, add_special_tokens=special_tokens)
+            if long:
+                cut = np.zeros(len(texts), dtype=bool)
+                for i in long:
+                    encs[i], cut[i] = self._encode_long(texts[i], inputs[i], encs[i], special_tokens)
+        if cut is not None and cut.any():
+            self._warn_once()
         rows = [e.ids for e in encs]
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -169,6 +186,17 @@ class TextTokenizer:
             full = np.flatnonzero(lengths >= self.max_length)
             truncated[full] = [bool(encs[i].overflowing) for i in full.tolist()]
         return Encoded(Ragged(ids, offsets), None if types is None else Ragged(types, offsets), truncated, cut)
+
+    def _side_prefix(self, text: str) -> tuple[str, bool]:
+        """A prefix of one text of a pair that alone gives more than ``max_length`` tokens (the text
+        itself, uncut, when none shorter does), and whether it is shorter than the text."""
+        limit = self.cut_at or 0
+        while limit < len(text):
+            prefix = _prefix(text, limit)
+            if prefix and self.tokenizer.encode_batch_fast([prefix])[0].overflowing:
+                return prefix, True
+            limit *= 2
+        return text, False
 
     def _encode_long(self, text: str, prefix: str, enc: Any, special_tokens: bool) -> tuple[Any, bool]:
         """The encoding of ``text`` from its shortest tried prefix that overflows ``max_length``
@@ -334,6 +362,21 @@ def cut_bound(tok: Any, max_length: int | None) -> int | None:
         return None
     longest = max((len(token) for token in tok.get_vocab(with_added_tokens=True)), default=1)
     return max(1024, (max_length + 1) * (longest + 1))
+
+
+MAX_WHOLE_CHARS = 2**23  # a text tokenized whole (no max_length) has at most this many characters
+
+
+def _check_whole(texts: list[str], pairs: list[str] | None) -> None:
+    """An InputError for a text over :data:`MAX_WHOLE_CHARS` characters (no max_length cuts it)."""
+    for side in (texts, pairs or ()):
+        for i, text in enumerate(side):
+            if len(text) > MAX_WHOLE_CHARS:
+                raise InputError(
+                    f"text {i} of this batch ({text[:40]!r}...) has {len(text):,} characters, over the "
+                    f"{MAX_WHOLE_CHARS:,} tokenized whole without max_length (the tokenizer takes tens of bytes "
+                    "per character): pass max_length= to cut it, or split the document"
+                )
 
 
 def _prefix(text: str, limit: int) -> str:

@@ -162,7 +162,7 @@ def test_a_byte_level_bpe_tokenizer_is_cut_exactly_too():
             assert bool(enc.truncated[row]) == truncated
 
 
-def test_pairs_and_unsuitable_tokenizers_are_never_cut():
+def test_unsuitable_tokenizers_are_never_cut_and_pairs_are_cut_with_the_same_ids():
     from tokenizers import Tokenizer, models
 
     assert resolve("bert-base-uncased").cut_at is None  # no max_length: nothing to cut to
@@ -171,8 +171,9 @@ def test_pairs_and_unsuitable_tokenizers_are_never_cut():
     tok = resolve("bert-base-uncased", max_length=8)
     long = sentence(random.Random(2), 200)
     assert len(long) > tok.cut_at
-    enc = tok.encode([long], [long])
-    assert enc.cut is None
+    enc = tok.encode([long], [long])  # each text of the pair is cut on its own (issue 36 item 8)
+    assert enc.cut is not None and enc.cut.tolist() == [True]
+    assert enc.ids.values.tolist() == tok.tokenizer.encode_batch_fast([(long, long)])[0].ids
 
 
 def test_the_loader_report_and_the_store_metadata_count_cut_lines(tmp_path):
