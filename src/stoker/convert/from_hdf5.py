@@ -62,7 +62,7 @@ from stoker.sources.hdf5_types import Field, parse_cast, values
 from stoker.sources.mapped_file import MappedFile
 from stoker.store.columns import Ragged
 from stoker.store.format import Column
-from stoker.store.location import is_remote
+from stoker.store.urls import is_remote
 
 _CACHED = 0.95  # a slab of a warm file with this share of its pages cached is not paged in
 
