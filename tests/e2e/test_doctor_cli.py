@@ -339,6 +339,13 @@ def test_script_without_loader_and_its_exit_code(tmp_path):
     assert report["verdict"] == "no data loader seen" and "no data loader seen" in proc.stdout
 
 
+def test_json_on_stdout_alone_the_scripts_output_on_stderr(tmp_path):
+    proc, report, _ = doctor(tmp_path, NO_LOADER, "--json", "--no-html", "--no-trace")
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout) == report  # stdout is the report's JSON and nothing else
+    assert "no loader here" in proc.stderr and "no loader here" not in proc.stdout
+
+
 def test_worker_processes_count_in_the_scripts_cpu(tmp_path):
     proc, report, _ = doctor(tmp_path, WORKERS, "--no-html", "--no-trace")
     assert proc.returncode == 0, proc.stderr
