@@ -18,6 +18,9 @@ class Resize:
     def __init__(self, size, interpolation="bilinear", max_size=None):
         self.size, self.interpolation, self.max_size = size, interpolation, max_size
 
+    def __call__(self, img):  # a PIL image; (h, w) squashes it, as torchvision's does
+        return img.resize(self.size[::-1])
+
 
 class CenterCrop:
     def __init__(self, size):
@@ -103,3 +106,46 @@ def test_a_crop_stoker_cannot_do_the_same_way_gives_no_code():
     assert vision_code(Photos(RandomCrop(24, padding=4))) == ("", "RandomCrop")  # torchvision pads; stoker does not
     assert vision_code(Photos(Compose([ColorJitter(), Resize(32)])))[0] == ""  # the jitter would run after the crop
     assert vision_code(Photos()) == ("", "")  # no transform attribute: nothing known
+
+
+class Folder(torch.utils.data.Dataset):
+    """Real JPEG files of 48x32 pixels read with PIL and squashed to 16x16 by a torchvision-named Resize."""
+
+    def __init__(self, root, transform):
+        import os
+
+        self.root, self.transform = str(root), transform
+        self.files = sorted(os.path.join(self.root, f) for f in os.listdir(self.root))
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        import time
+
+        import numpy as np
+        from PIL import Image
+
+        time.sleep(0.005)  # 24 rows: at least 0.12 s of data wait against a loop body of microseconds
+        with Image.open(self.files[i]) as im:
+            img = self.transform(im.convert("RGB"))
+        return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
+
+
+def test_the_doctor_of_a_squashing_dataset_suggests_the_same_squash(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    import stoker
+
+    root = tmp_path / "photos"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(24):
+        Image.fromarray(rng.integers(0, 255, (32, 48, 3), dtype=np.uint8)).save(root / f"{k}.jpg")
+    with stoker.doctor(interval=0.05) as report:
+        for batch in torch.utils.data.DataLoader(Folder(root, Resize((16, 16))), batch_size=8):
+            assert batch.shape == (8, 3, 16, 16)
+    (rec,) = [r for r in report.recommendations if "stores/photos" in r.action]
+    assert "--mode resized" not in rec.action  # shorter side + center crop would be other pixels
+    assert "stoker.vision.Compose([stoker.vision.Resize((16, 16))])" in rec.action
