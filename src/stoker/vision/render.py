@@ -187,9 +187,11 @@ def render_bytes(
     interpolation: str,
     out: torch.Tensor | np.ndarray,
     channels_first: bool,
-    reduce: bool | None = True,
+    reduce: bool | None = False,
 ) -> None:
-    """Decode ``data`` (at reduced scale when it still covers the box and ``reduce``) and render the view into ``out``."""
+    """Decode ``data`` (at reduced scale when it still covers the box and ``reduce``: asked, since the DCT-domain
+    scaling changes the pixels) and render the view into ``out``. ``stoker convert images --mode resized`` takes the
+    default: its rows are PIL's Resize + CenterCrop."""
     min_h, min_w = decode_floor(info, view, reduce)
     render(decode(data, info, min_h, min_w), info.height, info.width, view, interpolation, out, channels_first)
 

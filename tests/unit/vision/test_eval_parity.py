@@ -41,9 +41,9 @@ def _photos(tmp_path: Path) -> list[Path]:
     return paths
 
 
-def _torchvision_eval(path: Path, size: int) -> np.ndarray:
-    """torchvision's Resize(round(size * 256 / 224)) + CenterCrop(size) on a PIL image, written with PIL."""
-    short = int(round(size * 256 / 224))
+def _torchvision_eval(path: Path, size: int, short: int | None = None) -> np.ndarray:
+    """torchvision's Resize(short, default round(size * 256 / 224)) + CenterCrop(size) on a PIL image, with PIL."""
+    short = short or int(round(size * 256 / 224))
     with Image.open(path) as im:
         img = im.convert("RGB")
     w, h = img.size
@@ -72,3 +72,13 @@ def test_reduced_decode_is_for_random_transforms_unless_asked():
     assert ImageOptions(train_transforms(64)).reduced_decode is True  # training keeps the fast decode
     assert ImageOptions(eval_transforms(64), reduced_decode=True).reduced_decode is True
     assert ImageOptions(train_transforms(64), reduced_decode=False).reduced_decode is False
+
+
+def test_a_resized_store_holds_pil_resize_and_center_crop(tmp_path):
+    paths = _photos(tmp_path)
+    stoker.convert.images([str(p) for p in paths], tmp_path / "store", "resized", size=64)
+    store = stoker.open(tmp_path / "store")
+    rows = store.gather(np.arange(len(paths)), ["image"])["image"]
+    for path, chw in zip(paths, rows):
+        diff = np.abs(chw.transpose(1, 2, 0).astype(np.int16) - _torchvision_eval(path, 64, short=64)).mean()
+        assert diff <= 1.0, (path, diff)
