@@ -82,10 +82,23 @@ def test_a_store_and_a_script_together_or_script_only_flags_are_refused(store):
     assert code == 1 and "give a store" in err
 
 
+def _ctrl_c_as_in_a_terminal():
+    """In the child before it runs: SIGINT's default action, so that Python installs its KeyboardInterrupt handler.
+
+    A test run started in the background by a non-interactive shell (``make test &``, a CI step) inherits
+    SIGINT ignored, and Python keeps an ignored SIGINT ignored: the search then ran to its end and exited 0.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_prints_the_best_setting_so_far(store):
+    # --grid: 32 trials of 5 s at least (--stable 0: each runs full length), so the search is
+    # still running when the signal comes, however late this process reads the first line
     cmd = [sys.executable, "-m", "stoker.cli.main", "tune", str(store), "--batch-size", "16", "--stable", "0"]
-    cmd += ["--trial-seconds", "5"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd += ["--trial-seconds", "5", "--grid"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ctrl_c_as_in_a_terminal
+    )
     try:
         first = proc.stdout.readline()  # blocks until the first trial's line is printed (flushed)
         assert first.startswith("trial 1: "), first

@@ -250,10 +250,13 @@ def test_two_loaders_random_crops_and_exact_commands(two_loaders):
         recs.setdefault(r["loader"], []).append(r)
     assert not any(r["title"].startswith("Precompute") for r in recs[train["name"]])  # would freeze the crops
     (aug,) = [r for r in recs[train["name"]] if "encoded" in r["title"]]
-    assert f"stoker convert images {photos} stores/photos " in aug["action"] and "train_transforms(24)" in aug["action"]
+    assert f"stoker convert images {photos} stores/photos " in aug["action"]
+    # the script's own random-offset crop, kept as one: no RandomResizedCrop, no flip it never had
+    assert "ImageSource('stores/photos', stoker.vision.Compose([stoker.vision.RandomCrop(24)]))" in aug["action"]
+    assert "train_transforms" not in aug["action"] and "Flip" not in aug["action"]
     (pre,) = [r for r in recs[val["name"]] if r["title"].startswith("Precompute")]
     assert f"stoker convert images {photos} stores/photos --mode resized --size 24" in pre["action"]
-    assert "batch_size=4," in pre["action"]
+    assert "batch_size=4," in pre["action"] and "a squash to 24x24" in pre["action"]  # its crop is not known: said
     assert "loader" in proc.stdout and "train_loader = DataLoader(Photos)" in proc.stdout
 
 
@@ -337,6 +340,13 @@ def test_script_without_loader_and_its_exit_code(tmp_path):
     assert proc.returncode == 3
     assert "no loader here" in proc.stdout
     assert report["verdict"] == "no data loader seen" and "no data loader seen" in proc.stdout
+
+
+def test_json_on_stdout_alone_the_scripts_output_on_stderr(tmp_path):
+    proc, report, _ = doctor(tmp_path, NO_LOADER, "--json", "--no-html", "--no-trace")
+    assert proc.returncode == 3
+    assert json.loads(proc.stdout) == report  # stdout is the report's JSON and nothing else
+    assert "no loader here" in proc.stderr and "no loader here" not in proc.stdout
 
 
 def test_worker_processes_count_in_the_scripts_cpu(tmp_path):

@@ -4,6 +4,7 @@ The script runs unchanged in a child process. Every batch fetch of torch DataLoa
 Loaders is timed against the compute between fetches, stoker pipeline stages are timed, and CPU,
 memory, disk and GPU are sampled. The verdict and ranked recommendations are printed; report.json,
 report.html and trace.json (Chrome / Perfetto) go to --out. The exit code is the script's.
+With --json, stdout holds the report's JSON alone: the script's own stdout goes to stderr.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="never call a Dataset's __getitem__ outside the script's own fetches (the check for random augmentation)",
     )
-    p.add_argument("--json", action="store_true", help="print the report as JSON instead of the tables")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON instead of the tables; stdout is the JSON alone (the script's stdout goes to stderr)",
+    )
     # dest "script", not "command": that is the name of the subcommand chosen (cli/main.py, cli/flags.py)
     p.add_argument("script", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after '--'")
     p.set_defaults(func=run)
@@ -80,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         trace=not args.no_trace,
         probe=not args.no_probe,
     )
-    report = run_command(command, cfg)
+    sys.stdout.flush()
+    report = run_command(command, cfg, stdout=sys.stderr if args.json else None)
     write_outputs(report, cfg)
     if args.json:
         print(json.dumps(report.to_json(), indent=1, default=str))

@@ -10,7 +10,10 @@ transform is among its attributes) is never told to store its outputs, which wou
 augmentation: it is told to store the images encoded and augment at load time. The commands
 are the ones that fit what the doctor knows of the Dataset: ``stoker convert images ROOT ...``
 for a Dataset reading a folder of images, ``stoker convert dataset module:attribute ...`` for
-one the command can import.
+one the command can import. The suggested code keeps what the Dataset's transforms do: they are
+written as stoker.vision ops of the same names and arguments (``transform_facts.py``; a squash
+``Resize((h, w))`` stays one, no flip is added); where they cannot be read, the advice says in words
+what its code does (shorter-side resize and center crop; RandomResizedCrop and a flip) and how to change it.
 """
 
 from __future__ import annotations
@@ -173,11 +176,24 @@ def _precompute(st: LoaderStats, bound: str, has_gpu: bool = False) -> Recommend
     checked = "" if st.random is not None else " (not checked for random augmentation)"
     if info.image_root:
         size = _image_size(st)
+        resized = f"stoker.vision.Compose([stoker.vision.Resize({size}), stoker.vision.CenterCrop({size})])"
+        if info.transforms and info.transforms != resized:  # a resized store would crop otherwise: keep theirs
+            return _encoded_images(st, f"{cost}; __getitem__ gave the same sample twice{checked}", store, batch)
+        same = (
+            f" (your Dataset's Resize({size}) + CenterCrop({size}))"
+            if info.transforms
+            else (
+                f" (the store's images are the shorter side resized to {size}, then center-cropped; no torchvision "
+                "transform was found on the Dataset, so whether __getitem__ does the same is not known: a squash "
+                f"to {size}x{size} or another crop gives other pixels; stoker convert dataset "
+                f"{info.dataset_ref or 'MODULE:ATTRIBUTE'} {store} stores exactly what __getitem__ returns)"
+            )
+        )
         return Recommendation(
             "Precompute the decoded, resized images into a store",
             f"{cost}; __getitem__ gave the same sample twice{checked}; a store of uint8 images is read with "
             "one gather per batch",
-            f"once: stoker convert images {info.image_root} {store} --mode resized --size {size}; "
+            f"once: stoker convert images {info.image_root} {store} --mode resized --size {size}{same}; "
             f'then: stoker.Loader("{store}", {batch}shuffle=True) and, on the device, '
             'x = batch["image"].float().div_(255) (then your Normalize)',
             0.8 * st.wait_s,
@@ -202,16 +218,7 @@ def _augment_at_load(st: LoaderStats, cost: str, random: str, store: str, batch:
     info = st.info
     evidence = f"{cost}; __getitem__ draws at random ({random}): a store of its outputs would freeze the augmentation"
     if info.image_root:
-        size = _image_size(st)
-        return Recommendation(
-            "Store the images encoded; crop and flip at load time",
-            evidence,
-            f"once: stoker convert images {info.image_root} {store}  (JPEG bytes, decoded per batch); "
-            f"then: stoker.Loader(stoker.vision.ImageSource({store!r}, stoker.vision.train_transforms({size})), "
-            f"{batch}shuffle=True)  (random crops and flips drawn per row and epoch)",
-            0.6 * st.wait_s,
-            st.name,
-        )
+        return _encoded_images(st, evidence, store, batch)
     note = f" ({info.dataset_note})" if info.dataset_note else ""
     ref = info.dataset_ref or "MODULE:ATTRIBUTE"
     return Recommendation(
@@ -220,6 +227,37 @@ def _augment_at_load(st: LoaderStats, cost: str, random: str, store: str, batch:
         f"take the random transforms out of __getitem__, then once: stoker convert dataset {ref} {store}{note}; "
         f'then: for batch in stoker.Loader("{store}", {batch}shuffle=True): '
         "apply the augmentation to the whole batch (on the GPU where there is one)",
+        0.6 * st.wait_s,
+        st.name,
+    )
+
+
+def _encoded_images(st: LoaderStats, evidence: str, store: str, batch: str) -> Recommendation:
+    """Store the images encoded and run the Dataset's own transforms, as stoker.vision ops, at load time;
+    where they are not known (a random Dataset's), ``train_transforms`` and in words what it draws."""
+    info, size = st.info, _image_size(st)
+    if info.transforms:
+        code, kept = info.transforms, " (your Dataset's transforms, as stoker.vision ops"
+        kept += (
+            f"; left out: {info.transforms_left}: add stoker.vision's batch op of that name or your callable after "
+            "the crop ops)"
+            if info.transforms_left
+            else ")"
+        )
+    else:
+        code = f"stoker.vision.train_transforms({size})"
+        kept = (
+            f" (train_transforms({size}) is RandomResizedCrop({size}): a random area and aspect ratio rescaled to "
+            f"{size}, then RandomHorizontalFlip(); the Dataset's own transforms could not be read as torchvision ops"
+            f"{' (' + info.transforms_left + ')' if info.transforms_left else ''}: if they crop at a random place "
+            f"without rescaling or never flip, use stoker.vision.Compose([stoker.vision.RandomCrop({size})]) or the "
+            "ops they do use instead)"
+        )
+    return Recommendation(
+        "Store the images encoded; run the transforms at load time",
+        evidence,
+        f"once: stoker convert images {info.image_root} {store}  (JPEG bytes, decoded per batch); "
+        f"then: stoker.Loader(stoker.vision.ImageSource({store!r}, {code}), {batch}shuffle=True){kept}",
         0.6 * st.wait_s,
         st.name,
     )

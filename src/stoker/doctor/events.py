@@ -60,6 +60,9 @@ class LoaderDesc:
         dataset_note: what to know before importing ``dataset_ref``, or why there is none.
         image_root: the folder of image files the Dataset reads ("" when none was found).
         random_transforms: class names of random transforms among the Dataset's attributes.
+        transforms: the Dataset's image transforms as ``stoker.vision`` code ("" when none were found or
+            one has no stoker counterpart; ``transform_facts.py``).
+        transforms_left: the class names of its transforms that code leaves out.
     """
 
     kind: str
@@ -80,6 +83,8 @@ class LoaderDesc:
     dataset_note: str = ""
     image_root: str = ""
     random_transforms: tuple[str, ...] = ()
+    transforms: str = ""
+    transforms_left: str = ""
 
     @classmethod
     def from_info(cls, info: Any) -> LoaderDesc:

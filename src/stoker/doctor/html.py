@@ -178,7 +178,9 @@ def render_html(report: Report) -> str:
         )
         parts.append("<h2>Recommendations</h2>")
         parts.append(
-            _table(
+            f"<p id='no-recommendations'>{e(report.no_advice)}</p>"
+            if report.no_advice
+            else _table(
                 ["#", "loader", "change", "evidence", "how"],
                 [
                     [

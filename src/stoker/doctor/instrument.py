@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from stoker.doctor import dataset_facts
+from stoker.doctor import dataset_facts, transform_facts
 from stoker.doctor.events import BatchSeen, LoaderDesc, LoaderSeen, Probe, StageSpan, Step, Tuned
 from stoker.doctor.inspect_batch import describe
 from stoker.pipeline.observe import Handle, LoaderInfo, Observer, register_observer
@@ -169,6 +169,7 @@ class Instrumentation:
     def _torch_info(self, loader: Any) -> LoaderDesc:
         dataset = _name(loader.dataset)
         ref, note = dataset_facts.importable_ref(loader.dataset)
+        transforms, left = transform_facts.vision_code(loader.dataset)
         return LoaderDesc(
             kind="torch",
             name=f"DataLoader({dataset})",
@@ -185,6 +186,8 @@ class Instrumentation:
             dataset_note=note,
             image_root=dataset_facts.image_root(loader.dataset),
             random_transforms=dataset_facts.random_transforms(loader.dataset),
+            transforms=transforms,
+            transforms_left=left,
         )
 
     def _register(self, key: int, info: LoaderDesc) -> None:

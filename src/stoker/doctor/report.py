@@ -59,6 +59,15 @@ class Report:
     def input_bound(self) -> bool:
         return self.verdict == "input-bound"
 
+    @property
+    def no_advice(self) -> str:
+        """Why there is no recommendation, in a sentence (``""`` when there are some, or no loader was seen)."""
+        if self.recommendations or not self.loaders:
+            return ""
+        if self.verdict == "compute-bound":
+            return "no change to data loading would speed this run up: the data is ready when the step asks for it"
+        return "no rule found a change to suggest from what this run measured"
+
     def to_json(self) -> dict[str, Any]:
         """Every field but the run-time ones (``_stats``, ``origin``), recommendations as dicts."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUN_TIME}

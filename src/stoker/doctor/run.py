@@ -121,8 +121,11 @@ def _this_python() -> str:
     return relative if not relative.startswith("..") else python
 
 
-def run_command(argv: list[str], config: DoctorConfig) -> Report:
-    """Run ``argv`` to its end under the doctor; the report's ``exit_code`` is the command's."""
+def run_command(argv: list[str], config: DoctorConfig, stdout: int | IO[str] | None = None) -> Report:
+    """Run ``argv`` to its end under the doctor; the report's ``exit_code`` is the command's.
+
+    ``stdout``: where the script's standard output goes (a file descriptor or file; None: this process's stdout).
+    """
     if not argv:
         raise ConfigError("give the command to run after '--', e.g. stoker doctor -- python train.py", option="command")
     sampler_class = require_sampler()
@@ -131,7 +134,7 @@ def run_command(argv: list[str], config: DoctorConfig) -> Report:
         t0 = time.perf_counter()
         env = child_env(events, config)
         try:
-            proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE)
         except OSError as exc:
             raise ConfigError(
                 f"cannot start {argv[0]!r}: {exc.strerror}; check the command after '--'", option="command"

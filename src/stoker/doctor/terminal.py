@@ -73,12 +73,15 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
             rt.add_column("loader", overflow="fold")
         rt.add_column("change", overflow="fold")
         rt.add_column("evidence", overflow="fold")
-        rt.add_column("how", overflow="fold")
         for i, r in enumerate(report.recommendations, 1):
-            rt.add_row(str(i), *([r.loader] if several else []), r.title, r.evidence, r.action)
+            rt.add_row(str(i), *([r.loader] if several else []), r.title, r.evidence)
         con.print(rt)
-    elif report.loaders and report.verdict == "compute-bound":
-        con.print("no change to data loading would speed this run up: the data is ready when the step asks for it")
+        # The commands below the table, each on lines of its own that rich never breaks: copied, they run as printed.
+        con.print("how (commands to copy):")
+        for i, r in enumerate(report.recommendations, 1):
+            con.print(f"{i}. {r.action}", markup=False, soft_wrap=True)
+    elif report.no_advice:
+        con.print(report.no_advice)
     for kind, path in report.files.items():
         con.print(f"{kind}: {path}")
 

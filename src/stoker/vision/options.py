@@ -41,7 +41,10 @@ class ImageOptions:
         on_error: ``"raise"`` (an ImageError naming the file) or ``"skip"`` (leave the row out
             of its batch and list it in :meth:`ImageSource.report`).
         max_pixels: images larger than this are refused as enormous.
-        reduced_decode: decode JPEG at 1/2, 1/4, 1/8 scale when that still covers the crop.
+        reduced_decode: decode JPEG at 1/2, 1/4, 1/8 scale when that still covers the crop. None (the
+            default): only for random transforms (training); deterministic ones (``eval_transforms``)
+            decode at full size, so their pixels are PIL's Resize + CenterCrop (the DCT-domain scaling
+            differs from it by up to ~2.5 levels of 255 on real photos, measured).
         decode_device: ``"cpu"``, or ``"cuda"`` to decode JPEG with nvJPEG
             (``torchvision.io.decode_jpeg``) and resample on the GPU in ``finalize``.
     """
@@ -52,11 +55,13 @@ class ImageOptions:
     seed: int | None = None
     on_error: str = "raise"
     max_pixels: int = DEFAULT_MAX_PIXELS
-    reduced_decode: bool = True
+    reduced_decode: bool | None = None
     decode_device: str = "cpu"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "transforms", as_compose(self.transforms))
+        if self.reduced_decode is None:
+            object.__setattr__(self, "reduced_decode", self.transforms.random)
         if self.layout not in ("NCHW", "NHWC"):
             raise ConfigError(f"layout must be 'NCHW' or 'NHWC', not {self.layout!r}", option="layout")
         if self.on_error not in ("raise", "skip"):

@@ -11,6 +11,11 @@ the GIL as the libraries allow, because a worker thread that gives the GIL up wa
 - one more, a numpy copy, for a flipped image (torch has no negative strides: the kernel writes
   into a per-thread scratch row that the copy mirrors into the batch row) or for a pure crop.
 
+A box cut from a resized image (``Resize`` then ``CenterCrop`` or ``RandomCrop``: its edges fall between
+pixels) is resampled as torchvision does it: at the whole resize's scale, from the image's origin to the
+crop's far edge, into the scratch row, and the crop cut out of that by the copy; so eval pixels equal PIL's
+Resize + CenterCrop of the same decode. Any other box (``RandomResizedCrop``'s) is cut, then resampled.
+
 The batch row (``out``) is CHW or HWC, a torch tensor or a numpy array.
 """
 
@@ -33,9 +38,9 @@ _NN: Any = torch._C._nn
 _scratch = threading.local()  # per thread: the HWC rows a flipped resample is written into before its mirror copy
 
 
-def decode_floor(info: Probe, view: View, reduce: bool = True) -> tuple[int, int]:
+def decode_floor(info: Probe, view: View, reduce: bool | None = True) -> tuple[int, int]:
     """The smallest decoded (height, width) at 1/2, 1/4 or 1/8 scale that keeps the box at least
-    as large as the output; (0, 0) for full size."""
+    as large as the output; (0, 0) for full size, and when not ``reduce`` (None: not, as ImageOptions resolves it)."""
     if not reduce:
         return 0, 0
     box_h, box_w = view.bottom - view.top, view.right - view.left
@@ -125,6 +130,56 @@ def resample(
         _copy_into(dst, scratch, view.flip, channels_first)
 
 
+def _on_grid(start: float, end: float, size: int) -> tuple[int, float] | None:
+    """One axis of a box (array pixels): ``(offset, scale)`` when it is ``size`` output pixels from whole pixel
+    ``offset`` on of a resize of the whole axis at ``scale`` array pixels per output pixel (a Resize, then a crop:
+    its edge pixels see the pixels around the box, as in torchvision); else None (the box is cut, then resampled)."""
+    scale = (end - start) / size
+    offset = start / scale
+    return (int(round(offset)), scale) if abs(offset - round(offset)) < 1e-4 else None
+
+
+def _resample_on_grid(
+    arr: np.ndarray,
+    grid: tuple[tuple[int, float], tuple[int, float]],
+    view: View,
+    interpolation: str,
+    dst: np.ndarray,
+    channels_first: bool,
+) -> None:
+    """Resize, then crop, as torchvision's Resize then CenterCrop (or RandomCrop) do: the kernel runs at the
+    whole resize's scale over the array up to the crop's far edge (and its support), into this thread's scratch
+    rows, and one numpy copy cuts the crop out of them into ``dst``, mirrored when the view is flipped."""
+    (oy, sy), (ox, sx) = grid
+    full_h, full_w = oy + view.height, ox + view.width
+    reach = 2 if interpolation == "bicubic" else 1  # the kernel's support in output pixels (1 input pixel at least)
+    y1 = min(arr.shape[0], math.ceil((full_h + reach) * sy + reach) + 1)
+    x1 = min(arr.shape[1], math.ceil((full_w + reach) * sx + reach) + 1)
+    src = arr[:y1, :x1]
+    if src.strides[0] < 0 or src.strides[1] < 0:  # an EXIF-oriented decode: torch takes no negative strides
+        src = src.copy()
+    target, hwc = _scratch_row(full_h, full_w)
+    _kernel(interpolation)(
+        torch.from_numpy(src.transpose(2, 0, 1)[None]), [full_h, full_w], False, 1 / sy, 1 / sx, out=target
+    )
+    _copy_into(dst, hwc[oy:, ox:], view.flip, channels_first)
+
+
+def render(
+    arr: np.ndarray, info_h: int, info_w: int, view: View, interpolation: str, out: Any, channels_first: bool
+) -> None:
+    """Render the view of an upright ``(h, w, 3)`` array, decoded from an ``info_h x info_w`` image, into ``out``."""
+    sy, sx = arr.shape[0] / info_h, arr.shape[1] / info_w
+    rows = _on_grid(view.top * sy, view.bottom * sy, view.height) if interpolation != "nearest" else None
+    cols = _on_grid(view.left * sx, view.right * sx, view.width) if rows is not None else None
+    if rows is not None and cols is not None:
+        dst = out.numpy() if isinstance(out, torch.Tensor) else out
+        _resample_on_grid(arr, (rows, cols), view, interpolation, dst, channels_first)
+        return
+    top, bottom, left, right = box_in(arr.shape[0], arr.shape[1], info_h, info_w, view)
+    resample(arr[top:bottom, left:right], view, interpolation, out, channels_first)
+
+
 def render_bytes(
     data: bytes,
     info: Probe,
@@ -132,21 +187,20 @@ def render_bytes(
     interpolation: str,
     out: torch.Tensor | np.ndarray,
     channels_first: bool,
-    reduce: bool = True,
+    reduce: bool | None = False,
 ) -> None:
-    """Decode ``data`` (at reduced scale when it still covers the box) and render the view into ``out``."""
+    """Decode ``data`` (at reduced scale when it still covers the box and ``reduce``: asked, since the DCT-domain
+    scaling changes the pixels) and render the view into ``out``. ``stoker convert images --mode resized`` takes the
+    default: its rows are PIL's Resize + CenterCrop."""
     min_h, min_w = decode_floor(info, view, reduce)
-    arr = decode(data, info, min_h, min_w)
-    top, bottom, left, right = box_in(arr.shape[0], arr.shape[1], info.height, info.width, view)
-    resample(arr[top:bottom, left:right], view, interpolation, out, channels_first)
+    render(decode(data, info, min_h, min_w), info.height, info.width, view, interpolation, out, channels_first)
 
 
 def render_array(
     chw: np.ndarray, view: View, interpolation: str, out: torch.Tensor | np.ndarray, channels_first: bool
 ) -> None:
     """Render the view of an already decoded ``(3, h, w)`` image (a resized store's row) into ``out``."""
-    top, bottom, left, right = box_in(chw.shape[1], chw.shape[2], chw.shape[1], chw.shape[2], view)
-    resample(chw[:, top:bottom, left:right].transpose(1, 2, 0), view, interpolation, out, channels_first)
+    render(chw.transpose(1, 2, 0), chw.shape[1], chw.shape[2], view, interpolation, out, channels_first)
 
 
-__all__ = ["box_in", "decode_floor", "render_array", "render_bytes", "resample"]
+__all__ = ["box_in", "decode_floor", "render", "render_array", "render_bytes", "resample"]

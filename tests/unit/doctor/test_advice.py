@@ -238,3 +238,45 @@ def test_the_message_does_not_repeat_the_verdict(tmp_path):
     r = report_for(tmp_path, [LoaderSeen(1, info())] + loop(1, 50, 0.02, 0.005), samples(1.0, 3.0))
     assert r.verdict == "input-bound" and "bound" not in r.message
     assert r.message.startswith("80 % of the loop's")
+
+
+def _image_advice(tmp_path, random, **kw):
+    desc = info(image_root="/data/photos", dataset_ref="train:train_set", **kw)
+    image = BatchDesc("list", (TensorDesc("0", "uint8", (32, 3, 128, 128), "cpu"),))
+    ev = [LoaderSeen(1, desc), Probe(7, random, 0), BatchSeen(1, image)] + _slow_getitem()
+    r = report_for(tmp_path, ev, samples(1.0, 2.0, cpu_tree=3.9, machine=98))
+    (rec,) = [x for x in r.recommendations if "store" in x.title.lower()]
+    return rec
+
+
+def test_a_squash_resize_is_kept_not_turned_into_resize_and_center_crop(tmp_path):
+    squash = "stoker.vision.Compose([stoker.vision.Resize((128, 128))])"
+    rec = _image_advice(tmp_path, False, transforms=squash)
+    assert "--mode resized" not in rec.action  # a resized store center-crops
+    assert f"ImageSource('stores/photos', {squash})" in rec.action
+
+
+def test_resize_and_center_crop_of_the_batch_size_get_the_resized_store(tmp_path):
+    same = "stoker.vision.Compose([stoker.vision.Resize(128), stoker.vision.CenterCrop(128)])"
+    rec = _image_advice(tmp_path, False, transforms=same)
+    assert "stoker convert images /data/photos stores/photos --mode resized --size 128 (your Dataset's" in rec.action
+
+
+def test_unknown_deterministic_transforms_are_said_in_words(tmp_path):
+    rec = _image_advice(tmp_path, False)
+    assert "--mode resized --size 128 (the store's images are the shorter side resized to 128" in rec.action
+    assert "a squash to 128x128" in rec.action and "stoker convert dataset train:train_set" in rec.action
+
+
+def test_a_random_crop_is_kept_without_a_flip(tmp_path):
+    crop = "stoker.vision.Compose([stoker.vision.RandomCrop((128, 128))])"
+    rec = _image_advice(tmp_path, True, transforms=crop, random_transforms=("RandomCrop",))
+    assert f"ImageSource('stores/photos', {crop})" in rec.action
+    assert "train_transforms" not in rec.action and "Flip" not in rec.action
+
+
+def test_unknown_random_transforms_say_what_train_transforms_draws(tmp_path):
+    rec = _image_advice(tmp_path, True, transforms_left="MyCrop")
+    assert "stoker.vision.train_transforms(128)" in rec.action
+    assert "RandomResizedCrop(128): a random area" in rec.action and "RandomHorizontalFlip()" in rec.action
+    assert "(MyCrop)" in rec.action and "stoker.vision.RandomCrop(128)" in rec.action

@@ -67,3 +67,18 @@ def test_plots_scale_to_the_page_and_long_stage_labels_wrap(tmp_path):
     assert all(max(len(line) for line in t.get_text().split("\n")) <= 48 for t in ax.get_yticklabels())
     page = render_html(report)
     assert page.count("<svg") == 3 and json.dumps(report.loaders[0]["name"])[1:-1] in page
+
+
+def test_a_compute_bound_run_gets_a_sentence_not_an_empty_recommendations_table(tmp_path):
+    desc = LoaderDesc(kind="torch", name="DataLoader(Toy)", source="Toy", source_id=7, batch_size=8)
+    events = [LoaderSeen(1, desc)]
+    for i in range(20):
+        t = 1.0 + 0.05 * i
+        events.append(Step(1, t, t + 0.001))  # 1 ms of wait per 50 ms step
+    with open(tmp_path / "events-100.jsonl", "w") as f:
+        f.write(encode_line(events))
+    report = build_report(tmp_path, [], "no GPU", DoctorConfig(interval=0.1), wall=(0.0, 3.0))
+    assert report.verdict == "compute-bound" and not report.recommendations
+    page = render_html(report)
+    advice = page[page.index("<h2>Recommendations</h2>") : page.index("<h2>Loaders</h2>")]
+    assert "<table" not in advice and "no change to data loading would speed this run up" in advice

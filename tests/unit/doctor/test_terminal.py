@@ -42,3 +42,17 @@ def test_with_two_loaders_each_recommendation_names_its_loader(tmp_path):
     assert names == ["DataLoader(Toy) (#1, batch_size=32)", "DataLoader(Toy) (#2, batch_size=32)"]
     table = text[text.index("recommendations") :]
     assert "loader" in table.splitlines()[2] and all(n in table for n in names)
+
+
+def test_commands_are_printed_whole_below_a_narrow_table(tmp_path):
+    report, _ = _printed(tmp_path, [(1, 1.0)])
+    action = "once: stoker convert images /data/a/long/path/to/the/images/folder stores/folder; then: " + (
+        "stoker.Loader(stoker.vision.ImageSource('stores/folder', stoker.vision.train_transforms(128)), shuffle=True)"
+    )
+    report.recommendations[0].action = action
+    out = io.StringIO()
+    render(report, file=out, width=80)
+    lines = out.getvalue().splitlines()
+    assert f"1. {action}" in lines  # one line, as printed: copied, it runs
+    table = "\n".join(lines[: lines.index("how (commands to copy):")])
+    assert "stoker convert" not in table  # the table keeps the words, the commands stay out of its columns
