@@ -7,8 +7,8 @@ The source picks one reader when it is built and hands every batch to it::
     GatherArrays  uint8 rows already at the batch's size and layout -> one gather, no per-row work
     GpuDecode     (``vision/gpu.py``) encoded bytes -> headers and crop plans on the host, nvJPEG on the device
 
-A reader's entry point is ``read_batch(idx, out) -> (batch, kept)``: ``idx`` are sorted row
-numbers, ``out`` the uint8 buffer to fill (``None`` for a reader whose ``fills_buffer`` is
+A reader's entry point is ``read_batch(idx, out) -> (batch, kept)``: ``idx`` are row
+numbers in the batch's order, ``out`` the uint8 buffer to fill (``None`` for a reader whose ``fills_buffer`` is
 False), ``batch`` the image part of the batch and ``kept`` the rows it holds. Per-row work goes
 through one loop, :meth:`RowErrors.each_row`, which names the file of a bad row or leaves the row
 out and records it, whatever the reader.
@@ -154,7 +154,7 @@ class ImageReader:
     engine: ClassVar[str] = "threads"
 
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
-        """The images of rows ``idx`` (sorted) and the rows kept; ``out`` is the batch's uint8 buffer."""
+        """The images of rows ``idx`` (in that order) and the rows kept; ``out`` is the batch's uint8 buffer."""
         raise NotImplementedError(f"{type(self).__name__} must define read_batch")
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:

@@ -254,10 +254,10 @@ class ImageSource(BatchSource):
         self.rng.epoch = int(epoch)
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
-        return [self.read_batch(np.sort(np.asarray(idx, dtype=np.int64))) for idx in chunk]
+        return [self.read_batch(np.asarray(idx, dtype=np.int64)) for idx in chunk]
 
     def read_batch(self, idx: np.ndarray) -> dict[str, Any]:
-        """One batch of the sorted rows ``idx``: the reader's images (in a recycled buffer) and the labels."""
+        """One batch of the rows ``idx``, in that order: the reader's images (in a recycled buffer) and the labels."""
         check_rows(idx, len(self), repr(self))
         worker = threading.current_thread() is not threading.main_thread()
         if worker and not getattr(self._threads, "limited", False):
