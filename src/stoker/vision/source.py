@@ -232,10 +232,23 @@ class ImageSource(BatchSource):
 
     @property
     def classes(self) -> list[str] | None:
+        """Class names in label-id order (torchvision's ``ImageFolder.classes``); None without classes."""
         if isinstance(self._data, Store):
             return self._data.metadata.get("classes")
         classes = self._data.classes
         return list(classes) if classes is not None else None
+
+    @property
+    def label_names(self) -> tuple[str, ...] | None:
+        """Class names in label-id order, as ``stoker.text.Loader.label_names``; None without classes."""
+        classes = self.classes
+        return None if classes is None else tuple(classes)
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """Class name -> label id (torchvision's ``ImageFolder.class_to_idx``); None without classes."""
+        classes = self.classes
+        return None if classes is None else {name: i for i, name in enumerate(classes)}
 
     def auto_workers(self, batch_size: int) -> int:
         """Workers when the user does not say: one per usable core (the loader caps worker threads
@@ -286,7 +299,10 @@ class ImageSource(BatchSource):
                 raise
 
     def _with_columns(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
-        """The labels (and, with ``with_paths``, the files) of the rows ``idx`` kept in ``batch``."""
+        """The labels (and, with ``with_paths``, the files) of the rows ``idx`` kept in ``batch``;
+        with ``on_error="skip"`` the rows themselves, as ``index`` (a batch may be short)."""
+        if self.options.on_error == "skip":
+            batch["index"] = idx.astype(np.int64)
         if self.with_paths:
             batch[PATH_COLUMN] = self.paths(idx)
         if not self.has_labels:
