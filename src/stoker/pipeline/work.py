@@ -31,7 +31,8 @@ class Work:
     worker, also makes the draws of a batch independent of which worker reads it.
 
     ``in_batch_order="storage"`` sorts each batch's rows before the read (``LoaderConfig``);
-    ``with_index`` adds ``index`` (the batch's rows) to each dict batch that has none of its own.
+    ``with_index`` adds ``index`` (the batch's rows) to each dict batch (after the collate) that has
+    none of its own.
     """
 
     def __init__(
@@ -63,11 +64,11 @@ class Work:
             chunk = [np.sort(rows) for rows in chunk]
         with span("read"):
             batches = self.source.read(chunk)
-        if self.with_index:
-            batches = [with_index(b, rows) for b, rows in zip(batches, chunk)]
         if self.collate is not None:
             with span("collate"):
                 batches = [self.collate(b) for b in batches]
+        if self.with_index:
+            batches = [with_index(b, rows) for b, rows in zip(batches, chunk)]
         if self.start is not None:
             with span("transfer"):
                 batches = [self.start(b) for b in batches]

@@ -65,3 +65,19 @@ def test_in_batch_order_is_checked():
     assert stoker.LoaderConfig(in_batch_order="storage").in_batch_order == "storage"
     with pytest.raises(ConfigError, match="in_batch_order"):
         stoker.LoaderConfig(in_batch_order="sorted")
+
+
+def test_a_dataset_batch_gets_its_index_after_the_collate():
+    import torch
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return N
+
+        def __getitem__(self, i):
+            return {"y": i}
+
+    loader = stoker.Loader(Rows(), batch_size=8, shuffle=True, seed=2, num_workers=0)
+    rows = next(iter(loader.batch_sampler.batches(0)))
+    (batch,) = Work(loader.source, loader.source.collate, loader.observers, None, with_index=True)((0, 0, [rows]))
+    assert np.asarray(batch["y"]).tolist() == rows.tolist() == batch["index"].tolist()
