@@ -147,8 +147,14 @@ def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) 
     rows of at least :data:`VIEW_ROW_BYTES` by one ``np.concatenate`` of the rows' views (a per-shard
     take and a scatter would copy every byte twice); smaller rows by a take and a scatter per shard.
     """
-    if not plan.sorted and plan.n and out.nbytes >= VIEW_ROW_BYTES * plan.n and out.flags.c_contiguous:
-        flat = {s: views[s].data.reshape(len(views[s].data), -1) for s, _ in plan.runs}
+    sources = {s: views[s].data for s, _ in plan.runs}
+    if (
+        not plan.sorted
+        and plan.n
+        and out.nbytes >= VIEW_ROW_BYTES * plan.n
+        and all(a.flags.c_contiguous for a in (out, *sources.values()))
+    ):
+        flat = {s: a.reshape(len(a), -1) for s, a in sources.items()}  # views: every array is contiguous
         rows = map(operator.getitem, map(flat.__getitem__, plan.shard.tolist()), plan.local.tolist())
         np.concatenate(list(rows), out=out.reshape(-1))
         return
