@@ -28,7 +28,7 @@ class ParquetRows(stoker.BatchSource):
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
         file = pq.ParquetFile(self.path)  # one handle per call: workers read in parallel
-        return [self._batch(file, np.sort(idx)) for idx in chunk]
+        return [self._batch(file, np.asarray(idx)) for idx in chunk]
 
     def _batch(self, file: pq.ParquetFile, rows: np.ndarray) -> dict[str, np.ndarray]:
         bad = rows[(rows < 0) | (rows >= len(self))]
@@ -39,5 +39,6 @@ class ParquetRows(stoker.BatchSource):
         for g in np.unique(groups):
             local = rows[groups == g] - self.starts[g]
             parts.append(file.read_row_group(int(g), columns=self.columns).take(pa.array(local)))
-        table = pa.concat_tables(parts)
+        # parts follow the row groups; put the rows back in the batch's (the sampler's) order
+        table = pa.concat_tables(parts).take(pa.array(np.argsort(np.argsort(groups, kind="stable"))))
         return {c: table.column(c).to_numpy() for c in self.columns}

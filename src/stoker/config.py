@@ -11,6 +11,8 @@ from stoker.pipeline.sampler import order_name
 from stoker.pipeline.schedule import AUTO, ENGINES  # AUTO: num_workers / prefetch_factor tuned while the loader runs
 from stoker.store.sizes import parse_size
 
+IN_BATCH_ORDERS = ("sampled", "storage")
+
 
 @dataclass(frozen=True)
 class LoaderConfig:
@@ -64,6 +66,11 @@ class LoaderConfig:
             settles on one (the rule: ``pipeline/engine_choice.py``); ``loader.report()`` says what it
             chose and why. ``num_workers`` counts workers of either kind. ``loader.schedule`` shows the
             engine, workers, prefetch and chunk size in force and who set each.
+        in_batch_order: ``"sampled"`` (rows inside a batch in the sampler's order, as from a torch
+            ``DataLoader``) or ``"storage"`` (each batch's rows sorted by row number; which rows form
+            a batch still follows the sampler).
+        with_index: add ``index`` to every dict batch: each row's number in the loaded data (a
+            source that leaves rows out, such as ``ImageSource(on_error="skip")``, gives the rows kept).
     """
 
     batch_size: int = 1
@@ -87,6 +94,8 @@ class LoaderConfig:
     engine: str | None = None
     memory_budget: int | str | None = None
     chunk_size: int | None = None
+    in_batch_order: str = "sampled"
+    with_index: bool = False
 
     def __post_init__(self) -> None:
         def positive_int(name: str, value: Any, minimum: int = 1, auto: bool = False) -> None:
@@ -95,6 +104,10 @@ class LoaderConfig:
                 raise ConfigError(f"{name} must be an integer >= {minimum}{also}, got {value!r}", option=name)
 
         positive_int("batch_size", self.batch_size)
+        if self.in_batch_order not in IN_BATCH_ORDERS:
+            raise ConfigError(
+                f"in_batch_order must be one of {IN_BATCH_ORDERS}, got {self.in_batch_order!r}", option="in_batch_order"
+            )
         if self.prefetch_factor != AUTO:
             positive_int("prefetch_factor", self.prefetch_factor, auto=True)
         if self.pad_to_multiple_of is not None:

@@ -71,8 +71,9 @@ class Loader:
             ``pad_to_multiple_of``, ``persistent_workers``, ``engine``, ``memory_budget``, ``chunk_size``).
         ``num_workers="auto"``, ``prefetch_factor="auto"``: tuned while the loader runs (``pipeline/autotune.py``).
 
-    Rows inside a store batch come in storage order; which rows form each batch follows the
-    (shuffled) sampler. Each pass (``for batch in loader``) starts from the first batch of a new
+    Rows inside a batch come in the sampler's order, as from a torch ``DataLoader``
+    (``in_batch_order="storage"`` sorts them; ``with_index=True`` adds each row's number as ``index``).
+    Each pass (``for batch in loader``) starts from the first batch of a new
     epoch, as each pass of a DataLoader draws a new order: a pass left early (a peek, a ``break``)
     still used up its epoch, and nothing of it carries over. ``set_epoch(e)`` chooses the epoch of
     the next pass. ``state_dict()`` records the epoch and the batches delivered so far; after
@@ -328,6 +329,8 @@ class Loader:
             None if not in_threads else partial(begin_copy, self.transfer),
             not in_threads,
             cfg.seed,
+            cfg.in_batch_order,
+            cfg.with_index,
         )
         batch_bytes = self.source.batch_bytes(cfg.batch_size)
         slots = SlotPlan(

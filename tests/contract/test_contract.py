@@ -79,8 +79,10 @@ def _parquet(tmp: Path) -> Path:
 
 
 def _text(**options):
+    texts = SENTENCES * 4
+    data = texts if options.get("packing") else {"text": texts, "label": list(range(len(texts)))}
     return lambda tmp: stoker.text.Loader(
-        SENTENCES * 4, tokenizer="bert-base-uncased", batch_size=5, max_length=32, seed=3, **options
+        data, tokenizer="bert-base-uncased", batch_size=5, max_length=32, seed=3, **options
     )
 
 
@@ -111,7 +113,7 @@ CASES = {
         stoker.sources.HDF5(_hdf5(tmp), "data,labels"), batch_size=8, shuffle=True, seed=3
     ),
     "images": lambda tmp: stoker.Loader(
-        stoker.vision.ImageSource(_images(tmp), stoker.vision.train_transforms(16), seed=3),
+        stoker.vision.ImageSource(_images(tmp), stoker.vision.train_transforms(16), seed=3, with_paths=True),
         batch_size=5,
         shuffle=True,
         seed=3,
@@ -216,3 +218,43 @@ def test_fingerprint_refuses_a_changed_setting(case):
         changed = {**mine, key: "something else" if not isinstance(value, str) else value + "!"}
         with pytest.raises(StateError, match=key):
             sampler.check_fingerprint(changed)
+
+
+def _image_rows(loader, batch):
+    row_of = {p: i for i, p in enumerate(loader.source.paths(np.arange(len(loader.source))))}
+    return [row_of[p] for p in batch["path"]]
+
+
+# Each case's rows as numbers of the loader's source, read back from a batch (the data hold them).
+ROWS = {
+    "store": lambda loader, b: b["label"],
+    "store-block": lambda loader, b: b["label"],
+    "arrays": lambda loader, b: b[1],
+    "subset": lambda loader, b: b["label"] - 3,
+    "tensordataset": lambda loader, b: b[0],
+    "dataset-inline": lambda loader, b: b["i"],
+    "dataset-processes": lambda loader, b: b["i"],
+    "dataset-collate": lambda loader, b: b["i"],
+    "hdf5": lambda loader, b: b["labels"],
+    "images": _image_rows,
+    "text-bucketed": lambda loader, b: b["labels"],
+    "text-plain": lambda loader, b: b["labels"],
+    "parquet-example": lambda loader, b: b["y"],
+}
+
+
+def test_rows_inside_a_batch_come_in_the_samplers_order(case, request):
+    """As from a torch DataLoader: a shuffled batch's rows in the order the sampler drew them."""
+    loader = case()
+    name = request.node.callspec.params["case"]
+    planned = [np.asarray(b) for b in loader.batch_sampler.batches(0)]
+    batches = list(loader)
+    assert len(batches) == len(planned)
+    if name == "text-packed":  # a row is a block of the packed stream: each row read alone must match
+        for rows, batch in zip(planned, batches):
+            alone = [loader.source.read([rows[k : k + 1]])[0]["input_ids"][0] for k in range(len(rows))]
+            assert np.array_equal(np.asarray(batch["input_ids"]), np.stack(alone))
+        return
+    assert any(not np.array_equal(rows, np.sort(rows)) for rows in planned)  # the test can fail
+    for rows, batch in zip(planned, batches):
+        assert np.array_equal(np.asarray(ROWS[name](loader, batch)), rows)

@@ -3,8 +3,8 @@
 ``ArrayColumns`` is what a torch ``TensorDataset`` becomes inside the Loader (and what
 ``stoker.sources.Arrays`` builds on): instead of one ``__getitem__`` per sample in worker
 processes and a collate, a chunk of batches is one ``np.take`` per column into the loader's
-recycled buffers (pinned on CUDA), cut into views. Rows inside a batch come in storage order,
-as from a store.
+recycled buffers (pinned on CUDA), cut into views. Rows inside a batch come in the order of its
+indices (the sampler's), as from a store.
 """
 
 from __future__ import annotations
@@ -20,21 +20,21 @@ from stoker.pipeline.source import BatchSource
 def gather_plan(chunk: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sorted unique rows of a chunk of batches, where each batch row lies in them, and batch bounds.
 
-    Each batch is sorted (rows inside a batch come in storage order, as from a store), so the
-    whole chunk is read with one increasing selection and cut back into batches.
+    ``unique[where]`` are the chunk's rows in the batches' own order (the sampler's): a source that
+    reads ``unique`` in one increasing selection hands out ``unique[where]``, cut at ``bounds``.
     """
-    sorted_batches = [np.sort(np.asarray(b, dtype=np.int64)) for b in chunk]
-    flat = np.concatenate(sorted_batches) if sorted_batches else np.empty(0, np.int64)
+    batches = [np.asarray(b, dtype=np.int64) for b in chunk]
+    flat = np.concatenate(batches) if batches else np.empty(0, np.int64)
     unique, where = np.unique(flat, return_inverse=True)
     bounds = np.zeros(len(chunk) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in sorted_batches], out=bounds[1:])
+    np.cumsum([len(b) for b in batches], out=bounds[1:])
     return unique, where.reshape(-1), bounds
 
 
 def check_rows(unique: np.ndarray, n: int, where: str) -> None:
-    """An IndexError naming the first row of sorted ``unique`` outside ``0..n-1``."""
-    if unique.size and (unique[0] < 0 or unique[-1] >= n):
-        bad = unique[0] if unique[0] < 0 else unique[-1]
+    """An IndexError naming a row of ``unique`` (in any order) outside ``0..n-1``."""
+    if unique.size and (unique.min() < 0 or unique.max() >= n):
+        bad = unique[(unique < 0) | (unique >= n)][0]
         raise IndexError(f"row {bad} is out of range for {where} of {n} rows")
 
 

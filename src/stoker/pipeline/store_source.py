@@ -23,9 +23,8 @@ class StoreSource(BatchSource):
     batches. One batch is gathered into recycled buffers; several small batches are gathered
     together, with one gather and one padding pass for the whole chunk, then cut into views.
 
-    Rows inside a batch are read in storage order (the indices are sorted): which rows form
-    a batch follows the sampler, and reading them in order turns the gather of each shard's
-    rows into one contiguous write. A sequence column ``x`` becomes ``x`` (padded to the
+    Rows inside a batch come in the order of its indices (the sampler's order, as from a torch
+    ``DataLoader``); each row is copied once, straight to its place (``store/gather.py``). A sequence column ``x`` becomes ``x`` (padded to the
     longest row of its batch, rounded up to ``pad_to_multiple_of``) and ``x_lengths``.
 
     Args:
@@ -98,7 +97,7 @@ class StoreSource(BatchSource):
         # Tensor columns are gathered straight into recycled buffers (pinned ones on CUDA), one
         # per chunk: a chunk of one batch hands out the buffer itself, a larger chunk a view of
         # it per batch, and the buffer is free again once no batch of the chunk is referenced.
-        idx = np.sort(chunk[0]) if len(chunk) == 1 else np.concatenate([np.sort(c) for c in chunk])
+        idx = np.asarray(chunk[0]) if len(chunk) == 1 else np.concatenate(chunk)
         self.store.prefetch(idx)  # a remote store starts fetching all of the chunk's shards at once
         out = {name: self.pool.get(name, (len(idx), *shape), dtype) for name, shape, dtype in self._tensors}
         raw = self.store.gather(idx, self.columns, out)

@@ -29,6 +29,10 @@ class Work:
     a pool forked again each epoch starts from the same state: without this, two workers drew the
     same "random" augmentations, and every epoch repeated the last one's. Seeding per task, not per
     worker, also makes the draws of a batch independent of which worker reads it.
+
+    ``in_batch_order="storage"`` sorts each batch's rows before the read (``LoaderConfig``);
+    ``with_index`` adds ``index`` (the batch's rows) to each dict batch (after the collate) that has
+    none of its own.
     """
 
     def __init__(
@@ -39,10 +43,13 @@ class Work:
         start: Callable[[Any], Any] | None,
         in_process: bool = False,
         seed: int = 0,
+        in_batch_order: str = "sampled",
+        with_index: bool = False,
     ) -> None:
         self.source, self.collate, self.observers, self.start = source, collate, observers, start
         self.in_process = in_process  # return (batches, source.drain_report()): the counts travel back
         self.seed = seed
+        self.sort_rows, self.with_index = in_batch_order == "storage", with_index
         self.epoch: int | None = None
         source.set_seed(seed)  # before the workers start: forked ones copy it
 
@@ -54,11 +61,15 @@ class Work:
             self.source.set_epoch(epoch)
             self.epoch = epoch
         span = self.observers.span
+        if self.sort_rows:
+            chunk = [np.sort(rows) for rows in chunk]
         with span("read"):
             batches = self.source.read(chunk)
         if self.collate is not None:
             with span("collate"):
                 batches = [self.collate(b) for b in batches]
+        if self.with_index:
+            batches = [with_index(b, rows) for b, rows in zip(batches, chunk)]
         if self.start is not None:
             with span("transfer"):
                 batches = [self.start(b) for b in batches]
@@ -74,6 +85,13 @@ class Work:
         epoch, first, chunk = task
         which = f"batch {first}" if len(chunk) == 1 else f"batches {first}-{first + len(chunk) - 1}"
         return first, f"{which} of this pass (epoch {epoch})"
+
+
+def with_index(batch: Any, rows: np.ndarray) -> Any:
+    """``batch`` with ``index``: its rows (int64), unless the source put its own (rows it kept)."""
+    if isinstance(batch, dict) and "index" not in batch:
+        batch["index"] = np.asarray(rows, dtype=np.int64)
+    return batch
 
 
 def seed_globals(seed: int, epoch: int, first: int) -> None:

@@ -15,6 +15,7 @@ starts no threads: see :mod:`stoker.pipeline.parts`); ``run`` returns once every
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ from stoker.store.shards import ColumnView
 
 # run(rows, row_bytes, copy): calls copy(start, stop) over ranges covering 0..rows-1, then returns
 PartRunner = Callable[[int, int, Callable[[int, int], None]], None]
+VIEW_ROW_BYTES = 1024  # rows of several shards at least this large are copied as views, once each
 
 
 class Plan:
@@ -138,7 +140,24 @@ def _target(col: Column, n: int, out: np.ndarray | None) -> np.ndarray:
 
 
 def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) -> None:
-    """Rows of ``plan`` of one fixed-width column into ``out`` (``plan.n`` rows)."""
+    """Rows of ``plan`` of one fixed-width column into ``out`` (``plan.n`` rows), in the plan's order.
+
+    Rows in one run of a shard are one ``take`` into their slice of ``out``. Rows of several shards
+    interleaved (a shuffled batch in sampled order) are written once each, straight to their place:
+    rows of at least :data:`VIEW_ROW_BYTES` by one ``np.concatenate`` of the rows' views (a per-shard
+    take and a scatter would copy every byte twice); smaller rows by a take and a scatter per shard.
+    """
+    sources = {s: views[s].data for s, _ in plan.runs}
+    if (
+        not plan.sorted
+        and plan.n
+        and out.nbytes >= VIEW_ROW_BYTES * plan.n
+        and all(a.flags.c_contiguous for a in (out, *sources.values()))
+    ):
+        flat = {s: a.reshape(len(a), -1) for s, a in sources.items()}  # views: every array is contiguous
+        rows = map(operator.getitem, map(flat.__getitem__, plan.shard.tolist()), plan.local.tolist())
+        np.concatenate(list(rows), out=out.reshape(-1))
+        return
     for shard, pos in plan.runs:
         src = views[shard].data
         if isinstance(pos, slice):

@@ -19,7 +19,9 @@ class TextColumns:
         text: the text column (JSONL/CSV/TSV) or key (a dict of lists).
         pair: the second text of sentence pairs (``None``: single texts).
         label: the label column; ``"auto"`` takes ``label`` when there is one, ``None`` reads no label.
-        keep_empty: keep empty (whitespace-only) texts instead of skipping them.
+        keep_empty: keep empty (whitespace-only) texts, as an empty sequence (``[CLS] [SEP]``,
+            padded): the default, so every example of the input is a row. ``False`` skips them with a
+            warning naming the first lines skipped (the report counts them all).
         encoding_errors: ``"strict"`` (invalid UTF-8 raises InputError) or ``"replace"``.
         label_names: label names in id order (a label outside them is an InputError naming its
             line); ``None``: names are numbered in sorted order, numbers stay numbers.
@@ -28,7 +30,7 @@ class TextColumns:
     text: str = "text"
     pair: str | None = None
     label: str | None = AUTO
-    keep_empty: bool = False
+    keep_empty: bool = True
     encoding_errors: str = "strict"
     label_names: tuple[str, ...] | None = None
 
@@ -38,7 +40,7 @@ class TextColumns:
         text_column: str = "text",
         pair_column: str | None = None,
         label_column: str | None = AUTO,
-        keep_empty: bool = False,
+        keep_empty: bool = True,
         encoding_errors: str = "strict",
         label_names: Any = None,
         class_to_idx: Any = None,

@@ -8,13 +8,15 @@ The rows of each input kind are read in :mod:`stoker.text.rows`; which fields ho
 
 Bad input is named precisely: invalid UTF-8 raises :class:`~stoker.errors.InputError` with
 the file, line and byte (or is replaced with U+FFFD and counted, ``encoding_errors="replace"``);
-a missing column names the columns found; empty texts are skipped and counted, or kept
-(``keep_empty=True``).
+a missing column names the columns found; empty texts are kept (an empty sequence), or skipped
+with a warning naming the first lines and counted (``keep_empty=False``). A blank line of a
+JSONL/CSV/TSV file holds no example (as pandas and HF datasets read it) and is counted the same way.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,7 @@ from stoker.text.labels import LabelCoder
 from stoker.text.rows import BLANK, FORMATS, NO_LABEL, example_rows
 
 BLOCK_ROWS = 8192
+WARNED_LINES = 5  # keep_empty=False: the first lines skipped, named in the warning
 DEFAULT_COLUMNS = TextColumns()  # a text column named text, a label column named label if present
 
 
@@ -84,19 +87,24 @@ def describe_source(source: Any) -> str:
 
 
 def iter_blocks(
-    source: Any, columns: TextColumns = DEFAULT_COLUMNS, block_rows: int = BLOCK_ROWS
+    source: Any, columns: TextColumns = DEFAULT_COLUMNS, block_rows: int = BLOCK_ROWS, warn: bool = True
 ) -> Iterator[TextBlock]:
-    """The source as blocks of at most ``block_rows`` examples (empty texts already handled)."""
+    """The source as blocks of at most ``block_rows`` examples (empty texts already handled: with
+    ``keep_empty=False`` skipped, and the first :data:`WARNED_LINES` of them named in one warning at
+    the end when ``warn``)."""
     replaced = [0]  # lines whose invalid UTF-8 was replaced, counted by the file readers
     rows = example_rows(source, columns, replaced)
     block = TextBlock([], [] if columns.pair else None, None)
+    skipped: list[int] = []  # the first lines of empty texts skipped
     for row in rows:
         if row is BLANK:
             block.skipped_empty += 1
             continue
-        _, text, pair, label = row
+        line, text, pair, label = row
         if not columns.keep_empty and not text.strip():
             block.skipped_empty += 1
+            if warn and len(skipped) <= WARNED_LINES:
+                skipped.append(line)
             continue
         block.texts.append(text)
         block.lines.append(row[0])
@@ -111,8 +119,20 @@ def iter_blocks(
             yield block
             block = TextBlock([], [] if columns.pair else None, None)
     block.replaced_lines = replaced[0]
+    if skipped:
+        _warn_skipped(source, skipped)
     if block.texts or block.skipped_empty or block.replaced_lines:
         yield block
+
+
+def _warn_skipped(source: Any, lines: list[int]) -> None:
+    unit = row_unit(source)
+    named = ", ".join(str(n) for n in lines[:WARNED_LINES]) + (", ..." if len(lines) > WARNED_LINES else "")
+    warnings.warn(
+        f"{describe_source(source)}: keep_empty=False skipped empty texts at {unit}s {named} (the report "
+        "counts them all); results no longer line up with the input there: keep_empty=True keeps them",
+        stacklevel=3,
+    )
 
 
 def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable:
@@ -157,7 +177,7 @@ def scan_labels(source: Any, columns: TextColumns) -> LabelCoder | None:
         return LabelCoder(columns.label_names, given=True)
     raw: list[Any] = []
     found = False
-    for block in iter_blocks(source, columns):
+    for block in iter_blocks(source, columns, warn=False):  # the pass that keeps the texts warns
         if block.labels is not None:
             found = True
             raw.extend(block.labels)

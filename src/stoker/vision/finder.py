@@ -100,6 +100,13 @@ def _is_image(name: str, extensions: Sequence[str]) -> bool:
     return name.lower().endswith(tuple(e.lower() for e in extensions))
 
 
+def _entries(root: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``root``, the directory handle closed before returning (a scandir iterator left
+    unfinished, as by ``any``, stays open until collected: a ResourceWarning)."""
+    with os.scandir(root) as entries:
+        return list(entries)
+
+
 def image_folder(
     root: str | os.PathLike[str], extensions: Sequence[str] = IMG_EXTENSIONS, names: Sequence[str] | None = None
 ) -> ImageList:
@@ -108,7 +115,7 @@ def image_folder(
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder of images", option="src")
-    classes = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    classes = sorted(e.name for e in _entries(root) if e.is_dir() and not e.name.startswith("."))
     if not classes:
         raise EmptyDatasetError(f"{root} has no class folders; the ImageFolder layout is root/<class>/<image>")
     ids = {c: i for i, c in enumerate(classes)} if names is None else _ids_of(names, classes, f"{root}: class folder")
@@ -219,7 +226,7 @@ def flat_folder(
     """
     root = Path(root)
     if labels is None:
-        found = sorted(e.name for e in os.scandir(root) if e.is_file())
+        found = sorted(e.name for e in _entries(root) if e.is_file())
         paths = [str(root / f) for f in found if _is_image(f, extensions)]
         ignored = [str(root / f) for f in found if not _is_image(f, extensions)]
         return ImageList(tuple(paths), None, None, str(root), tuple(ignored))
@@ -308,7 +315,7 @@ def find_images(
     for name in LABEL_FILES:
         if (root / name).is_file():
             return flat_folder(root, root / name, extensions, names)
-    if any(e.is_dir() and not e.name.startswith(".") for e in os.scandir(root)):
+    if any(e.is_dir() and not e.name.startswith(".") for e in _entries(root)):
         return image_folder(root, extensions, names)
     if names is not None:
         raise ConfigError(

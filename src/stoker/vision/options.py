@@ -39,7 +39,8 @@ class ImageOptions:
         seed: base of the per-row randomness: row ``i`` of epoch ``e`` uses ``(seed, e, i)``. None
             (the default): the loader's ``seed``, so one seed decides both the order and the augmentation.
         on_error: ``"raise"`` (an ImageError naming the file) or ``"skip"`` (leave the row out
-            of its batch and list it in :meth:`ImageSource.report`).
+            of its batch, warn of the first ones by file and list all in :meth:`ImageSource.report`;
+            every batch then carries ``index``, the rows it holds).
         max_pixels: images larger than this are refused as enormous.
         reduced_decode: decode JPEG at 1/2, 1/4, 1/8 scale when that still covers the crop. None (the
             default): only for random transforms (training); deterministic ones (``eval_transforms``)

@@ -7,8 +7,8 @@ The source picks one reader when it is built and hands every batch to it::
     GatherArrays  uint8 rows already at the batch's size and layout -> one gather, no per-row work
     GpuDecode     (``vision/gpu.py``) encoded bytes -> headers and crop plans on the host, nvJPEG on the device
 
-A reader's entry point is ``read_batch(idx, out) -> (batch, kept)``: ``idx`` are sorted row
-numbers, ``out`` the uint8 buffer to fill (``None`` for a reader whose ``fills_buffer`` is
+A reader's entry point is ``read_batch(idx, out) -> (batch, kept)``: ``idx`` are row
+numbers in the batch's order, ``out`` the uint8 buffer to fill (``None`` for a reader whose ``fills_buffer`` is
 False), ``batch`` the image part of the batch and ``kept`` the rows it holds. Per-row work goes
 through one loop, :meth:`RowErrors.each_row`, which names the file of a bad row or leaves the row
 out and records it, whatever the reader.
@@ -20,6 +20,7 @@ Where the rows come from is a separate small object: :class:`StoreBytes` (a stor
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -46,8 +47,12 @@ class Skipped:
     reason: str
 
 
+WARNED_ROWS = 5  # on_error="skip": the first rows left out are each named in a warning
+
+
 class RowErrors:
-    """What a bad row does: an ImageError naming its file and row, or a :class:`Skipped` record.
+    """What a bad row does: an ImageError naming its file and row, or a :class:`Skipped` record
+    (the first :data:`WARNED_ROWS` of them also in a warning, so no row goes missing silently).
 
     Thread-safe: several workers run :meth:`each_row` at once and share one report.
     """
@@ -57,6 +62,7 @@ class RowErrors:
         self.describe = describe
         self._lock = threading.Lock()
         self._skipped: dict[int, Skipped] = {}
+        self._told = 0  # rows left out and warned of (the first WARNED_ROWS)
 
     def each_row(self, idx: np.ndarray, work: Callable[[int, int], None]) -> np.ndarray:
         """Run ``work(k, row)`` for each row of ``idx``; the mask of the rows that succeeded.
@@ -74,6 +80,14 @@ class RowErrors:
                     raise exc.where(place, row) from exc
                 with self._lock:
                     self._skipped[row] = Skipped(row, place, exc.reason)
+                    told = self._told = self._told + 1
+                if told <= WARNED_ROWS:
+                    more = "; further rows left out are not warned of" if told == WARNED_ROWS else ""
+                    warnings.warn(
+                        f"on_error='skip' left out row {row}, {place}: {exc.reason} (the batch is one row short; "
+                        f"its 'index' names the rows kept, source.report() all rows left out{more})",
+                        stacklevel=2,
+                    )
                 keep[k] = False
         return keep
 
@@ -154,7 +168,7 @@ class ImageReader:
     holds_gil: ClassVar[bool] = False
 
     def read_batch(self, idx: np.ndarray, out: np.ndarray | None) -> tuple[dict[str, Any], np.ndarray]:
-        """The images of rows ``idx`` (sorted) and the rows kept; ``out`` is the batch's uint8 buffer."""
+        """The images of rows ``idx`` (in that order) and the rows kept; ``out`` is the batch's uint8 buffer."""
         raise NotImplementedError(f"{type(self).__name__} must define read_batch")
 
     def finalize(self, batch: dict[str, Any]) -> dict[str, Any]:

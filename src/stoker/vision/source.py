@@ -216,10 +216,23 @@ class ImageSource(BatchSource):
 
     @property
     def classes(self) -> list[str] | None:
+        """Class names in label-id order (torchvision's ``ImageFolder.classes``); None without classes."""
         if isinstance(self._data, Store):
             return self._data.metadata.get("classes")
         classes = self._data.classes
         return list(classes) if classes is not None else None
+
+    @property
+    def label_names(self) -> tuple[str, ...] | None:  # type: ignore[override]
+        """Class names in label-id order, as ``stoker.text.Loader.label_names``; None without classes."""
+        classes = self.classes
+        return None if classes is None else tuple(classes)
+
+    @property
+    def class_to_idx(self) -> dict[str, int] | None:
+        """Class name -> label id (torchvision's ``ImageFolder.class_to_idx``); None without classes."""
+        classes = self.classes
+        return None if classes is None else {name: i for i, name in enumerate(classes)}
 
     def costs(self, batch_size: int) -> Costs:
         """Per-row decode and rendering (``CpuDecode``, ``RenderArrays``) hold the GIL: each image
@@ -246,10 +259,10 @@ class ImageSource(BatchSource):
             self.augment.seed = seed
 
     def read(self, chunk: list[np.ndarray]) -> list[dict[str, Any]]:
-        return [self.read_batch(np.sort(np.asarray(idx, dtype=np.int64))) for idx in chunk]
+        return [self.read_batch(np.asarray(idx, dtype=np.int64)) for idx in chunk]
 
     def read_batch(self, idx: np.ndarray) -> dict[str, Any]:
-        """One batch of the sorted rows ``idx``: the reader's images (in a recycled buffer) and the labels."""
+        """One batch of the rows ``idx``, in that order: the reader's images (in a recycled buffer) and the labels."""
         check_rows(idx, len(self), repr(self))
         worker = threading.current_thread() is not threading.main_thread()
         if worker and not getattr(self._threads, "limited", False):
@@ -278,7 +291,10 @@ class ImageSource(BatchSource):
                 raise
 
     def _with_columns(self, batch: dict[str, Any], idx: np.ndarray) -> dict[str, Any]:
-        """The labels (and, with ``with_paths``, the files) of the rows ``idx`` kept in ``batch``."""
+        """The labels (and, with ``with_paths``, the files) of the rows ``idx`` kept in ``batch``;
+        with ``on_error="skip"`` the rows themselves, as ``index`` (a batch may be short)."""
+        if self.options.on_error == "skip":
+            batch["index"] = idx.astype(np.int64)
         if self.with_paths:
             batch[PATH_COLUMN] = self.paths(idx)
         if not self.has_labels:

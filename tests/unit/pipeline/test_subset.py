@@ -62,7 +62,7 @@ def test_stoker_subset_of_a_store_or_path(store):
     np.testing.assert_array_equal(_labels(stoker.Loader(by_path, batch_size=2)), [0, 1, 2, 3, 4])
     # read directly, as a BatchSource: the store's rows, padding included
     (batch,) = sub.read([np.array([0, 3])])
-    np.testing.assert_array_equal(batch["label"], [7, 39])
+    np.testing.assert_array_equal(batch["label"], [39, 7])  # the rows in the order asked
     assert batch["ids"].shape == (2, 5)
 
 
@@ -146,15 +146,15 @@ def test_image_source_accepts_the_same_selection(tmp_path):
     images = stoker.vision.ImageSource(make_folder(tmp_path), stoker.vision.eval_transforms(32))
     whole = next(iter(stoker.Loader(images, batch_size=len(images))))
     sub = next(iter(stoker.Loader(stoker.Subset(images, [11, 0, 6]), batch_size=3)))
-    np.testing.assert_array_equal(sub["label"].numpy(), whole["label"].numpy()[[0, 6, 11]])
-    np.testing.assert_array_equal(sub["image"].numpy(), whole["image"].numpy()[[0, 6, 11]])
+    np.testing.assert_array_equal(sub["label"].numpy(), whole["label"].numpy()[[11, 0, 6]])
+    np.testing.assert_array_equal(sub["image"].numpy(), whole["image"].numpy()[[11, 0, 6]])
 
 
 def test_hdf5_accepts_the_same_selection(tmp_path):
     pytest.importorskip("h5py")
     h5 = stoker.sources.HDF5(make_h5(tmp_path), "data,labels")
     batch = next(iter(stoker.Loader(stoker.Subset(h5, [499, 10, 250]), batch_size=3)))
-    np.testing.assert_array_equal(batch["labels"].numpy(), [10, 250, 499])
+    np.testing.assert_array_equal(batch["labels"].numpy(), [499, 10, 250])
     split = torch.utils.data.random_split(h5, [0.5, 0.5], generator=torch.Generator().manual_seed(1))
     loader = stoker.Loader(split[1], batch_size=50)
     assert isinstance(loader.source, Subset)

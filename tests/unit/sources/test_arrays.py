@@ -25,7 +25,7 @@ def test_tensordataset_and_named_arrays():
     ds = torch.utils.data.TensorDataset(torch.arange(6), torch.ones(6, 2))
     assert isinstance(stoker.sources.Arrays(ds).read([np.array([4, 1])])[0], tuple)
     batch = stoker.sources.Arrays(image=np.zeros((6, 2, 2)), label=np.arange(6)).read([np.array([5, 0])])[0]
-    assert batch["label"].tolist() == [0, 5] and batch["image"].shape == (2, 2, 2)
+    assert batch["label"].tolist() == [5, 0] and batch["image"].shape == (2, 2, 2)
 
 
 def test_npy_and_uncompressed_npz_are_memory_mapped(tmp_path):
@@ -36,8 +36,8 @@ def test_npy_and_uncompressed_npz_are_memory_mapped(tmp_path):
     b = stoker.sources.Arrays(tmp_path / "b.npz")
     assert all(isinstance(v, np.memmap) for v in b.columns.values())
     got = b.read([np.array([4, 2])])[0]
-    assert got["x"].tolist() == [2.0, 4.0]
-    np.testing.assert_array_equal(got["y"], np.arange(18).reshape(6, 3)[[2, 4]])
+    assert got["x"].tolist() == [4.0, 2.0]
+    np.testing.assert_array_equal(got["y"], np.arange(18).reshape(6, 3)[[4, 2]])
 
 
 def test_compressed_npz_is_refused_with_a_fix(tmp_path):

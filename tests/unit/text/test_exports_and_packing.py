@@ -79,7 +79,8 @@ def test_pairs_through_a_store(tmp_path):
 
 
 def test_report_text():
-    loader = stoker.text.Loader(TEXTS + [""], batch_size=8, max_length=8)
+    with pytest.warns(UserWarning, match="skipped empty texts"):
+        loader = stoker.text.Loader(TEXTS + [""], batch_size=8, max_length=8, keep_empty=False)
     list(loader)
     text = str(loader.report())
     assert "15 batches, 120 examples" in text and "1 empty lines skipped" in text and "truncated" in text

@@ -7,13 +7,14 @@ from stoker.errors import EmptyDatasetError, InputError
 from stoker.text.inputs import TextColumns, iter_blocks, read_table
 
 
-def test_txt_skips_and_counts_empty_lines(tmp_path):
+def test_txt_keeps_empty_lines_or_skips_them_with_a_warning_naming_them(tmp_path):
     p = tmp_path / "a.txt"
     p.write_text("one\n\n   \ntwo\r\nthree\n")
-    t = read_table(p)
-    assert t.texts == ["one", "two", "three"] and t.skipped_empty == 2
-    kept = read_table(p, TextColumns(keep_empty=True))
-    assert len(kept) == 5 and kept.skipped_empty == 0
+    kept = read_table(p)  # every line is an example, as HF's text builder reads it
+    assert kept.texts == ["one", "", "   ", "two", "three"] and kept.skipped_empty == 0
+    with pytest.warns(UserWarning, match=r"a\.txt: keep_empty=False skipped empty texts at lines 2, 3 "):
+        t = read_table(p, TextColumns(keep_empty=False))
+    assert t.texts == ["one", "two", "three"] and t.skipped_empty == 2 and t.lines.tolist() == [1, 4, 5]
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
@@ -56,10 +57,12 @@ def test_csv_tsv_and_pairs(tmp_path):
 
 
 def test_lists_and_empty_sources(tmp_path):
-    assert read_table(["x", "", "y"]).texts == ["x", "y"]
+    assert read_table(["x", "", "y"]).texts == ["x", "", "y"]
+    with pytest.warns(UserWarning, match="at rows 1 "):
+        assert read_table(["x", "", "y"], TextColumns(keep_empty=False)).texts == ["x", "y"]
     assert read_table([("a", "b")], TextColumns(pair="text_b")).pairs == ["b"]
-    with pytest.raises(EmptyDatasetError, match="2 empty lines skipped"):
-        read_table(["", " "])
+    with pytest.raises(EmptyDatasetError, match="2 empty lines skipped"), pytest.warns(UserWarning):
+        read_table(["", " "], TextColumns(keep_empty=False))
     with pytest.raises(InputError, match="unknown text format"):
         (tmp_path / "x.parquet").write_text("")
         read_table(tmp_path / "x.parquet")
@@ -91,6 +94,6 @@ def test_text_label_rows_and_dicts_of_lists():
 def test_tables_know_the_line_of_every_example(tmp_path):
     p = tmp_path / "c.tsv"
     p.write_text("label\ttext\npos\tfirst\n\nneg\t\nneg\tlast\n")
-    t = read_table(p)
-    assert t.lines.tolist() == [2, 5] and t.describe(1) == f"{p}, line 5"
-    assert read_table(["a", " ", "b"]).describe(1) == "row 2 of a list of 3 examples"
+    t = read_table(p)  # line 3 is blank (no example, as pandas reads it); line 4 an empty text, kept
+    assert t.lines.tolist() == [2, 4, 5] and t.describe(2) == f"{p}, line 5"
+    assert read_table(["a", " ", "b"]).describe(2) == "row 2 of a list of 3 examples"

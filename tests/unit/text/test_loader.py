@@ -30,7 +30,10 @@ def test_batches_match_reference_and_are_dynamically_padded(reference):
 
 
 def test_report_counts_real_padded_truncated_and_empty():
-    loader = Loader(TEXTS + ["", "  "], batch_size=32, max_length=16, pad_to_multiple_of=1, num_workers=1)
+    with pytest.warns(UserWarning, match=r"skipped empty texts at rows 384, 385 "):
+        loader = Loader(
+            TEXTS + ["", "  "], batch_size=32, max_length=16, pad_to_multiple_of=1, num_workers=1, keep_empty=False
+        )
     real = padded = 0
     for b in loader:
         m = b["attention_mask"]

@@ -15,10 +15,10 @@ def test_a_quoted_field_over_two_lines_keeps_its_line_break(tmp_path, newline):
     lines = ["text,label", '"hello, world",pos', '"multi', 'line",neg', ",neg", "plain,pos", ""]
     path.write_bytes(newline.join(lines).encode())
     table = read_table(path)
-    assert table.texts == ["hello, world", "multi\nline", "plain"]  # was "multiline": two words made one
-    assert table.lines.tolist() == [2, 3, 6]  # the record starts on line 3 (was placed on its last, 4)
+    assert table.texts == ["hello, world", "multi\nline", "", "plain"]  # was "multiline": two words made one
+    assert table.lines.tolist() == [2, 3, 5, 6]  # the record starts on line 3 (was placed on its last, 4)
     assert table.describe(1) == f"{path}, line 3"
-    assert table.skipped_empty == 1
+    assert table.skipped_empty == 0  # the empty text of ",neg" is kept
 
 
 def test_a_short_record_after_a_long_one_names_its_first_line(tmp_path):

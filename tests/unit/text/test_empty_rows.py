@@ -1,0 +1,29 @@
+"""No example disappears silently (issue 32): an empty text is a row by default ([CLS] [SEP], padded),
+so predictions made with shuffle=False line up with the file; skipping is asked for and warned of."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from stoker.text import Loader
+
+
+def test_an_empty_tsv_text_is_kept_as_an_empty_sequence(tmp_path):
+    path = tmp_path / "labelled.tsv"
+    path.write_text("label\ttext\n1\thello world\n4\t\n2\tgood bye\n")
+    loader = Loader(path, batch_size=8, bucketing=False, pad_to_multiple_of=1)
+    (batch,) = list(loader)
+    assert batch["labels"].tolist() == [1, 4, 2]
+    assert batch["input_ids"][1, :2].tolist() == [101, 102]  # [CLS] [SEP]
+    assert batch["attention_mask"][1].tolist() == [1, 1, 0, 0]
+    assert loader.report().skipped_empty == 0
+
+
+def test_skipping_empty_texts_is_asked_for_and_names_the_lines(tmp_path):
+    path = tmp_path / "labelled.tsv"
+    path.write_text("label\ttext\n1\thello world\n4\t\n2\tgood bye\n3\t  \n")
+    with pytest.warns(UserWarning, match=r"labelled\.tsv: keep_empty=False skipped empty texts at lines 3, 5 "):
+        loader = Loader(path, batch_size=8, bucketing=False, keep_empty=False)
+    assert torch.cat([b["labels"] for b in loader]).tolist() == [1, 2]
+    assert loader.report().skipped_empty == 2
