@@ -101,6 +101,9 @@ def iter_blocks(
             block.skipped_empty += 1
             continue
         line, text, pair, label = row
+        if label is not None and not str(label).strip() and not text.strip() and not (pair or "").strip():
+            block.skipped_empty += 1  # a labelled file's row of empty fields (``\t``): blank, not a class ""
+            continue
         if not columns.keep_empty and not text.strip():
             block.skipped_empty += 1
             if warn and len(skipped) <= WARNED_LINES:

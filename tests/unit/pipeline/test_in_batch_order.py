@@ -81,3 +81,15 @@ def test_a_dataset_batch_gets_its_index_after_the_collate():
     rows = next(iter(loader.batch_sampler.batches(0)))
     (batch,) = Work(loader.source, loader.source.collate, loader.observers, None, with_index=True)((0, 0, [rows]))
     assert np.asarray(batch["y"]).tolist() == rows.tolist() == batch["index"].tolist()
+
+
+def test_the_loader_options_reach_the_batches(tmp_path):
+    """in_batch_order and with_index through stoker.Loader itself, on threads, inline and processes."""
+    stoker.write(tmp_path / "s", {"x": np.arange(64, dtype=np.int64) * 10})
+    for workers, engine in ((0, "threads"), (2, "threads"), (2, "processes")):
+        kw = {"batch_size": 16, "shuffle": True, "seed": 5, "num_workers": workers, "engine": engine}
+        sampled = next(iter(stoker.Loader(tmp_path / "s", with_index=True, **kw)))
+        assert sampled["x"].tolist() == (sampled["index"] * 10).tolist()
+        assert sampled["index"].tolist() != sorted(sampled["index"].tolist())  # sampled, not storage, order
+        stored = next(iter(stoker.Loader(tmp_path / "s", in_batch_order="storage", **kw)))
+        assert stored["x"].tolist() == sorted(sampled["x"].tolist()) and "index" not in stored

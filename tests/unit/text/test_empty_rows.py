@@ -27,3 +27,16 @@ def test_skipping_empty_texts_is_asked_for_and_names_the_lines(tmp_path):
         loader = Loader(path, batch_size=8, bucketing=False, keep_empty=False)
     assert torch.cat([b["labels"] for b in loader]).tolist() == [1, 2]
     assert loader.report().skipped_empty == 2
+
+
+def test_a_row_of_empty_fields_is_blank_not_a_class_named_empty(tmp_path):
+    """Keeping empty texts must not turn ``\\t`` (no text, no label) into an example of a class ""."""
+    import stoker
+
+    path = tmp_path / "c.tsv"
+    path.write_text("label\ttext\npos\tgood\n\t\n4\t\nneg\tbad\n".replace("4\t", "neg\t"))
+    loader = stoker.text.Loader(path, batch_size=8, shuffle=False)
+    assert loader.label_names == ("neg", "pos")
+    batch = next(iter(loader))
+    assert batch["labels"].tolist() == [1, 0, 0]  # the empty text with a label is kept; the empty row is not
+    assert loader.report().skipped_empty == 1
