@@ -4,8 +4,8 @@
     flock /tmp/stoker-bench.lock .venv/bin/python benchmarks/bench_before_after.py \\
         --old /tmp/stoker-old/src --new src --rounds 3 -- benchmarks/bench_loader.py --seconds 2
 
-Runs the benchmark script (any that writes its rows with ``--json``, as ``bench_loader.py`` does
-through ``common.save``) once per version per round, the versions taking turns (their order
+Runs the benchmark script (one that writes its rows with ``--json``, as ``bench_loader.py`` does
+through ``common.save``, or the peers harness ``peers/run.py --only stoker``) once per version per round, the versions taking turns (their order
 reversed every other round), each run with that version's ``src`` first on ``PYTHONPATH``. Prints,
 per result row, the new rate over the old one: the median of the per-round ratios and their range,
 and "within noise" where the two versions' ranges of rates overlap.
@@ -24,11 +24,14 @@ from pathlib import Path
 
 
 def run(script: list[str], src: str, out: Path) -> dict[str, float]:
-    """Samples/s of every result row of one run of ``script`` with ``src`` first on the path."""
+    """Samples/s of every result row of one run of ``script`` with ``src`` first on the path. The peers
+    harness (``peers/run.py``) writes ``--out <stem>`` (its ``rows``); the others ``--json <file>`` (``results``)."""
     env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
-    subprocess.run([sys.executable, *script, "--json", str(out)], env=env, check=True, stdout=subprocess.DEVNULL)
-    rows = json.loads(out.read_text())["results"]
-    return {f"{r['workload']} | {r['contender']}": float(r["samples_per_s"]) for r in rows}
+    peers = script[0].endswith("peers/run.py")
+    where = ["--out", str(out.with_suffix(""))] if peers else ["--json", str(out)]
+    subprocess.run([sys.executable, *script, *where], env=env, check=True, stdout=subprocess.DEVNULL)
+    rows = json.loads(out.with_suffix(".json").read_text())["rows" if peers else "results"]
+    return {f"{r['workload']} | {r['contender']}": float(r["samples_per_s"]) for r in rows if "samples_per_s" in r}
 
 
 def main() -> None:
