@@ -327,8 +327,9 @@ def chart(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    workloads = list(dict.fromkeys(r["workload"] for r in rows))
-    sizes = [sum(1 for r in rows if r["workload"] == w and "samples_per_s" in r) for w in workloads]
+    measured = [r["workload"] for r in rows if "samples_per_s" in r]  # a workload whose contenders all failed: no panel
+    workloads = list(dict.fromkeys(measured))
+    sizes = [measured.count(w) for w in workloads]
     fig, axes = plt.subplots(
         len(workloads),
         1,
