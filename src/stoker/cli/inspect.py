@@ -6,7 +6,8 @@ import argparse
 import json
 
 from stoker.cli.output import console, fields, human_bytes, table
-from stoker.store.reader import Store, _describe
+from stoker.store.reader import _describe
+from stoker.stores import open as open_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    ds = Store(args.store, verify=args.verify)  # checksums first: no shard is parsed before its bytes are checked
+    ds = open_store(args.store, verify=args.verify)  # checksums first: no shard is parsed before its bytes are checked
     if args.json:
         obj = ds.manifest.to_json()
         obj["path"] = ds.url  # a remote store's URL, not its local cache directory

@@ -22,7 +22,7 @@ from stoker.tune.limits import Limits, memcpy_rate, step_rate
 from stoker.tune.loaders import LoaderPlan, plan_for
 from stoker.tune.result import TuneResult
 from stoker.tune.search import Trials, coerce, descend, grid
-from stoker.tune.space import LOADER_DEFAULTS, Space, custom_space, default_space
+from stoker.tune.space import IMAGE_ONLY, LOADER_DEFAULTS, Space, custom_space, default_space
 from stoker.tune.trial import Trial, run_trial
 
 NEAR = 0.05  # the search stops within this share of the step's bound
@@ -178,14 +178,20 @@ def _call(plan: LoaderPlan | None, make: Any, setting: dict[str, Any]) -> str:
 def _schedule_keywords(build: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
     """The default loader's schedule (``loader.schedule``, ``pipeline/schedule.py``) as loader keywords:
     the engine and workers its defaults chose for this source (a torch Dataset's are processes), its
-    prefetch depth, chunk size and pinning. The search starts there."""
+    prefetch depth, chunk size and pinning; for images, its source's decode options as resolved (a
+    training crop decodes reduced). The search starts there."""
     try:
         loader = build({})
     except Exception:  # the defaults trial already recorded why; start from the first candidates
         return {}
     try:
         schedule = getattr(loader, "schedule", None)
-        return {} if not isinstance(schedule, Schedule) else schedule.keywords()
+        if not isinstance(schedule, Schedule):
+            return {}
+        keywords = schedule.keywords()
+        options = getattr(getattr(loader, "source", None), "options", None)  # an ImageSource's, resolved
+        keywords.update({k: getattr(options, k) for k in IMAGE_ONLY if hasattr(options, k)})
+        return keywords
     finally:
         close = getattr(loader, "close", None)
         if close is not None:
