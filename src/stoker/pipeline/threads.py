@@ -15,6 +15,7 @@ order never depend on the settings.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import functools
@@ -23,6 +24,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
@@ -135,6 +137,8 @@ class ThreadPool:
 
     def __init__(self, workers: int, name: str) -> None:
         self._tasks: queue.SimpleQueue[_Slot | None] = queue.SimpleQueue()
+        self._exiting = threading.Event()  # the interpreter exits: queued tasks are skipped
+        _POOLS.add(self)
         self._name = name
         self.threads: list[threading.Thread] = []
         self.size = 0  # threads serving, not counting those told to retire
@@ -148,7 +152,7 @@ class ThreadPool:
         workers = max(1, workers)
         while self.size < workers:
             t = threading.Thread(
-                target=_serve, args=(self._tasks,), name=f"{self._name}_{len(self.threads)}", daemon=True
+                target=_serve, args=(self._tasks, self._exiting), name=f"{self._name}_{len(self.threads)}", daemon=True
             )
             self.threads.append(t)
             t.start()
@@ -174,14 +178,37 @@ class ThreadPool:
         return [t for t in self.threads if t.is_alive()]
 
 
-def _serve(tasks: queue.SimpleQueue[_Slot | None]) -> None:
+def _serve(tasks: queue.SimpleQueue[_Slot | None], exiting: threading.Event) -> None:
     one_torch_thread_here()
     while True:
         task = tasks.get()
-        if task is None:
+        if task is None or exiting.is_set():
             return
         task.run()
         del task
+
+
+_POOLS: weakref.WeakSet[ThreadPool] = weakref.WeakSet()  # live pools, stopped at interpreter exit
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    """Let worker threads finish the task in hand, skip the queued ones, before the interpreter tears
+    down: a daemon thread still reading a store's mapped shards or in torch during finalization aborted
+    the process ("terminate called without an active exception") when a script left a pass unfinished."""
+    stop_for_exit(list(_POOLS))
+
+
+def stop_for_exit(pools: list[ThreadPool], wait: float = 5.0) -> None:
+    """Tell ``pools`` to skip their queued tasks and stop; join their threads, ``wait`` seconds in all."""
+    for pool in pools:
+        pool._exiting.set()
+        for _ in pool.threads:
+            pool._tasks.put(None)
+    deadline = time.monotonic() + wait
+    for pool in pools:
+        for t in pool.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
 
 
 class Knobs:
