@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import stoker
+from stoker.remote import cache as remote
 from stoker.remote import obstore_fetcher as objects
-from stoker.remote import reader as remote
 
 pytestmark = pytest.mark.usefixtures("obstore_client")
 

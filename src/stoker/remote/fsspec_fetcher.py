@@ -9,6 +9,7 @@ own loop (``Remote.call``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from stoker.errors import ConfigError, StoreNotFoundError
 from stoker.remote.fetcher import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, Fetcher
 from stoker.store.urls import scheme
 
-READ_BACK = 8 * 2**20  # a downloaded file is read back in pieces of this size for its checksum
+PIECE = 8 * 2**20  # a download is read from the object and written in pieces of this size
 
 
 class FsspecFetcher(Fetcher):
@@ -37,14 +38,19 @@ class FsspecFetcher(Fetcher):
     def download(
         self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
     ) -> None:
-        """The object into ``local``; with ``seen``, the file's bytes are read back and handed to it."""
-        self.fs.get_file(self._path(name), str(local))
-        if seen is not None:
-            buf = bytearray(READ_BACK)
-            view = memoryview(buf)
-            with open(local, "rb", buffering=0) as f:
-                while n := f.readinto(buf):
-                    seen(view[:n])
+        """The object streamed into ``local`` (the file the cache made for it, opened never through a link: not
+        fsspec's ``get_file``, which opens its target itself), each piece handed to ``seen`` on the way."""
+        fd = os.open(local, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            with self.fs.open(self._path(name), "rb") as src:
+                while piece := src.read(PIECE):
+                    view = memoryview(piece)
+                    if seen is not None:
+                        seen(view)
+                    while view:
+                        view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
 
     def upload(self, local: Path, name: str) -> None:
         self.fs.put_file(str(local), self._path(name))

@@ -66,7 +66,7 @@ class ObstoreFetcher(Fetcher):
         from obstore.exceptions import NotSupportedError
 
         def run() -> None:
-            fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            fd = os.open(local, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)  # made by the cache
             try:
                 out = _AlignedWrites(fd, seen)
                 ranged = bool(size) and self.ranged

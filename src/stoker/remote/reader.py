@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundError, StoreWriteError
-from stoker.remote.cache import ShardFiles, cache_key, default_root, parse_limit
+from stoker.remote.cache import ShardFiles, cache_key, parse_limit, shard_problem
+from stoker.remote.cachedir import new_part, store_directory
 from stoker.remote.location import Remote, remote
 from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
 from stoker.store.reader import Store
-from stoker.store.shardfile import file_checksum, new_hasher
+from stoker.store.shardfile import new_hasher
 
 FETCH_THREADS = 4  # shards downloaded at once by one process
 _LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the cache's disk, not the network
@@ -65,16 +66,15 @@ def open_remote(
             "writer uploads its manifest last, so an unfinished write has none: write it again)"
         ) from None
     manifest, checksum = parse_manifest(bytes(raw), manifest_url)
-    directory = (Path(cache_dir) if cache_dir is not None else default_root()) / cache_key(rem.url, checksum)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        if not (directory / MANIFEST_NAME).is_file():  # the local copy a process forked later reopens
-            part = directory / f"{MANIFEST_NAME}.part-{os.getpid()}"
-            part.write_bytes(raw)
-            os.replace(part, directory / MANIFEST_NAME)
-    except OSError as exc:
-        raise StoreWriteError.from_os_error(exc, directory) from exc
-    return RemoteShards(rem, manifest, ShardFiles(directory, limit), (cache_dir, cache_limit))
+    directory = store_directory(cache_dir, cache_key(rem.url, checksum))
+    files = ShardFiles(directory, limit)
+    if not files.has(MANIFEST_NAME, len(raw)):  # the local copy a process forked later reopens
+        try:
+            os.replace(new_part(directory, MANIFEST_NAME, bytes(raw)), directory / MANIFEST_NAME)
+        except OSError as exc:
+            raise StoreWriteError.from_os_error(exc, directory / MANIFEST_NAME) from exc
+    files.sweep()
+    return RemoteShards(rem, manifest, files, (cache_dir, cache_limit))
 
 
 def open_store(
@@ -210,7 +210,8 @@ class RemoteShards:
         return self.remote.url
 
     def stats(self) -> dict[str, Any]:
-        """What this process fetched: shards and bytes downloaded, cache hits, retries, evictions, cache listings.
+        """What this process fetched: shards and bytes downloaded, cache hits, cached shards checked at first map,
+        retries, evictions, cache listings.
 
         ``fetched_by`` counts the shards fetched by each fetcher (``obstore``, ``fsspec``, ...).
         """
@@ -224,6 +225,7 @@ class RemoteShards:
             retries=self.remote.retries,
             client=self.remote.fetcher.name,
             evicted=self.files.evicted,
+            cache_checked=self.files.first_checks,
             cache_rescans=self.files.rescans,
             store_bytes=sum(s.bytes for s in self.manifest.shards),
         )
@@ -232,17 +234,33 @@ class RemoteShards:
     # -- reading ----------------------------------------------------------------------------
     @contextmanager
     def holding(self, index: int) -> Iterator[None]:
-        """Shard ``index`` in the cache, kept there (shared lock) for the block: map it inside."""
+        """Shard ``index`` in the cache, kept there (shared lock) for the block: map it inside.
+
+        A file this process did not download (another process did, or an earlier run) is checked
+        against the manifest's checksum the first time this process maps it (``ShardFiles.first_map``);
+        one it downloaded was checked on arrival. A file of the right size with other bytes
+        (altered or planted in the cache) is deleted, and a ShardError naming it.
+        """
         self._after_fork()
         info = self.manifest.shards[index]
         for _ in range(3):  # evicted by another process between its arrival and this lock: fetch again
             self._wait_or_fetch(index)
+            problem = ""
             with self.files.locked(info.file, shared=True):
                 if self.files.has(info.file, info.bytes):
-                    self.files.touch(info.file)
-                    self.files.ahead.discard(info.file)  # read now: evicted like any mapped shard
-                    yield
-                    return
+                    problem = self.files.first_map(info)
+                    if not problem:
+                        self.files.touch(info.file)
+                        self.files.ahead.discard(info.file)  # read now: evicted like any mapped shard
+                        yield
+                        return
+            if problem:
+                self.files.discard(info.file, info.bytes)
+                raise ShardError(
+                    f"cached shard {self.files.path(info.file)} of {self.remote.url_of(info.file)} has {problem}: "
+                    "it was altered in the cache; it is deleted now, read it again to fetch it anew",
+                    path=self.files.path(info.file),
+                )
         raise ShardError(
             f"shard {self.remote.url_of(info.file)} keeps being evicted from cache_dir {self.directory.parent} "
             f"before it can be read: cache_limit ({self.files.limit} bytes) is too small for the readers sharing it"
@@ -297,9 +315,10 @@ class RemoteShards:
 
     def _download(self, info: ShardInfo) -> None:
         url = self.remote.url_of(info.file)
-        part, final = self.files.part(info.file), self.files.path(info.file)
+        final = self.files.path(info.file)
         problem = ""
         for attempt in range(2):  # a bad arrival is fetched once more
+            part = self.files.new_part(info.file)
             try:
                 digest, route = self.remote.call(f"downloading {url}", functools.partial(self._arrive, info, part))
             except FileNotFoundError:
@@ -313,9 +332,10 @@ class RemoteShards:
                 if isinstance(exc, StokerError) or exc.errno not in _LOCAL_ERRNOS:
                     raise
                 raise StoreWriteError.from_os_error(exc, part) from None
-            problem = self._check(part, info, digest)
+            problem = shard_problem(part, info, digest)
             if not problem:
                 os.replace(part, final)
+                self.files.checked(info.file)
                 self.files.ahead.add(info.file)  # until the reader maps it (holding)
                 with self._lock:
                     self._counts["shards_fetched"] += 1
@@ -337,36 +357,16 @@ class RemoteShards:
         self.remote.fetcher.download(info.file, part, info.bytes, hasher.update)
         return str(hasher.hexdigest()), self.remote.fetcher.name
 
-    @staticmethod
-    def _check(part: Path, info: ShardInfo, digest: str | None = None) -> str:
-        """What is wrong with a shard file (size, then checksum), or "" when it is the manifest's.
-
-        ``digest``: the checksum taken as the file was written; None reads the file to take it.
-        """
-        size = part.stat().st_size
-        if size != info.bytes:
-            return f"{size} bytes where the manifest says {info.bytes}"
-        if digest is None:
-            digest = file_checksum(part, info.algorithm)
-        if digest != info.checksum:
-            return f"{info.algorithm} {digest[:16]}... where the manifest says {info.checksum[:16]}..."
-        return ""
-
     def _count(self, key: str) -> None:
         with self._lock:
             self._counts[key] += 1
 
     def verify(self) -> None:
         """Fetch every shard not cached (each checked on arrival) and check the checksums of the cached ones."""
-        for index, info in enumerate(self.manifest.shards):
+        self.files.known.clear()
+        for index in range(len(self.manifest.shards)):
             with self.holding(index):
-                problem = self._check(self.files.path(info.file), info)
-            if problem:
-                self.files.discard(info.file, info.bytes)
-                raise ShardError(
-                    f"cached shard {self.files.path(info.file)} of {self.remote.url_of(info.file)} has {problem}: "
-                    "it was altered in the cache; it is deleted now, open the store again to fetch it anew"
-                )
+                pass
 
     def close(self) -> None:
         """Stop the background downloads not started yet; the running ones finish."""
