@@ -16,11 +16,18 @@ least recently used unmapped first, so a store of any shard count stays under th
 :data:`DEFAULT_MAX_MAPPED_SHARDS` (8,192) where that file cannot be read. An evicted shard touched
 again is mapped and validated again (the file may have changed on disk), so random reads over more
 shards than the cap cost a remap each: a cap as large as the kernel allows keeps that rare.
+
+A local store holds its directory open (``PinnedDir``) and checks, after each shard it maps, that
+its path still names that directory: a store rewritten (``overwrite=True``) while it is read gives
+the rows of the version opened until a shard must be mapped, then a ShardError saying it was
+rewritten, never rows of both versions. A copy pickled to another process checks that it opened
+the same version (its shard checksums).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,8 +35,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 
-from stoker.errors import ConfigError, ShardError, StoreNotFoundError
+from stoker.errors import ConfigError, ShardError, StoreError, StoreNotFoundError
 from stoker.store.format import Column, Manifest
 from stoker.store.gather import PartRunner, Plan, ascending_order, gather_columns
 from stoker.store.not_a_store import hint
@@ -41,11 +49,12 @@ from stoker.store.shards import (
     DEFAULT_MAX_MAPPED_SHARDS,
     MAX_MAPPED_ENV,
     MIN_MAX_MAPPED_SHARDS,
+    PinnedDir,
     ShardCache,
     check_shard_file,
     mapped_shards_cap,
     max_mapped_shards,
-    read_shard,
+    rewritten,
     shard_path,
 )
 from stoker.store.urls import is_remote, local_path
@@ -80,20 +89,18 @@ class Store:
 
     def _start(self, where: Path | ShardProvider, verify: bool) -> None:
         self.remote: ShardProvider | None = None  # None: a local directory
+        self._pinned: PinnedDir | None = None
         if isinstance(where, Path):
             self._open_local(where)
         else:
             self.remote = where
             self.path = where.directory
             self.manifest = where.manifest
+        infos = self.manifest.shards
+        fetch = None if self.remote is None else self.remote.holding
+        self._cache = ShardCache(self.path, infos, self.schema, max_mapped_shards(), fetch, self._pinned)
         if verify:
             self.verify()
-        infos = self.manifest.shards
-        if self.remote is None:
-            for info in infos:
-                check_shard_file(self.path, info)
-        fetch = None if self.remote is None else self.remote.holding
-        self._cache = ShardCache(self.path, infos, self.schema, max_mapped_shards(), fetch)
         if self.remote is not None:
             self.remote.attach(self._cache.mapped, self._cache.discard)
         rows = np.fromiter((info.rows for info in infos), dtype=np.int64, count=len(infos))
@@ -112,7 +119,19 @@ class Store:
                 f"{self.path} is a file; a store is a directory with a manifest.json{f' ({what})' if what else ''}",
                 path=self.path,
             )
-        self.manifest = Manifest.read(self.path)
+        for _ in range(_OPEN_TRIES):  # a store rewritten while it is opened is opened again
+            pinned = self._pinned = PinnedDir(path)
+            try:
+                self.manifest = Manifest.read(path)
+                for info in self.manifest.shards:
+                    check_shard_file(path, info)
+            except StoreError:
+                if pinned.same():
+                    raise
+                continue
+            if pinned.same():
+                return
+        raise rewritten(path, f"it changed each of the {_OPEN_TRIES} times it was opened")
 
     @property
     def url(self) -> str:
@@ -147,9 +166,7 @@ class Store:
         # new opening of its URL) again
         if self.remote is not None:
             return (_reopen_provided, (self.remote, self._rows))
-        if self._rows is None:
-            return (Store, (str(self.path),))
-        return (_reopen_view, (str(self.path), self._rows))
+        return (_reopen_local, (str(self.path), self._rows, _version(self.manifest)))
 
     # -- views ----------------------------------------------------------------------------
     @property
@@ -232,19 +249,23 @@ class Store:
         if self.remote is not None:
             self.remote.verify()
             return
-        for info in self.manifest.shards:
-            path = shard_path(self.path, info)
-            if path.stat().st_size != info.bytes:
-                raise ShardError(
-                    f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path
-                )
-            digest = file_checksum(path, info.algorithm)
-            if digest != info.checksum:
-                raise ShardError(
-                    f"shard {path} has {info.algorithm} {digest[:16]}..., the manifest says {info.checksum[:16]}...: "
-                    "its contents were altered (write the store again, or restore the file)",
-                    path=path,
-                )
+        try:
+            for info in self.manifest.shards:
+                path = shard_path(self.path, info)
+                if path.stat().st_size != info.bytes:
+                    raise ShardError(
+                        f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path
+                    )
+                digest = file_checksum(path, info.algorithm)
+                if digest != info.checksum:
+                    raise ShardError(
+                        f"shard {path} has {info.algorithm} {digest[:16]}..., the manifest says {info.checksum[:16]}...: "
+                        "its contents were altered (write the store again, or restore the file)",
+                        path=path,
+                    )
+        finally:  # a shard that fails because the store was rewritten is reported as the rewrite
+            if self._pinned is not None:
+                self._pinned.check("the shards verified are another version's")
 
     def table(self) -> pa.Table:
         """All shards as one pyarrow Table (zero-copy, memory-mapped); a view's rows are taken (a copy).
@@ -253,11 +274,8 @@ class Store:
         schema, rows), so a damaged shard is a ShardError naming it here too, never a Table whose
         offsets point outside the file.
         """
-        tables = []
-        for i, info in enumerate(self.manifest.shards):
-            self._cache.get(i)  # validated (or already validated and mapped) like a gather's shards
-            tables.append(read_shard(shard_path(self.path, info)))
-        table = pa.concat_tables(tables)
+        # validated (or already validated and mapped) like a gather's shards
+        table = pa.Table.from_batches([self._cache.get(i).batch for i in range(self.num_shards)])
         return table if self._rows is None else table.take(pa.array(self._rows))
 
     # -- access ---------------------------------------------------------------------------
@@ -312,8 +330,19 @@ class Store:
         return gather_columns(self.schema, names, shards, plan, out, parts)
 
 
-def _reopen_view(path: str, rows: np.ndarray) -> Store:
-    return Store(path).select(rows)
+_OPEN_TRIES = 3  # times a store rewritten while it is being opened is opened again
+
+
+def _version(manifest: Manifest) -> str:
+    """What tells two versions of a store apart: a digest of its shard entries (names, sizes, checksums)."""
+    return xxhash.xxh3_128_hexdigest(json.dumps([s.to_json() for s in manifest.shards]).encode())
+
+
+def _reopen_local(path: str, rows: np.ndarray | None, version: str) -> Store:
+    store = Store(path)
+    if _version(store.manifest) != version:
+        raise rewritten(store.path, "a copy sent to another process (a loader's worker) found another version")
+    return store if rows is None else store.select(rows)
 
 
 def _reopen_provided(provider: ShardProvider, rows: np.ndarray | None) -> Store:

@@ -4,8 +4,9 @@
 schema and field metadata against the manifest) before any numpy view is made, so a damaged shard
 is a ``ShardError`` naming it, never a crash. :class:`ShardCache` maps shards on first touch and
 keeps at most a cap of them mapped (least recently used dropped first); :func:`mapped_shards_cap`
-derives the cap from the kernel's ``vm.max_map_count``. :mod:`stoker.store.reader` builds the
-store and its gathers on these.
+derives the cap from the kernel's ``vm.max_map_count``. :class:`PinnedDir` holds a local store's
+directory open, so that a store rewritten under its reader is an error, never a mix of two versions.
+:mod:`stoker.store.reader` builds the store and its gathers on these.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -23,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from stoker import settings
-from stoker.errors import ConfigError, ShardError
+from stoker.errors import ConfigError, ShardError, StoreError
 from stoker.store.format import DTYPE_KEY, SHAPE_KEY, Column, ShardInfo, arrow_schema
 
 
@@ -118,6 +120,54 @@ def check_shard_file(directory: Path, info: ShardInfo) -> None:
         )
 
 
+class PinnedDir:
+    """A local store's directory as it was opened, held open so that a rewrite under a reader is seen.
+
+    Shard files keep fixed names, and a writer replaces a whole store by swapping a new directory
+    into its path (``replace.py``): a shard mapped by path after the swap would be the new
+    version's, read with the old manifest. So the store keeps the directory it opened open (a
+    file descriptor pins its ``(st_dev, st_ino)``: no later directory can take that identity) and
+    :meth:`check` compares the path with it after each shard is mapped (one ``stat`` per mapping,
+    none per batch). Whatever was mapped before the check passed came from the opened directory;
+    after a swap the check fails with a ShardError, so a reader gets one version's rows or an error.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            if hasattr(os, "O_DIRECTORY"):  # O_PATH (Linux): held without read permission, as a path is
+                fd = os.open(path, getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY)
+                weakref.finalize(self, os.close, fd)
+                st = os.fstat(fd)
+            else:  # Windows: a directory cannot be opened (nor deleted while its files are mapped)
+                st = os.stat(path)
+        except OSError as exc:
+            raise StoreError(f"cannot open the store directory {path} ({exc.strerror or exc})", path=path) from exc
+        self.identity = (st.st_dev, st.st_ino)
+
+    def same(self) -> bool:
+        """Whether ``path`` still names the directory opened."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self.identity
+
+    def check(self, what: str) -> None:
+        """Raise :func:`rewritten` (``what``) unless ``path`` still names the directory opened."""
+        if not self.same():
+            raise rewritten(self.path, what)
+
+
+def rewritten(path: Path, what: str) -> ShardError:
+    """The error of the store at ``path`` rewritten under its reader; ``what`` is of another version."""
+    return ShardError(
+        f"the store at {path} was rewritten (or moved or deleted) while it was read: {what}, and its rows "
+        "would mix both versions; open the store again (a new loader) to read the version there now",
+        path=path,
+    )
+
+
 class _Shard:
     """One shard, opened: its size checked, its record batch fully validated, then viewed as numpy.
 
@@ -154,6 +204,7 @@ class _Shard:
         if batch.num_rows != info.rows:
             raise ShardError(f"shard {path} holds {batch.num_rows} rows, the manifest says {info.rows}", path=path)
         self.rows = info.rows
+        self.batch = batch
         try:
             self.columns = {
                 name: _view(batch.column(i), col, info.rows) for i, (name, col) in enumerate(schema.items())
@@ -216,7 +267,8 @@ class ShardCache:
     shards it reads referenced until it returns, so eviction never pulls a map from under a reader.
 
     ``fetch`` (a remote store's ``RemoteShards.holding``) brings a shard's file into ``directory``
-    and keeps it there while it is mapped; a local store has none.
+    and keeps it there while it is mapped; a local store has none, and a ``pinned`` directory
+    instead, checked after each mapping (:class:`PinnedDir`).
     """
 
     def __init__(
@@ -226,12 +278,14 @@ class ShardCache:
         schema: dict[str, Column],
         cap: int,
         fetch: Callable[[int], AbstractContextManager[None]] | None = None,
+        pinned: PinnedDir | None = None,
     ) -> None:
         self.directory = directory
         self.infos = infos
         self.schema = schema
         self.cap = cap
         self.fetch = fetch
+        self.pinned = pinned
         self._mapped: OrderedDict[int, _Shard] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -243,11 +297,16 @@ class ShardCache:
                 self._mapped.move_to_end(index)
                 return shard
         # mapped outside the lock: validating a shard pages in its data, and other readers need not wait
-        if self.fetch is None:
-            fresh = _Shard(self.directory, self.infos[index], self.schema)
-        else:
+        info = self.infos[index]
+        if self.fetch is not None:
             with self.fetch(index):
-                fresh = _Shard(self.directory, self.infos[index], self.schema)
+                fresh = _Shard(self.directory, info, self.schema)
+        else:
+            try:
+                fresh = _Shard(self.directory, info, self.schema)
+            finally:  # a shard gone or altered by a rewrite is reported as the rewrite
+                if self.pinned is not None:
+                    self.pinned.check(f"shard {info.file} is not the one its manifest names")
         with self._lock:
             shard = self._mapped.setdefault(index, fresh)
             self._mapped.move_to_end(index)
