@@ -5,7 +5,6 @@ uint8, labels) from scripts/fetch_data.py's ``data/images/photos``:
   stoker threads     stoker.Loader(ImageSource(encoded store), engine="threads")
   stoker processes   the same with engine="processes"
   stoker default     the same with no engine given (the source's default), on request (--pipelines)
-  stoker auto        the same with engine="auto", on request; the engine each run used is printed
   seed 002           a hand-written ImageFolder Dataset (Pillow decode, crop with the box form of
                      Image.resize, flip: benchmarks/peers' recipe), torch DataLoader(pin_memory=True)
 All use as many workers as the process may use cores.
@@ -55,8 +54,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))  # the seed's crop recipe (contenders_images.pil_train)
 BATCH = 32
 PIPELINES = ("stoker threads", "stoker processes", "seed 002 DataLoader")
-EXTRA = ("stoker default", "stoker auto")  # engine left to the source, and engine="auto" (--pipelines)
-ENGINES = {"stoker threads": "threads", "stoker processes": "processes", "stoker default": None, "stoker auto": "auto"}
+EXTRA = ("stoker default",)  # engine left to the schedule's default (--pipelines)
+ENGINES = {"stoker threads": "threads", "stoker processes": "processes", "stoker default": None}
 STEPS_MS = (0, 10, 30)
 
 
@@ -143,8 +142,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             busy(step)
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {"rate": images / wall, "first_s": first, "images": images}
-    choice = getattr(loader, "engine_choice", None)
-    out["engine"] = choice.engine if choice is not None else getattr(loader, "engine", None)
+    out["engine"] = loader.engine
     if len(marks) == 2:
         (r0, kids0, n0), (r1, kids1, n1) = marks
         reading, measured = r1 - r0, n1 - n0
@@ -223,7 +221,7 @@ def main() -> None:
     firsts: dict[tuple[str, str], list[float]] = {}
     meters: dict[str, list[dict[str, float]]] = {}
     errors: dict[tuple[str, str], str] = {}
-    chosen: dict[tuple[str, str], list[str]] = {}  # the engine each run used (what "default" and "auto" became)
+    chosen: dict[tuple[str, str], list[str]] = {}  # the engine each run used (what "default" became)
     for r in range(args.rounds):
         for pipeline in pipelines:
             for label, extra in conditions:
@@ -244,11 +242,7 @@ def main() -> None:
                 f"  round {r + 1}/{args.rounds} {pipeline}: "
                 + ", ".join(
                     f"{label} {rates.get((pipeline, label), [float('nan')])[-1]:,.0f}"
-                    + (
-                        f" ({chosen.get((pipeline, label), ['?'])[-1]})"
-                        if ENGINES.get(pipeline, "") in (None, "auto")
-                        else ""
-                    )
+                    + (f" ({chosen.get((pipeline, label), ['?'])[-1]})" if ENGINES.get(pipeline, "") is None else "")
                     for label, _ in conditions
                 ),
                 flush=True,
@@ -265,7 +259,7 @@ def main() -> None:
         limit = min(step_bound, row["free cores"])
         ratio = row["step 30 ms"] / limit
         results[pipeline] = {"rates": row, "first_batch_s": first, "step30_vs_limit": ratio}
-        if ENGINES.get(pipeline, "") in (None, "auto"):
+        if ENGINES.get(pipeline, "") is None:
             results[pipeline]["engines"] = {label: chosen.get((pipeline, label), []) for label, _ in conditions}
         print(
             f"{pipeline:<22}"

@@ -11,8 +11,8 @@ For each, in this order:
   ramp      the loader with num_workers="auto", prefetch_factor="auto" (it starts from 1 worker, prefetch 1)
             read for RAMP_S seconds with no step: the time until the rate over the trailing TRAIL_S
             seconds first reaches 0.9x the grid's best (target <= 10 s), and the rate over the last
-            5 s / the grid's best; then the same with engine="auto" too (the grid searches the engine,
-            the online tuner does not: without it the source's own engine stays); and the grid's best
+            5 s / the grid's best (the grid searches the engine, the online tuner does not: the
+            schedule's default engine stays); and the grid's best
             setting, fixed, read the same way (the grid's best rate is the best of many 1 s trials, so
             noise lifts it: this is what that setting sustains over RAMP_S seconds read like the ramp).
             The grid's trials time each later pass's restart (stoker/tune/trial.py), as the ramp does,
@@ -247,17 +247,14 @@ def main() -> None:
         ramp_text = f"{'-':>13} {'-':>10} {'-':>12}"
         if not args.no_ramp:
             r = row["ramp"] = ramp(make, best)
-            r_engine = row["ramp_engine_auto"] = ramp(make, best, {**AUTO, "engine": "auto"})
             r_fixed = row["ramp_fixed_best"] = ramp(make, best, best_setting)
-            t09, t09e = r["time_to_0.9x_s"], r_engine["time_to_0.9x_s"]
+            t09 = r["time_to_0.9x_s"]
             ramp_text = (
                 f"{'never' if t09 is None else f'{t09:.1f} s':>13} {r['last5_over_best']:>10.2f} "
                 f"{str(r['settings']):>12}"
             )
             print(
-                f"{name:<9} {best:>13,.0f} {ramp_text}   (grid best {best_setting}; with engine='auto' too: "
-                f"t(0.9x) {'never' if t09e is None else f'{t09e:.1f} s'}, "
-                f"last5/best {r_engine['last5_over_best']:.2f}, ends at {r_engine['settings']}; "
+                f"{name:<9} {best:>13,.0f} {ramp_text}   (grid best {best_setting}; "
                 f"the grid's best fixed, read the same way: last5/best {r_fixed['last5_over_best']:.2f})",
                 flush=True,
             )
@@ -268,15 +265,15 @@ def main() -> None:
 
             print(
                 f"{'':<9} steady (pass restarts left out; the grid's trials time them): auto {steady(r)}; "
-                f"engine='auto' too {steady(r_engine)}; the grid's best fixed {steady(r_fixed)}; "
-                f"pass restarts in 15 s: {r['pass_restarts']}, {r_engine['pass_restarts']}, {r_fixed['pass_restarts']}; "
+                f"the grid's best fixed {steady(r_fixed)}; "
+                f"pass restarts in 15 s: {r['pass_restarts']}, {r_fixed['pass_restarts']}; "
                 f"load {os.getloadavg()[0]:.2f}",
                 flush=True,
             )
         for step_kind in kinds:
             c = row[f"change_{step_kind}"] = change(make, AUTO, fast_ms, STEPS[step_kind])
             fixed = row[f"fixed_best_change_{step_kind}"] = change(make, best_setting, fast_ms, STEPS[step_kind])
-            same = {**AUTO, "engine": best_setting.get("engine", "auto")}  # the online tuner keeps the engine
+            same = {**AUTO, "engine": best_setting.get("engine")}  # the online tuner keeps the engine
             c_same = row[f"change_{step_kind}_grid_engine"] = change(make, same, fast_ms, STEPS[step_kind])
             load = row[f"load_{step_kind}"] = os.getloadavg()[0]
             readapt, fixed_readapt, same_readapt = c["readapt_s"], fixed["readapt_s"], c_same["readapt_s"]
@@ -292,7 +289,7 @@ def main() -> None:
             )
         out.append(row)
         if args.verbose:
-            phases = [p for p in ("ramp", "ramp_engine_auto") if p in row]
+            phases = [p for p in ("ramp",) if p in row]
             phases += [f"change_{k}{e}" for k in kinds for e in ("", "_grid_engine")]
             for phase in phases:
                 print(f"  {phase}:")

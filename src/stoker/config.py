@@ -57,15 +57,13 @@ class LoaderConfig:
             text source's 8 (``stoker.text.Loader`` hands it to its ``TextSource``).
         persistent_workers: keep the workers between epochs until ``close()``: worker processes, and
             worker threads unless ``num_workers="auto"`` resizes them (a pass then starts none).
-        engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, ``"auto"``, or
-            ``None`` for the schedule's default (``pipeline/schedule.py``: processes where the source's
-            reads hold the GIL, such as a torch Dataset's ``__getitem__`` or per-image crops, and more
-            than one core is usable; else threads). Processes write each batch into a shared-memory
-            slot that is handed out with no copy (page-locked once on CUDA). ``"auto"`` runs the first
-            tasks of the first pass on worker threads, measures how long they waited for the GIL, and
-            settles on one (the rule: ``pipeline/engine_choice.py``); ``loader.report()`` says what it
-            chose and why. ``num_workers`` counts workers of either kind. ``loader.schedule`` shows the
-            engine, workers, prefetch and chunk size in force and who set each.
+        engine: where the source's ``read`` runs: ``"threads"``, ``"processes"``, or ``None`` for the
+            schedule's default (``pipeline/schedule.py``: processes where the source's reads hold the
+            GIL, such as a torch Dataset's ``__getitem__`` or per-image crops, and more than one core is
+            usable; else threads). Processes write each batch into a shared-memory slot that is handed
+            out with no copy (page-locked once on CUDA). To choose by measurement, ``stoker tune`` times
+            both. ``num_workers`` counts workers of either kind. ``loader.schedule`` shows the engine,
+            workers, prefetch and chunk size in force and who set each.
         in_batch_order: ``"sampled"`` (rows inside a batch in the sampler's order, as from a torch
             ``DataLoader``) or ``"storage"`` (each batch's rows sorted by row number; which rows form
             a batch still follows the sampler).
@@ -128,10 +126,14 @@ class LoaderConfig:
         if not isinstance(self.timeout, (int, float)) or self.timeout < 0:
             raise ConfigError(f"timeout must be a number of seconds >= 0, got {self.timeout!r}", option="timeout")
         order_name(self.shuffle)
-        if self.engine is not None and self.engine not in (*ENGINES, "auto"):
+        if self.engine == AUTO:
             raise ConfigError(
-                f"engine must be one of {(*ENGINES, 'auto')} or None, not {self.engine!r}", option="engine"
+                "engine='auto' is gone: leave engine unset (stoker picks threads or processes from what the "
+                "source's reads cost; loader.schedule says which and why) or measure both with `stoker tune`",
+                option="engine",
             )
+        if self.engine is not None and self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {ENGINES} or None, not {self.engine!r}", option="engine")
         if self.uneven not in ("pad", "drop"):
             raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
         if isinstance(self.columns, str):

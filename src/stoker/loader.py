@@ -14,9 +14,8 @@ How the reads run (engine, workers, prefetch depth, chunk size, pinning) is the 
 :class:`~stoker.pipeline.schedule.Schedule`, decided in one place (``pipeline/schedule.py``) from the
 options given and the source's cost facts. With processes, workers write batches into shared-memory
 slots (``pipeline/slots.py``) and ``Transfer.start`` runs in the consumer on views of the slot, no
-copy. ``engine="auto"`` runs the first tasks on threads, measures, and settles the engine
-(``pipeline/engine_choice.py``); ``num_workers="auto"`` and ``prefetch_factor="auto"`` move workers,
-depth and chunk size while a pass runs (``pipeline/autotune.py``). Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
+copy. ``num_workers="auto"`` and ``prefetch_factor="auto"`` move workers and depth while a pass runs
+(``pipeline/autotune.py``). Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ from stoker.device.transfer import Transfer
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.autotune import AutoTuner, TuneReport, tuner_for  # the online tuner of "auto" settings
 from stoker.pipeline.dataset_source import DatasetSource
-from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
-from stoker.pipeline.executor import Executor, Produced, pass_tasks
+from stoker.pipeline.executor import Executor, pass_tasks
 from stoker.pipeline.inputs import as_source, describe
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, public_name, qualified_name
 from stoker.pipeline.passes import OnePass
@@ -125,10 +123,9 @@ class Loader:
             pin,
             self.transfer.is_cuda,
         )
-        self.engine_choice: EngineChoice | None = None  # what engine="auto" chose, after the first pass
         # Process workers fill shared-memory slots (page-locked on CUDA); threads the pinned pool.
         self._slot_buffers = SlotBuffers()
-        self._use_buffers("threads" if self.engine == "auto" else self.engine)
+        self.source.use_buffers(self.transfer.pool if self.engine == "threads" else self._slot_buffers)
         if batch_sampler is None:
             rank, world = distributed_rank(cfg.rank, cfg.world_size)
             sampler = Sampler(
@@ -171,7 +168,7 @@ class Loader:
             name=f"{type(self).__module__.split('.')[0]}.Loader({what})",
             source=qualified,
             source_id=id(inner),
-            engine="threads" if self.engine == "auto" else self.engine,
+            engine=self.engine,
             num_workers=self.num_workers,
             batch_size=self.config.batch_size if isinstance(self.batch_sampler, FixedBatches) else None,
             prefetch_factor=self.prefetch_factor,
@@ -212,12 +209,12 @@ class Loader:
     @property
     def schedule(self) -> Schedule:
         """How this loader reads now (engine, workers, prefetch, chunk size, pinning) and who set each
-        setting: you, the defaults (``pipeline/schedule.py``), ``engine="auto"`` or the online tuner."""
+        setting: you, the defaults (``pipeline/schedule.py``) or the online tuner."""
         return self._schedule if self._tuner is None else self._tuner.applied(self._schedule)
 
     @property
     def engine(self) -> str:
-        """Where the reads run: ``"threads"``, ``"processes"`` (``"auto"`` until the first pass chose)."""
+        """Where the reads run: ``"threads"`` or ``"processes"``."""
         return self._schedule.engine
 
     @property
@@ -233,21 +230,16 @@ class Loader:
     def report(self) -> Any:
         """What the source counted so far (see its ``report``), or None.
 
-        With ``engine="auto"``, an :class:`~stoker.pipeline.engine_choice.AutoReport`: the engine chosen and
-        its figures (``.engine``) beside the source's report (``.source``). With ``"auto"`` settings, a
-        :class:`~stoker.pipeline.autotune.TuneReport`: the tuner's settings and decisions, the above in ``.inner``.
+        With ``"auto"`` settings, a :class:`~stoker.pipeline.autotune.TuneReport`: the tuner's settings
+        and decisions, the source's report in ``.inner``.
         """
-        inner = AutoReport(self.engine_choice, self.source.report()) if self.config.engine == "auto" else None
-        inner = self.source.report() if inner is None else inner
+        inner = self.source.report()
         return inner if self.tuning is None else replace(self.tuning, inner=inner)
 
     @property
     def tuning(self) -> TuneReport | None:
         """The online tuner's settings now and its decisions (with ``"auto"`` settings), else None."""
         return None if self._tuner is None else self._tuner.report()
-
-    def _use_buffers(self, engine: str) -> None:
-        self.source.use_buffers(self.transfer.pool if engine == "threads" else self._slot_buffers)
 
     # -- sizes and positions ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -311,14 +303,13 @@ class Loader:
         tuner = self._tuner
         return tuner if tuner is not None and tuner.steers(schedule.workers) else None
 
-    def _executor_for(self, schedule: Schedule, per_chunk: int, calibration: Calibration | None = None) -> Executor:
+    def _executor_for(self, schedule: Schedule, per_chunk: int) -> Executor:
         cfg, tuner = self.config, self._steering(schedule)
         if tuner is not None and schedule.engine == "processes":
             # busy share from the tasks outstanding (not timed here)
             schedule = schedule.with_(TUNER, workers=tuner.for_processes())
-        tuner = tuner if calibration is None else None
         cached, knobs = self._executor, None if tuner is None else tuner.knobs
-        if calibration is None and cached is not None and cached.serves(schedule, knobs):
+        if cached is not None and cached.serves(schedule, knobs):
             return cached
         in_threads = schedule.engine == "threads" or schedule.workers == 0
         collate = self.collate_fn or (self.source.collate if overrides(self.source, "collate") else None)
@@ -338,12 +329,10 @@ class Loader:
             None if batch_bytes is None else int(batch_bytes * per_chunk) + 2**16,
             self.transfer.is_cuda and self.transfer.pin_memory,
         )
-        fn = work if calibration is None else calibration.timed(work)
-        timed = fn if tuner is None or schedule.engine == "processes" else tuner.timed(fn)  # processes: not timed here
-        persistent = cfg.persistent_workers and calibration is None
-        executor = Executor(timed, schedule, cfg.timeout or None, "read", persistent, slots, knobs)
-        if calibration is not None:
-            return executor
+        timed = (
+            work if tuner is None or schedule.engine == "processes" else tuner.timed(work)
+        )  # processes: not timed here
+        executor = Executor(timed, schedule, cfg.timeout or None, "read", cfg.persistent_workers, slots, knobs)
         if cfg.persistent_workers:
             self.close()
             self._executor = executor
@@ -366,32 +355,28 @@ class Loader:
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
         batches = sampler.batches_from(epoch, position.begin)
-        target = None if tuner is None else tuner.chunk_target  # the tuner's chunk size, asked per chunk
         # a fetching source (remote store) learns half a window ahead (README, remote stores: reading)
         fetches = ahead is not None and self.source.costs(self.config.batch_size).fetches
         half = sampler.window_batches() // 2 if fetches else 0
-        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, schedule.chunk, target, half)
+        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, schedule.chunk, half)
         if tuner is not None:  # the settings learned by earlier passes carry over
             tuner.begin_pass(per_chunk, sized())
-        if schedule.engine == "auto":
-            produced = self._auto(tasks, schedule, per_chunk)
-        else:
-            executor = self._executor_for(schedule, per_chunk)
-            produced = Produced(executor.map(tasks), executor.in_processes)
+        executor = self._executor_for(schedule, per_chunk)
+        in_processes = executor.in_processes  # each result is (chunk, counts); the copy starts here
+        results = executor.map(tasks)
         observers = self.observers
         span = observers.span
         finalize = self.source.finalize if overrides(self.source, "finalize") else None
         handed = tuner.handed if tuner is not None and (tuner.tune_workers or tuner.tune_prefetch) else None
         try:
             requested = perf_counter()
-            for chunk in produced:
-                start_here = produced.in_processes  # the copy starts in the consumer when workers are processes
-                if start_here:  # with the counts the worker's copy of the source made (skipped rows, ...)
+            for chunk in results:
+                if in_processes:  # with the counts the worker's copy of the source made (skipped rows, ...)
                     chunk, part = chunk
                     if part is not None:
                         self.source.merge_report(part)
                 for item in chunk:
-                    if start_here:
+                    if in_processes:
                         with span("transfer"):
                             item = begin_copy(self.transfer, item)
                     with span("h2d_wait"):
@@ -408,20 +393,5 @@ class Loader:
                     yield batch
                     requested = perf_counter()
         finally:
-            produced.close()
+            results.close()
         position.end_pass(epoch, left)
-
-    def _auto(self, tasks: Iterator[Any], schedule: Schedule, per_chunk: int) -> Produced:
-        """``engine="auto"``'s first pass: the first tasks on measured threads, then the engine chosen."""
-        calibration = Calibration(schedule.workers)
-
-        def choose(choice: EngineChoice) -> Executor:
-            self.engine_choice = choice
-            if choice.settled:  # decided for good (else the next pass measures again)
-                self._schedule = self._schedule.with_("engine='auto' (measured)", engine=choice.engine)
-            self.observers.info = replace(self.observers.info, engine=choice.engine, schedule=str(self.schedule))
-            self._use_buffers(choice.engine)
-            return self._executor_for(replace(schedule, engine=choice.engine), per_chunk)
-
-        threads = self._executor_for(replace(schedule, engine="threads"), per_chunk, calibration)
-        return measured_then_chosen(tasks, calibration, threads, choose)

@@ -155,27 +155,3 @@ def test_prefetch_auto_with_inline_reads_says_there_is_nothing_to_tune(mixed_sto
     loader = stoker.Loader(mixed_store, 4, prefetch_factor="auto")  # a small-batch store is read inline
     assert loader.num_workers == 0 and len(ids_of_store(loader)) == 75
     assert loader.tuning.decisions[0].action == "fixed" and "consumer's thread" in loader.tuning.decisions[0].reason
-
-
-def test_store_batches_are_the_same_while_the_tuner_changes_the_chunk_size(mixed_store, monkeypatch):
-    monkeypatch.setattr(autotune, "WINDOW_S", 0.0)
-    monkeypatch.setattr(autotune, "MIN_BATCHES", 1)
-    cycle = itertools.cycle([(1, 1, 2**20), (0, 1, 64), (2, 2, 2**12), (1, 4, 2**9), (3, 1, 2**14)])
-
-    def step(self, m):
-        w, p, c = next(cycle)
-        self._set(w, p, c)
-        return self._record(m, "grow chunk", "scripted")
-
-    monkeypatch.setattr(AutoTuner, "step", step)
-    plain = stoker.Loader(mixed_store, 4, shuffle=True, seed=3, num_workers=0)
-    want = ids_of_store(plain) + ids_of_store(plain)  # two epochs
-    tuned = stoker.Loader(mixed_store, 4, shuffle=True, seed=3, num_workers="auto", prefetch_factor="auto")
-    sizes = []
-    read = tuned.source.read
-    monkeypatch.setattr(tuned.source, "read", lambda chunk: sizes.append(len(chunk)) or read(chunk))
-    got = ids_of_store(tuned) + ids_of_store(tuned)  # two passes: the second starts from the learned setting
-    assert len(got) == 150 and all(np.array_equal(a, b) for a, b in zip(got, want))
-    assert len(set(sizes)) >= 3  # chunks of several sizes were read in the passes
-    fixed = stoker.Loader(mixed_store, 4, shuffle=True, seed=3, num_workers="auto", chunk_size=2)
-    assert fixed.tuning is not None and fixed._tuner.chunk_target() is None  # chunk_size given: not tuned

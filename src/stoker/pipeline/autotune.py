@@ -1,5 +1,5 @@
-"""Online tuning (``num_workers="auto"``, ``prefetch_factor="auto"``): worker threads, prefetch
-depth and chunk size (the data of one worker task) sized while the loader runs, from what it
+"""Online tuning (``num_workers="auto"``, ``prefetch_factor="auto"``): worker threads and prefetch
+depth sized while the loader runs, from what it
 measures, in the style of tf.data's AUTOTUNE.
 
 The controller runs on the consumer's side, no thread of its own: each batch handed out is counted
@@ -13,9 +13,7 @@ running map's :class:`~stoker.pipeline.threads.Knobs` (from the next batch on; n
 dropped and the order of the batches never changes) and recorded as a :class:`Decision`.
 
 Workers go from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores,
-prefetch from 1 to :data:`MAX_PREFETCH`, chunks from :data:`CHUNK_BYTES` (the default sizing's) to
-``MAX_CHUNK_BYTES`` a task (the loader asks :meth:`~Policy.chunk_target` before each chunk; not with
-worker processes, nor with a fixed ``chunk_size``). With processes, whose tasks are not timed here, the busy
+prefetch from 1 to :data:`MAX_PREFETCH`. With processes, whose tasks are not timed here, the busy
 share is the share of workers with a task outstanding when the consumer asks.
 """
 
@@ -28,7 +26,7 @@ from typing import Any
 from stoker.pipeline.autotune_policy import BLOCK_S, FORGET_S, Policy
 from stoker.pipeline.schedule import TUNER, Schedule, usable_cores
 from stoker.pipeline.threads import Knobs
-from stoker.pipeline.tuning import CHUNK_BYTES, MAX_PREFETCH, Bounds, Decision, Measure, TuneReport, Window, nbytes
+from stoker.pipeline.tuning import MAX_PREFETCH, Bounds, Decision, Measure, TuneReport, Window, nbytes
 
 WINDOW_S = 1.0  # a decision at most once per this many seconds once settled...
 SEARCH_WINDOW_S = 0.3  # ...or this many while searching (a change to verify, or the consumer waits)
@@ -120,8 +118,8 @@ class AutoTuner(Policy):
         """Decide on one window's figures ``m`` now (the policy's :meth:`~Policy.decide` at the clock's time)."""
         return self.decide(m, self.clock())
 
-    def _set(self, workers: int, prefetch: int, chunk_bytes: int | None = None) -> None:
-        super()._set(workers, prefetch, chunk_bytes)
+    def _set(self, workers: int, prefetch: int) -> None:
+        super()._set(workers, prefetch)
         self.knobs.workers, self.knobs.depth = workers, workers * prefetch
 
     def _record(self, m: Measure, action: str, reason: str) -> Decision:
@@ -129,9 +127,8 @@ class AutoTuner(Policy):
         began = self._began if self._began is not None else self.clock()
         if m.wall > 0:
             reason = f"{reason} ({m.figures()})"
-        chunk = self.chunk_target() or 0
         d = Decision(
-            now, self.clock() - began, action, self.workers, self.prefetch, m.wait_share, m.rate, m.busy, reason, chunk
+            now, self.clock() - began, action, self.workers, self.prefetch, m.wait_share, m.rate, m.busy, reason
         )
         self.decisions.append(d)
         if self.on_decision is not None:
@@ -140,7 +137,7 @@ class AutoTuner(Policy):
 
     def report(self, inner: Any = None) -> TuneReport:
         """The settings now and every decision so far (``inner``: the loader's report underneath)."""
-        return TuneReport(self.workers, self.prefetch, tuple(self.decisions), inner, self.chunk_target() or 0)
+        return TuneReport(self.workers, self.prefetch, tuple(self.decisions), inner)
 
     def fixed(self, reason: str) -> Decision:
         """Record a setting picked once (not tuned online), e.g. for worker processes."""
@@ -173,8 +170,7 @@ def tuner_for(config: Any, schedule: Schedule) -> AutoTuner | None:
     """The tuner of a :class:`stoker.LoaderConfig`'s ``"auto"`` settings, None when it has none.
 
     It starts from ``schedule`` (``pipeline/schedule.py``: one worker where ``num_workers="auto"``, a
-    prefetch of 1 where ``prefetch_factor="auto"``, the other settings as given or defaulted). The chunk
-    size is tuned too unless ``chunk_size`` fixes it: from :data:`CHUNK_BYTES` a task, the default's."""
+    prefetch of 1 where ``prefetch_factor="auto"``, the other settings as given or defaulted)."""
     auto_workers, auto_prefetch = config.num_workers == "auto", config.prefetch_factor == "auto"
     if not (auto_workers or auto_prefetch):
         return None
@@ -186,7 +182,6 @@ def tuner_for(config: Any, schedule: Schedule) -> AutoTuner | None:
         auto_prefetch,
         Bounds(MAX_WORKERS_PER_CORE * cores, memory_budget=config.memory_budget, jump_to=cores),
     )
-    tuner.tune_chunk = config.chunk_size is None
     if workers == 0:
         tuner.tune_prefetch = False
         tuner.fixed("prefetch_factor='auto' has nothing to tune: the batches are read in the consumer's thread")
@@ -195,7 +190,6 @@ def tuner_for(config: Any, schedule: Schedule) -> AutoTuner | None:
 
 __all__ = [
     "BLOCK_S",
-    "CHUNK_BYTES",
     "FORGET_S",
     "MAX_PREFETCH",
     "AutoTuner",

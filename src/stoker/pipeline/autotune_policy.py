@@ -1,6 +1,6 @@
 """The online tuner's decision policy (``pipeline/autotune.py`` measures and applies): one window's
 figures (a :class:`~stoker.pipeline.tuning.Measure`) and the clock in, at most one change of the
-worker count, the prefetch depth or the chunk size out, with what it learned kept between windows.
+worker count or the prefetch depth out, with what it learned kept between windows.
 
 :meth:`Policy.decide` is the whole policy, once per window (the full text, bounds and figures:
 ``docs/autotune.md``):
@@ -8,7 +8,7 @@ worker count, the prefetch depth or the chunk size out, with what it learned kep
 1. **Step change** (the step moved :data:`STEP_CHANGE` x, by :data:`STEP_SHARE` of the time between
    batches): what was learned is forgotten and the rules below apply to the same window.
 2. **Verify the last change** on the mean of :data:`VERIFY_WINDOWS` windows: more workers, a deeper
-   prefetch, larger chunks or reading inline stays if the rate rose :data:`GAIN` over the setting before, or the wait
+   prefetch or reading inline stays if the rate rose :data:`GAIN` over the setting before, or the wait
    fell to half that setting's mean wait (by :data:`WAIT_LOW` at least; a deeper prefetch: fell at all)
    without the rate falling :data:`GAIN`; fewer workers while the consumer waits stay unless the rate
    fell :data:`GAIN`. Else the change is undone and the value blocked for :data:`BLOCK_S`, doubled at
@@ -17,11 +17,8 @@ worker count, the prefetch depth or the chunk size out, with what it learned kep
    estimate ``ceil(workers × busy / (1 - wait))`` (one more at least, the cores at most at once,
    below a ceiling, within ``memory_budget``); on idle ones double the depth (or ``1 + 2 × spread``);
    at one worker thread whose second did not pay, read inline. When neither more workers nor a deeper
-   prefetch can be tried: if the worker tasks are short (under :data:`SHORT_TASK_S` on average) and
-   the chunk size is tuned, the chunks grow (twice the data per task, within ``max_chunk_bytes`` and
-   ``memory_budget``: fewer hand-offs for the same rows); else, when the workers are not the
-   bottleneck (or outnumber the cores), one worker fewer is tried (the hand-off between threads may
-   be what costs).
+   prefetch can be tried and the workers are not the bottleneck (or outnumber the cores), one worker
+   fewer is tried (the hand-off between threads may be what costs).
 4. **The consumer does not wait** (< :data:`WAIT_LOW`, a result ready when asked): retire down to
    ``ceil(busy × workers / BUSY_RETIRE)``.
 """
@@ -30,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from stoker.pipeline.tuning import CHUNK_BYTES, Bounds, Decision, Measure, Trial, chunk_size, mib
+from stoker.pipeline.tuning import Bounds, Decision, Measure, Trial
 
 BLOCK_S = 2.5  # a ceiling or floor lasts this many seconds, doubled each time the same value fails again...
 FORGET_S = 20.0  # ...up to this many
@@ -42,9 +39,7 @@ GAIN = 0.05  # a change stays if the rate rose by at least this share (and is un
 STEP_CHANGE = 1.5  # the consumer's step changed: its time per batch moved by this factor...
 STEP_SHARE = 0.25  # ...and by this share of the time between batches
 VERIFY_WINDOWS = 2  # a change is judged on the mean of this many windows
-SHORT_TASK_S = 0.005  # a worker task this short pays a share of its time for its hand-off: chunks may grow
-GROW = "grow chunk"  # twice the data per worker task
-ADDS = ("add worker", "deepen", "inline", GROW)  # changes kept only when the rate rises
+ADDS = ("add worker", "deepen", "inline")  # changes kept only when the rate rises
 DROP = "drop worker"  # one worker fewer while the consumer waits: kept unless the rate falls
 
 
@@ -57,10 +52,6 @@ class Policy:
         tune_workers, tune_prefetch: which knobs it moves.
         bounds: the :class:`Bounds` it moves within.
 
-    The chunk size (:attr:`chunk_bytes`, the data of one worker task) is a third knob, moved only when
-    :attr:`tune_chunk` is set (the loader's ``chunk_size`` is None) and the workers are threads or the
-    reads inline (:meth:`chunk_target`).
-
     A subclass applies the settings (:meth:`_set`) and records the decisions (:meth:`_record`).
     """
 
@@ -70,12 +61,10 @@ class Policy:
         self.bounds = bounds
         self.processes = False  # workers are processes: never read inline
         self.batch_bytes: float | None = None  # bytes of one batch (the source's, or measured)
-        self.per_chunk = 1  # batches per worker task at most (the default sizing's)
-        self.tune_chunk = False  # whether chunk_bytes moves (the loader sets it)
-        self.chunk_bytes = CHUNK_BYTES  # the data of one worker task at most, when tune_chunk
+        self.per_chunk = 1  # batches per worker task at most
         self._last_wait = 1.0  # the last window's wait share (nothing measured yet: search)
         self._pending: Trial | None = None  # a change to verify
-        self._rates: dict[tuple[int, int, int], tuple[float, float, int]] = {}  # setting -> (rate, wait, windows)
+        self._rates: dict[tuple[int, int], tuple[float, float, int]] = {}  # setting -> (rate, wait, windows)
         self._ceiling: dict[str, tuple[int, float]] = {}  # knob -> (value not to reach, until when)
         self._floor: tuple[int, float] | None = None  # workers not to retire below, until when
         self._strikes: dict[tuple[str, int], int] = {}  # (knob, value) -> times it failed
@@ -84,37 +73,24 @@ class Policy:
         self._held = ""
 
     # -- applying and recording (the subclass's) ----------------------------------------------------
-    def _set(self, workers: int, prefetch: int, chunk_bytes: int | None = None) -> None:
+    def _set(self, workers: int, prefetch: int) -> None:
         self.workers, self.prefetch = workers, prefetch
-        if chunk_bytes is not None:
-            self.chunk_bytes = chunk_bytes
 
     def _record(self, m: Measure, action: str, reason: str) -> Decision:
         raise NotImplementedError
 
     # -- bounds -------------------------------------------------------------------------------------
-    def chunk_target(self) -> int | None:
-        """The bytes a worker task holds from now on, or None when the chunk size is not tuned (fixed
-        by the loader's ``chunk_size``, or worker processes, whose slots are sized when the pool starts)."""
-        return self.chunk_bytes if self.tune_chunk and not self.processes else None
-
-    def batches_per_chunk(self, chunk_bytes: int | None = None) -> int:
-        """The batches a task holds at ``chunk_bytes`` (default: now)."""
-        if self.chunk_target() is None or self.batch_bytes is None:
-            return self.per_chunk
-        return chunk_size(self.batch_bytes, self.chunk_bytes if chunk_bytes is None else chunk_bytes)
-
-    def in_flight_bytes(self, workers: int, prefetch: int, chunk_bytes: int | None = None) -> float | None:
+    def in_flight_bytes(self, workers: int, prefetch: int) -> float | None:
         """Bytes the batches in flight take with these settings (None while a batch's size is unknown)."""
         if self.batch_bytes is None:
             return None
-        return workers * prefetch * self.batches_per_chunk(chunk_bytes) * self.batch_bytes
+        return workers * prefetch * self.per_chunk * self.batch_bytes
 
-    def _fits(self, workers: int, prefetch: int, chunk_bytes: int | None = None) -> bool:
+    def _fits(self, workers: int, prefetch: int) -> bool:
         budget = self.bounds.memory_budget
         if budget is None:
             return True
-        need = self.in_flight_bytes(workers, prefetch, chunk_bytes)
+        need = self.in_flight_bytes(workers, prefetch)
         return need is not None and need <= budget
 
     def _blocked(self, knob: str, value: int, now: float) -> bool:
@@ -182,32 +158,9 @@ class Policy:
             p //= 2
         return p
 
-    def _can_grow(self, now: float) -> str | None:
-        """Why the chunks cannot grow (twice the data per task), or None when they can."""
-        if self.chunk_target() is None:
-            return "the chunk size is fixed" if not self.processes else "worker processes keep their chunk size"
-        if self.batch_bytes is None:
-            return "a batch's size is not known yet"
-        grown = self._grown()
-        if grown > self.bounds.max_chunk_bytes:
-            return f"at the largest chunk ({mib(self.bounds.max_chunk_bytes)}) or the most batches a chunk holds"
-        if self._blocked("chunk", grown, now):
-            return f"chunks of {mib(grown)} did not raise the rate"
-        if not self._fits(self.workers, self.prefetch, grown):
-            return f"chunks of {mib(grown)} would pass memory_budget={self.bounds.memory_budget}"
-        return None
-
-    def _grown(self) -> int:
-        """The next chunk size: the chunk's bytes doubled until a chunk holds more batches (past the bound
-        when no size within it does)."""
-        grown, now = 2 * self.chunk_bytes, self.batches_per_chunk()
-        while grown <= self.bounds.max_chunk_bytes and self.batches_per_chunk(grown) == now:
-            grown *= 2
-        return grown
-
     def _remember(self, m: Measure) -> None:
         """Add the window's rate to the mean of the setting it ran with."""
-        key = (self.workers, self.prefetch, self.chunk_bytes)
+        key = (self.workers, self.prefetch)
         rate, wait, n = self._rates.get(key, (0.0, 0.0, 0))
         n = min(n, 3)  # the last few windows weigh most (the load on the machine drifts)
         self._rates[key] = ((rate * n + m.rate) / (n + 1), (wait * n + m.wait_share) / (n + 1), n + 1)
@@ -274,13 +227,9 @@ class Policy:
             if trial.action == "inline":
                 self._floor = (trial.workers, self._until("floor", trial.workers, now))  # not inline for a while
             else:
-                knob, value = {
-                    "add worker": ("workers", self.workers),
-                    "deepen": ("prefetch", self.prefetch),
-                    GROW: ("chunk", self.chunk_bytes),
-                }[trial.action]
+                knob, value = ("workers", self.workers) if trial.action == "add worker" else ("prefetch", self.prefetch)
                 self._ceiling[knob] = (value, self._until(knob, value, now))
-            self._set(trial.workers, trial.prefetch, trial.chunk_bytes)
+            self._set(trial.workers, trial.prefetch)
             return self._record(
                 m,
                 "undo",
@@ -312,10 +261,6 @@ class Policy:
                 return self._change(m, action, self.workers, p, "workers idle between tasks" if not bottleneck else "")
         if inline:  # one worker thread left, and neither a second one nor a deeper prefetch can be tried
             return self._change(m, "inline", 0, self.prefetch, "neither a second worker nor a deeper prefetch helped")
-        short, grow = 0 < m.task_s < SHORT_TASK_S, self._can_grow(now)
-        if short and grow is None:  # after workers and prefetch: they weigh more
-            why = f"tasks of {m.task_s * 1e3:.2f} ms: the hand-off per task weighs"
-            return self._change(m, GROW, self.workers, self.prefetch, why, self._grown())
         cores = self.bounds.jump_to or self.bounds.max_workers
         if (
             self.tune_workers
@@ -325,8 +270,7 @@ class Policy:
         ):
             why = "neither more workers nor a deeper prefetch helped, and the workers are not the bottleneck"
             return self._change(m, DROP, self.workers - 1, self.prefetch, why)
-        reason = "; ".join(x for x in (add, deepen, grow if short and self.chunk_target() is not None else None) if x)
-        reason = f"the consumer waits, but: {reason}"
+        reason = f"the consumer waits, but: {'; '.join(x for x in (add, deepen) if x)}"
         if reason != self._held:
             self._held = reason
             return self._record(m, "hold", reason)
@@ -341,14 +285,12 @@ class Policy:
             return None
         return self._change(m, "retire worker", n, self.prefetch, "workers idle and the consumer does not wait")
 
-    def _change(
-        self, m: Measure, action: str, workers: int, prefetch: int, why: str, chunk_bytes: int | None = None
-    ) -> Decision:
-        rate, wait, _ = self._rates.get((self.workers, self.prefetch, self.chunk_bytes), (m.rate, m.wait_share, 1))
-        self._pending = Trial(action, rate, wait, self.workers, self.prefetch, self.chunk_bytes)  # the means: not
+    def _change(self, m: Measure, action: str, workers: int, prefetch: int, why: str) -> Decision:
+        rate, wait, _ = self._rates.get((self.workers, self.prefetch), (m.rate, m.wait_share, 1))
+        self._pending = Trial(action, rate, wait, self.workers, self.prefetch)  # the means: not
         # the window that made the change alone (it was picked for its wait, which the next windows lower by chance)
         self._held = ""
-        self._set(workers, prefetch, chunk_bytes)
+        self._set(workers, prefetch)
         reason = f"the consumer waited {m.wait_share:.0%}" if m.wait_share > WAIT_HIGH else f"{why}"
         if why and m.wait_share > WAIT_HIGH:
             reason += f", {why}"
@@ -363,8 +305,6 @@ __all__ = [
     "DROP",
     "FORGET_S",
     "GAIN",
-    "GROW",
-    "SHORT_TASK_S",
     "STEP_CHANGE",
     "STEP_SHARE",
     "VERIFY_WINDOWS",

@@ -125,22 +125,6 @@ class Executor:
             threads.stop(wait=self.timeout if self.timeout is not None else 5.0)
 
 
-class Produced:
-    """A pass's results in order (iterate it), and whether they come from worker processes now
-    (:attr:`in_processes`: each result is then ``(chunk, counts)`` and the copy to the device starts
-    in the consumer). ``engine="auto"`` switches executors mid-pass and updates it."""
-
-    def __init__(self, results: Generator[Any, None, None], in_processes: bool) -> None:
-        self.results = results
-        self.in_processes = in_processes
-
-    def __iter__(self) -> Generator[Any, None, None]:
-        return self.results
-
-    def close(self) -> None:
-        self.results.close()
-
-
 def chunked(batches: Iterable[np.ndarray], size: int) -> Iterator[list[np.ndarray]]:
     """Group consecutive index arrays into lists of ``size`` (the last may be shorter)."""
     chunk: list[np.ndarray] = []
@@ -197,7 +181,6 @@ def pass_tasks(
     batch_bytes: Callable[[], float | None],
     upcoming: Callable[[list[np.ndarray]], None] | None = None,
     most: int | None = None,
-    target: Callable[[], int | None] | None = None,
     announce: int = 0,
 ) -> tuple[int, Iterator[tuple[int, int, list[np.ndarray]]]]:
     """A pass's worker tasks ``(epoch, first batch, chunk)`` (see :func:`growing_chunks`), and the
@@ -209,11 +192,7 @@ def pass_tasks(
     once known. ``upcoming`` (the source's hook), when given, learns each batch one full chunk
     ahead, or ``announce`` batches when that is more: the next that many batches beyond the tasks
     in flight (:func:`announced`). ``most`` (the loader's ``chunk_size``), when given, bounds
-    every chunk instead of the size derived from ``batch_bytes``. ``target`` (the online tuner's),
-    asked before each chunk, gives the bytes a chunk holds from then on
-    (:func:`~stoker.pipeline.tuning.chunk_size` of that target: past the default bound, so only
-    worker threads and inline reads are given one, whose buffers follow each chunk's size), or None
-    for the default sizing.
+    every chunk instead of the size derived from ``batch_bytes``.
     """
     known = batch_bytes()
     largest = chunk_size(known) if most is None else most
@@ -221,9 +200,6 @@ def pass_tasks(
     def limit() -> int:
         if most is not None:
             return most
-        tuned = None if target is None else target()
-        if tuned is not None:
-            return chunk_size(batch_bytes(), tuned)
         size = chunk_size(batch_bytes())
         return size if known is None else min(size, largest)
 
@@ -232,4 +208,4 @@ def pass_tasks(
     return largest, ((epoch, first, chunk) for first, chunk in growing_chunks(batches, limit))
 
 
-__all__ = ["Executor", "Produced", "chunk_size", "chunked", "announced", "growing_chunks", "pass_tasks"]
+__all__ = ["Executor", "chunk_size", "chunked", "announced", "growing_chunks", "pass_tasks"]

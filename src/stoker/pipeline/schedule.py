@@ -8,9 +8,8 @@ makes it and three parties speak it:
    the user left a setting to stoker, from the source's cost facts (:class:`Costs`, reported by
    ``BatchSource.costs``) and the machine's usable cores (:func:`usable_cores`: CPU affinity and
    the cgroup quota, counted here and nowhere else);
-2. the online controller (``pipeline/autotune.py``) moves workers, prefetch and chunk size while
-   the loader runs when a setting is ``"auto"``, and ``engine="auto"`` measures the first pass
-   (``pipeline/engine_choice.py``) and settles the engine;
+2. the online controller (``pipeline/autotune.py``) moves workers and prefetch while the loader
+   runs when a setting is ``"auto"``;
 3. ``stoker tune`` searches settings offline and starts from this schedule.
 
 ``loader.schedule`` is the one in force, with who set each field (:attr:`Schedule.set_by`).
@@ -93,13 +92,12 @@ class Schedule:
     """How a loader reads: the record every party (defaults, online tuner, ``stoker tune``) speaks.
 
     Attributes:
-        engine: ``"threads"``, ``"processes"``, or ``"auto"`` until the first pass measured it.
+        engine: ``"threads"`` or ``"processes"``.
         workers: workers running the source's ``read`` (0: the consumer's thread reads).
         prefetch: chunks in flight per worker.
         chunk: batches per worker task, or None for about 1 MiB of data (grown 1, 2, 4, ... per pass).
         pin: whether host batches are staged in page-locked memory (CUDA).
-        set_by: who set each field: ``"you"``, ``"default"`` (with the rule's reason), ``"online tuner"``,
-            ``"engine='auto'"``.
+        set_by: who set each field: ``"you"``, ``"default"`` (with the rule's reason) or ``"online tuner"``.
     """
 
     engine: str

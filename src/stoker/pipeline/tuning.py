@@ -8,31 +8,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PREFETCH = 8  # chunks in flight per worker at most
-CHUNK_BYTES = 2**20  # a worker task's data by default (``executor.chunk_size``): where a tuned chunk starts
-MAX_CHUNK_BYTES = 2**24  # a tuned chunk's data at most
-CHUNK_BATCHES = 64  # a default chunk's batches at most (a tuned chunk: this many per CHUNK_BYTES)
+CHUNK_BYTES = 2**20  # a worker task's data by default (``executor.chunk_size``)
+CHUNK_BATCHES = 64  # a default chunk's batches at most
 
 
-def chunk_size(batch_bytes: float | None, target_bytes: int = CHUNK_BYTES, limit: int | None = None) -> int:
-    """How many consecutive batches one worker task reads: about ``target_bytes`` of data, ``limit``
-    batches at most (by default :data:`CHUNK_BATCHES` per :data:`CHUNK_BYTES` of the target), one batch
-    per task when the size of a batch is unknown."""
+def chunk_size(batch_bytes: float | None) -> int:
+    """How many consecutive batches one worker task reads: about :data:`CHUNK_BYTES` of data,
+    :data:`CHUNK_BATCHES` at most, one batch per task when the size of a batch is unknown."""
     if batch_bytes is None:
         return 1
-    if limit is None:
-        limit = max(1, CHUNK_BATCHES * target_bytes // CHUNK_BYTES)
-    return int(max(1, min(limit, target_bytes // max(batch_bytes, 1))))
+    return int(max(1, min(CHUNK_BATCHES, CHUNK_BYTES // max(batch_bytes, 1))))
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """Where the tuner may move: workers, prefetch and chunk ranges, the bytes in flight at most."""
+    """Where the tuner may move: workers and prefetch ranges, the bytes in flight at most."""
 
     max_workers: int
     max_prefetch: int = MAX_PREFETCH
     memory_budget: int | None = None
     jump_to: int | None = None  # the most workers an estimate jumps to (the cores; past it one at a time)
-    max_chunk_bytes: int = MAX_CHUNK_BYTES
 
 
 @dataclass(frozen=True)
@@ -127,7 +122,6 @@ class Trial:
     waited: float
     workers: int
     prefetch: int
-    chunk_bytes: int = CHUNK_BYTES
     rates: list[float] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
 
@@ -140,7 +134,7 @@ class Decision:
         at: ``time.perf_counter()`` when it was made.
         since_start: seconds since the tuner's first pass began.
         action: ``"add worker"`` (one or more, to the estimate), ``"retire worker"`` (one or more),
-            ``"drop worker"`` (one fewer while the consumer waits), ``"deepen"``, ``"grow chunk"``, ``"inline"``,
+            ``"drop worker"`` (one fewer while the consumer waits), ``"deepen"``, ``"inline"``,
             ``"undo"``, ``"hold"``, ``"step changed"`` or ``"fixed"``
             (a setting picked once, not tuned).
         workers, prefetch: the settings from now on.
@@ -148,7 +142,6 @@ class Decision:
         rate: batches per second over the window.
         busy: the workers' busy share over the window.
         reason: why, in words, with the window's figures (queue occupancy and time per task too).
-        chunk_bytes: the data of one worker task from now on, at most (0: not tuned; the loader's sizing).
     """
 
     at: float
@@ -160,19 +153,12 @@ class Decision:
     rate: float
     busy: float
     reason: str
-    chunk_bytes: int = 0
 
     def __str__(self) -> str:
-        chunks = f", chunks of {mib(self.chunk_bytes)}" if self.chunk_bytes else ""
         return (
-            f"{self.since_start:7.2f}s  {self.action:<13} -> {self.workers} worker(s), prefetch {self.prefetch}"
-            f"{chunks}: {self.reason}"
+            f"{self.since_start:7.2f}s  {self.action:<13} -> {self.workers} worker(s), prefetch {self.prefetch}: "
+            f"{self.reason}"
         )
-
-
-def mib(n: int) -> str:
-    """``n`` bytes in MiB, as decisions and reports print chunk sizes (``"2 MiB"``)."""
-    return f"{n / 2**20:g} MiB"
 
 
 def nbytes(batch: Any) -> int:
@@ -192,13 +178,10 @@ class TuneReport:
     prefetch: int
     decisions: tuple[Decision, ...]
     inner: Any
-    chunk_bytes: int = 0  # a worker task's data at most (0: not tuned online)
 
     def __str__(self) -> str:
-        chunks = f", chunks of {mib(self.chunk_bytes)}" if self.chunk_bytes else ""
         lines = [
-            f"online tuning: {self.workers} worker(s), prefetch {self.prefetch}{chunks}; "
-            f"{len(self.decisions)} decision(s)"
+            f"online tuning: {self.workers} worker(s), prefetch {self.prefetch}; {len(self.decisions)} decision(s)"
         ]
         lines += [f"  {d}" for d in self.decisions]
         if self.inner is not None:
@@ -209,7 +192,6 @@ class TuneReport:
 __all__ = [
     "CHUNK_BATCHES",
     "CHUNK_BYTES",
-    "MAX_CHUNK_BYTES",
     "Bounds",
     "Decision",
     "Measure",
@@ -217,6 +199,5 @@ __all__ = [
     "TuneReport",
     "Window",
     "chunk_size",
-    "mib",
     "nbytes",
 ]

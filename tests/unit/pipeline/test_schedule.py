@@ -87,21 +87,11 @@ def test_the_loader_reads_as_its_schedule_says(tmp_path, monkeypatch):
     assert tuned.schedule.workers == tuned.tuning.workers  # the one in force is the tuner's
 
 
-def test_engine_auto_settles_into_the_schedule(tmp_path):
-    class Slow(torch.utils.data.Dataset):
-        def __len__(self):
-            return 64
+def test_engine_auto_is_refused_with_what_to_do_instead():
+    from stoker.errors import ConfigError
 
-        def __getitem__(self, i):
-            return torch.tensor([i])
-
-    loader = stoker.Loader(Slow(), batch_size=4, num_workers=2, engine="auto")
-    assert loader.schedule.engine == "auto"
-    assert sorted(int(v) for b in loader for v in b.flatten()) == list(range(64))
-    choice = loader.engine_choice
-    assert choice is not None and loader.engine == (choice.engine if choice.settled else "auto")
-    if choice.settled:
-        assert loader.schedule.set_by["engine"] == "engine='auto' (measured)"
+    with pytest.raises(ConfigError, match="leave engine unset.*stoker tune"):
+        stoker.Loader(torch.utils.data.TensorDataset(torch.arange(8)), batch_size=4, engine="auto")
 
 
 def test_executor_refuses_an_unknown_engine():
