@@ -28,13 +28,13 @@ class LoaderConfig:
             ``0`` works in the calling thread; ``None`` for the schedule's default
             (``pipeline/schedule.py``: small batches of a copying source such as a store in the
             calling thread, a remote store ``max(2, cores)``, else one per usable core);
-            ``"auto"`` tunes the count while the loader runs (``pipeline/autotune.py``: from one
-            worker thread up to 2 per core, added while the consumer waits on busy workers and the
+            ``"auto"`` tunes the count while the loader runs (``pipeline/autotune.py``: from the
+            default up to 2 per core, added while the consumer waits on busy workers and the
             rate rises, retired when they idle; worker processes too).
         chunk_size: batches per worker task (>= 1); ``None`` sizes chunks to about 1 MiB of data, up to
             64 batches. A pass's first tasks take 1, 2, 4, ... batches up to it, so the first batch comes fast.
         prefetch_factor: chunks of batches in flight per worker; ``"auto"`` tunes it while the loader
-            runs (from 1 up to 8, deepened while the consumer waits on idle workers and the rate
+            runs (from the default 2, between 1 and 8, deepened while the consumer waits on idle workers and the rate
             rises). Every decision of the tuner is in ``loader.report()`` and told to observers
             (the doctor's trace).
         memory_budget: with ``"auto"`` settings, the most bytes the batches in flight may take

@@ -64,7 +64,8 @@ def test_auto_options_are_validated(mixed_store):
         assert err.value.option == option
     loader = stoker.Loader(mixed_store, batch_size=8, num_workers="auto", memory_budget="2GB")
     assert loader.config.memory_budget == 2 * 2**30
-    assert (loader.num_workers, loader.prefetch_factor) == (1, 2)  # starts from one worker, prefetch as given
+    plain = stoker.Loader(mixed_store, batch_size=8)
+    assert (loader.num_workers, loader.prefetch_factor) == (plain.num_workers, 2)  # starts from the default
 
 
 def test_same_batches_while_the_tuner_resizes_mid_epoch(scripted):

@@ -12,13 +12,16 @@ occupancy and the spread of the task times) go to the decision policy
 running map's :class:`~stoker.pipeline.threads.Knobs` (from the next batch on; nothing in flight is
 dropped and the order of the batches never changes) and recorded as a :class:`Decision`.
 
-Workers go from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores,
+Workers go from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores
+(worker threads, whose reads may wait on I/O) or the usable cores (worker processes: the schedule
+runs reads that hold the GIL in processes, so each keeps a core busy and one more could only share),
 prefetch from 1 to :data:`MAX_PREFETCH`. With processes, whose tasks are not timed here, the busy
 share is the share of workers with a task outstanding when the consumer asks.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +49,8 @@ class AutoTuner(Policy):
         bounds: the :class:`Bounds` it moves within.
         clock: seconds, monotonic (tests pass a fake one).
         on_decision: called with each :class:`Decision` (the loader tells its observers).
+        cpu: CPU seconds used so far by the loader's process tree (:func:`tree_cpu`), or None where
+            not measured; with ``cores``, the usable cores, it gives each window's :attr:`Measure.cpu`.
     """
 
     def __init__(
@@ -57,14 +62,17 @@ class AutoTuner(Policy):
         bounds: Bounds,
         clock: Callable[[], float] = time.perf_counter,
         on_decision: Callable[[Decision], None] | None = None,
+        cpu: Callable[[], dict[int, float]] | None = None,
+        cores: int = 1,
     ) -> None:
         super().__init__(workers, prefetch, tune_workers, tune_prefetch, bounds)
         self.clock = clock
         self.on_decision = on_decision
+        self.cpu, self.cores = cpu, cores
         self.decisions: list[Decision] = []
         self.knobs = Knobs(self.workers, self.workers * self.prefetch)
         self._began: float | None = None  # the first pass's start
-        self._window = Window(self.clock())
+        self._window = self._new_window()
         self._last = self._window.start  # when the consumer got its last batch
 
     # -- measuring ------------------------------------------------------------------------------
@@ -75,7 +83,7 @@ class AutoTuner(Policy):
         batch is older than a window: then a fresh one begins (the time between passes is not the loop's)."""
         self.per_chunk, self.batch_bytes = per_chunk, batch_bytes if batch_bytes is not None else self.batch_bytes
         if self._began is None or self.clock() - self._last > WINDOW_S:
-            self._window = Window(self.clock())  # a change still to check is checked in the new window
+            self._window = self._new_window()  # a change still to check is checked in the new window
         if self._began is None:
             self._began = self.clock()
         self._set(self.workers, self.prefetch)
@@ -111,8 +119,12 @@ class AutoTuner(Policy):
             return None
         if window.batches < MIN_BATCHES:
             return None
-        self._window = Window(now)
-        return self.step(window.measure(now, threads, self.processes))
+        self._window = self._new_window(now)
+        used = None if self.cpu is None else self.cpu()
+        return self.step(window.measure(now, threads, self.processes, used, self.cores))
+
+    def _new_window(self, now: float | None = None) -> Window:
+        return Window(self.clock() if now is None else now, None if self.cpu is None else self.cpu())
 
     def step(self, m: Measure) -> Decision | None:
         """Decide on one window's figures ``m`` now (the policy's :meth:`~Policy.decide` at the clock's time)."""
@@ -166,23 +178,49 @@ class AutoTuner(Policy):
         return self.workers
 
 
+def tree_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) used so far by this process (all its threads) and, where psutil is
+    installed (``stoker[doctor]``), by each of its live children (worker processes), by pid
+    (:meth:`~stoker.pipeline.tuning.Window.measure` takes the difference of two). A child that ended,
+    or one not seen without psutil, takes its time with it: the figure errs low (toward adding workers)."""
+    seconds = {os.getpid(): time.process_time()}
+    try:
+        import psutil
+    except ImportError:
+        return seconds
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return seconds
+    for child in children:
+        try:
+            seconds[child.pid] = sum(child.cpu_times()[:2])
+        except psutil.Error:
+            continue
+    return seconds
+
+
 def tuner_for(config: Any, schedule: Schedule) -> AutoTuner | None:
     """The tuner of a :class:`stoker.LoaderConfig`'s ``"auto"`` settings, None when it has none.
 
-    It starts from ``schedule`` (``pipeline/schedule.py``: one worker where ``num_workers="auto"``, a
-    prefetch of 1 where ``prefetch_factor="auto"``, the other settings as given or defaulted)."""
+    It starts from ``schedule`` (``pipeline/schedule.py``: the default workers and prefetch where they
+    are ``"auto"``, so that tuning starts where a loader without it reads; the other settings as given
+    or defaulted)."""
     auto_workers, auto_prefetch = config.num_workers == "auto", config.prefetch_factor == "auto"
     if not (auto_workers or auto_prefetch):
         return None
     workers, cores = schedule.workers, usable_cores()
+    most = cores if schedule.engine == "processes" else MAX_WORKERS_PER_CORE * cores
     tuner = AutoTuner(
         workers,
         schedule.prefetch,
         auto_workers,
         auto_prefetch,
-        Bounds(MAX_WORKERS_PER_CORE * cores, memory_budget=config.memory_budget, jump_to=cores),
+        Bounds(most, memory_budget=config.memory_budget, jump_to=cores),
+        cpu=tree_cpu,
+        cores=cores,
     )
-    if workers == 0:
+    if workers == 0 and not auto_workers:
         tuner.tune_prefetch = False
         tuner.fixed("prefetch_factor='auto' has nothing to tune: the batches are read in the consumer's thread")
     return tuner
@@ -198,5 +236,6 @@ __all__ = [
     "Measure",
     "TuneReport",
     "nbytes",
+    "tree_cpu",
     "tuner_for",
 ]

@@ -16,7 +16,8 @@ worker count or the prefetch depth out, with what it learned kept between window
 3. **The consumer waits** (> :data:`WAIT_HIGH`): on busy workers (>= :data:`BUSY_HIGH`) jump to the
    estimate ``ceil(workers × busy / (1 - wait))`` (one more at least, the cores at most at once,
    below a ceiling, within ``memory_budget``); on idle ones double the depth (or ``1 + 2 × spread``);
-   at one worker thread whose second did not pay, read inline. When neither more workers nor a deeper
+   at one worker thread whose second did not pay, read inline. No worker is added while the loader's
+   processes already use :data:`CPU_FULL` of the usable cores (a worker more could only share them). When neither more workers nor a deeper
    prefetch can be tried and the workers are not the bottleneck (or outnumber the cores), one worker
    fewer is tried (the hand-off between threads may be what costs).
 4. **The consumer does not wait** (< :data:`WAIT_LOW`, a result ready when asked): retire down to
@@ -39,6 +40,7 @@ GAIN = 0.05  # a change stays if the rate rose by at least this share (and is un
 STEP_CHANGE = 1.5  # the consumer's step changed: its time per batch moved by this factor...
 STEP_SHARE = 0.25  # ...and by this share of the time between batches
 VERIFY_WINDOWS = 2  # a change is judged on the mean of this many windows
+CPU_FULL = 0.9  # the loader's process tree used this share of the usable cores: no worker is added
 ADDS = ("add worker", "deepen", "inline")  # changes kept only when the rate rises
 DROP = "drop worker"  # one worker fewer while the consumer waits: kept unless the rate falls
 
@@ -56,7 +58,7 @@ class Policy:
     """
 
     def __init__(self, workers: int, prefetch: int, tune_workers: bool, tune_prefetch: bool, bounds: Bounds) -> None:
-        self.workers, self.prefetch = max(1, workers), max(1, prefetch)
+        self.workers, self.prefetch = max(0, workers), max(1, prefetch)
         self.tune_workers, self.tune_prefetch = tune_workers, tune_prefetch
         self.bounds = bounds
         self.processes = False  # workers are processes: never read inline
@@ -109,10 +111,12 @@ class Policy:
         self._strikes[(knob, value)] = strikes + 1
         return now + min(FORGET_S, BLOCK_S * 2**strikes)
 
-    def _can_add(self, now: float) -> str | None:
+    def _can_add(self, m: Measure, now: float) -> str | None:
         """Why a worker cannot be added, or None when it can."""
         if not self.tune_workers:
             return "num_workers is fixed"
+        if m.cpu is not None and m.cpu >= CPU_FULL:
+            return "the cores are full (this loader's processes use them all)"  # the share: in the figures
         n = self.workers + 1
         if n > self.bounds.max_workers:
             return f"at the most workers ({self.bounds.max_workers})"
@@ -245,7 +249,7 @@ class Policy:
 
     def _more(self, m: Measure, now: float) -> Decision | None:
         bottleneck = m.busy >= BUSY_HIGH
-        add, deepen = self._can_add(now), self._can_deepen(now)
+        add, deepen = self._can_add(m, now), self._can_deepen(now)
         inline = self.workers == 1 and self.tune_workers and not self.processes and not self._floored(0, now)
         if inline and self._blocked("workers", 2, now):  # a second thread did not pay: the hand-off may not
             return self._change(m, "inline", 0, self.prefetch, "a second worker did not help")
@@ -302,6 +306,7 @@ __all__ = [
     "BLOCK_S",
     "BUSY_HIGH",
     "BUSY_RETIRE",
+    "CPU_FULL",
     "DROP",
     "FORGET_S",
     "GAIN",

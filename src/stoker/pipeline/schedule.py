@@ -165,31 +165,27 @@ def decide(
     cores: int | None = None,
 ) -> Schedule:
     """The schedule from the settings given (None: not given; ``"auto"``: the online tuner's, which
-    starts from one worker and a prefetch of 1) and, for the others, the default rules on ``costs``
-    and ``cores`` (the usable cores when None). ``pin`` None pins exactly when ``cuda``."""
+    starts from the default and moves it while the loader runs) and, for the others, the default rules
+    on ``costs`` and ``cores`` (the usable cores when None). ``pin`` None pins exactly when ``cuda``."""
     cores = usable_cores() if cores is None else cores
-    tuned = AUTO in (workers, prefetch)
     by: dict[str, str] = {}
     if engine is None:
         engine, by["engine"] = default_engine(costs, cores)
     else:
         by["engine"] = YOU
-    if workers == AUTO:
-        workers, by["workers"] = 1, TUNER
-    elif workers is None:
-        workers, by["workers"] = default_workers(costs, engine, cores)
+    if workers in (None, AUTO):
+        tuned = workers == AUTO
+        workers, why = default_workers(costs, engine, cores)
+        by["workers"] = TUNER if tuned else why  # the tuner starts from the default
     else:
         by["workers"] = YOU
-    if prefetch == AUTO:
-        prefetch, by["prefetch"] = 1, TUNER
-    else:
-        by["prefetch"] = DEFAULT if prefetch is None else YOU
-    by["chunk"] = (TUNER if tuned else DEFAULT) if chunk is None else YOU
+    by["prefetch"] = TUNER if prefetch == AUTO else DEFAULT if prefetch is None else YOU
+    by["chunk"] = DEFAULT if chunk is None else YOU
     by["pin"] = "default: on exactly for CUDA" if pin is None else YOU
     return Schedule(
         engine,
         int(workers),
-        DEFAULT_PREFETCH if prefetch is None else int(prefetch),
+        DEFAULT_PREFETCH if prefetch in (None, AUTO) else int(prefetch),
         chunk,
         cuda if pin is None else bool(pin),
         by,

@@ -42,6 +42,7 @@ class Measure:
     tasks: int = 0  # worker tasks that ended in the window
     jitter: float = 0.0  # the spread of the task times: their standard deviation / their mean
     task_s: float = 0.0  # the mean seconds of a worker task that ended in the window (0: none timed)
+    cpu: float | None = None  # the loader's process tree's CPU time over the window's wall x usable cores
 
     @property
     def wait_share(self) -> float:
@@ -64,9 +65,10 @@ class Measure:
     def figures(self) -> str:
         """The window's figures in words."""
         read = f", {self.task_s * 1e3:.2f} ms per task" if self.tasks else ""
+        cpu = "" if self.cpu is None else f", cores {self.cpu:.0%} used"
         return (
             f"wait {self.wait_share:.0%}, {self.rate:.1f} batches/s, workers busy {self.busy:.0%}{read}, "
-            f"{self.ready:.1f} results ready when asked"
+            f"{self.ready:.1f} results ready when asked{cpu}"
         )
 
 
@@ -74,8 +76,9 @@ class Window:
     """One window's figures as they are counted: batches, the consumer's wait and the queue's
     occupancy in the consumer's thread (:meth:`batch`), task times in the worker threads (:meth:`task`)."""
 
-    def __init__(self, start: float) -> None:
+    def __init__(self, start: float, cpu: dict[int, float] | None = None) -> None:
         self.start = start
+        self.cpu = cpu  # the process tree's CPU seconds by pid at the start, when known
         self.waited = 0.0
         self.batches = 0
         self.ready = 0
@@ -96,9 +99,13 @@ class Window:
             self.busy2 += spent * spent
             self.tasks += 1
 
-    def measure(self, now: float, threads: int, processes: bool) -> Measure:
+    def measure(
+        self, now: float, threads: int, processes: bool, cpu: dict[int, float] | None = None, cores: int = 1
+    ) -> Measure:
         """The window's :class:`Measure` at ``now``, for ``threads`` workers (``processes``: busy share
-        from the tasks outstanding, their tasks are not timed here)."""
+        from the tasks outstanding, their tasks are not timed here); ``cpu``: the process tree's CPU
+        seconds by pid now, over ``cores`` usable cores (a process that began in the window counts
+        all its time, one that ended none)."""
         wall = now - self.start
         with self._lock:
             busy, busy2, tasks = self.busy, self.busy2, self.tasks
@@ -109,7 +116,11 @@ class Window:
             mean = busy / tasks
             jitter = max(0.0, busy2 / tasks - mean * mean) ** 0.5 / mean
         task_s = busy / tasks if tasks else 0.0
-        return Measure(wall, self.waited, self.batches, share, self.ready / batches, tasks, jitter, task_s)
+        used = None
+        if cpu is not None and self.cpu is not None and wall > 0:
+            before = self.cpu
+            used = sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in cpu.items()) / (wall * cores)
+        return Measure(wall, self.waited, self.batches, share, self.ready / batches, tasks, jitter, task_s, used)
 
 
 @dataclass

@@ -6,7 +6,7 @@ import torch
 
 import stoker
 from stoker.doctor.events import Tuned, from_wire, to_wire
-from stoker.pipeline import autotune
+from stoker.pipeline import autotune, schedule
 from stoker.pipeline.autotune import AutoTuner, Decision
 
 
@@ -29,6 +29,7 @@ def test_a_decision_round_trips_as_a_tuned_record():
 def test_decisions_of_an_auto_loader_land_in_the_trace(tmp_path, monkeypatch):
     monkeypatch.setattr(autotune, "WINDOW_S", 0.0)
     monkeypatch.setattr(autotune, "MIN_BATCHES", 1)
+    monkeypatch.setattr(schedule, "usable_cores", lambda: 1)  # the tuner starts from the default: 1 worker
 
     def step(self, m):  # every window: one more worker, up to 3 (the policy is tested elsewhere)
         if self.workers < 3:

@@ -1,6 +1,8 @@
 """The online tuner's policy, driven by injected window figures and a fake clock (no timing)."""
 
 import math
+import os
+import time
 
 import pytest
 
@@ -53,6 +55,37 @@ def test_adds_a_worker_while_the_consumer_waits_on_busy_workers_and_keeps_it_whe
     assert (t.knobs.workers, t.knobs.depth) == (2, 2)
     d = verify(t, clock, window(180, 0.3, 0.95))  # rate rose 80 %: kept, and the consumer still waits: another
     assert d.action == "add worker" and t.workers == 3
+
+
+def test_adds_no_worker_while_the_loaders_processes_fill_the_cores():
+    t, clock = tuner(workers=2)
+    full = Measure(1.0, 0.5, 100, 0.95, cpu=0.97)  # the consumer waits on busy workers, every core used
+    d = t.step(full)
+    assert d.action == "deepen" and t.workers == 2  # a depth costs memory only; a worker could only share a core
+    assert verify(t, clock, full).action == "undo"
+    clock.t += 0.1
+    d = t.step(full)
+    assert d.action == "hold" and "the cores are full" in d.reason and "cores 97% used" in str(d)
+    clock.t += 0.1
+    assert t.step(Measure(1.0, 0.5, 100, 0.95, cpu=0.6)).action == "add worker"  # a core free: try one
+
+
+def test_the_process_trees_cpu_is_counted_with_its_worker_processes():
+    import multiprocessing
+
+    from stoker.pipeline.autotune import tree_cpu
+
+    def children() -> float:  # the tree's CPU less this process's own
+        return sum(t for pid, t in tree_cpu().items() if pid != os.getpid())
+
+    child = multiprocessing.get_context("fork").Process(target=sum, args=(range(3 * 10**7),))
+    child.start()
+    seen = 0.0
+    while child.is_alive():  # the child's CPU counts while it lives (psutil, a dev dependency)
+        seen = max(seen, children())
+        time.sleep(0.01)
+    child.join()
+    assert seen > 0.05
 
 
 def test_undoes_a_worker_that_did_not_raise_the_rate_and_stops_adding():
@@ -366,3 +399,12 @@ def test_busy_workers_up_to_the_cores_are_not_dropped():
     assert t.step(window(100, 0.9, 0.95)).action == "hold"  # the bottleneck: one fewer would be slower
     p, _ = tuner(workers=3, prefetch=8, max_workers=3, jump_to=2)
     assert p.step(window(100, 0.9, 0.95)).action == "drop worker"  # more busy workers than cores: maybe not
+
+
+def test_a_windows_cpu_share_counts_new_processes_and_never_goes_negative_when_one_ends():
+    from stoker.pipeline.tuning import Window
+
+    w = Window(0.0, {1: 5.0, 2: 3.0})  # pid 2 (a worker of the last pass) ends; pid 3 starts
+    m = w.measure(2.0, 1, True, {1: 5.5, 3: 0.3}, cores=2)
+    assert m.cpu == pytest.approx((0.5 + 0.3) / (2.0 * 2))
+    assert Window(0.0).measure(1.0, 1, False, {1: 1.0}).cpu is None  # nothing at the start: unknown

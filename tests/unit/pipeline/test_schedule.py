@@ -55,7 +55,8 @@ def test_threads_of_gil_holding_reads_are_capped_and_given_settings_win():
     assert (given.engine, given.workers, given.prefetch, given.chunk, given.pin) == ("threads", 12, 4, 3, True)
     assert set(given.set_by.values()) == {"you"}
     auto = decide(Costs(1.0), workers="auto", prefetch="auto", cores=4)
-    assert (auto.workers, auto.prefetch) == (1, 1) and auto.set_by["workers"] == auto.set_by["chunk"] == "online tuner"
+    assert (auto.workers, auto.prefetch) == (4, 2)  # the tuner starts from the default, not below it
+    assert auto.set_by["workers"] == auto.set_by["prefetch"] == "online tuner" and auto.set_by["chunk"] == "default"
     assert decide(Costs(1.0), cuda=True, cores=2).pin and not decide(Costs(1.0), cores=2).pin
 
 
@@ -82,7 +83,8 @@ def test_the_loader_reads_as_its_schedule_says(tmp_path, monkeypatch):
     big = stoker.Loader(stoker.sources.Arrays(np.zeros((64, 256, 256), np.uint8)), batch_size=32)
     assert big.schedule.workers == 3  # arrays report nothing but their size: a thread per core
     tuned = stoker.Loader(tmp_path / "s", batch_size=8, num_workers="auto", prefetch_factor="auto")
-    assert tuned.schedule.set_by["workers"] == "online tuner" and tuned.num_workers == 1
+    plain = stoker.Loader(tmp_path / "s", batch_size=8)
+    assert tuned.schedule.set_by["workers"] == "online tuner" and tuned.num_workers == plain.num_workers
     assert sum(len(b["x"]) for b in tuned) == 64
     assert tuned.schedule.workers == tuned.tuning.workers  # the one in force is the tuner's
 
