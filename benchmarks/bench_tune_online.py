@@ -8,7 +8,7 @@ Four workloads (the recipes of bench_tune.py / stoker.tune.loaders):
 For each, in this order:
   grid      stoker.tune's exhaustive grid (workers 0..2x cores x threads|processes x prefetch 1/2/4/8),
             one trial each, with no step (the loader alone sets the pace): its best rate is the target
-  ramp      the loader with num_workers="auto", prefetch_factor="auto" (it starts from 1 worker, prefetch 1)
+  ramp      the loader with num_workers="auto", prefetch_factor="auto" (it starts from the default schedule)
             read for RAMP_S seconds with no step: the time until the rate over the trailing TRAIL_S
             seconds first reaches 0.9x the grid's best (target <= 10 s), and the rate over the last
             5 s / the grid's best (the grid searches the engine, the online tuner does not: the
