@@ -40,7 +40,12 @@ class Fetcher(ABC):
         self, name: str, local: Path, size: int | None = None, seen: Callable[[memoryview], None] | None = None
     ) -> None:
         """Object ``name`` into the local file ``local``; each piece of the file handed to ``seen`` in order
-        (a checksum taken in the same pass). ``size``: the object's size from the manifest, when known."""
+        (a checksum taken in the same pass). ``size``: the object's size from the manifest, when known.
+
+        ``local`` already exists: an empty file the cache made (``O_EXCL``, mode 0600, under an
+        unguessable name in its 0700 directory). Open it with ``O_WRONLY | O_TRUNC | O_NOFOLLOW`` and
+        without ``O_CREAT`` (a fetcher never makes or replaces a file in the cache: a name that is not
+        there, or is a link, must fail)."""
 
     @abstractmethod
     def upload(self, local: Path, name: str) -> None:
