@@ -19,7 +19,6 @@ removed at the end; shards uploaded by a failed write are deleted, except those 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -142,7 +141,7 @@ class RemoteStoreWriter(StoreWriter):
             return Path(self.url)
         try:
             self._last_shard(self.url)
-            shards = tuple(dataclasses.replace(info, file=remote_name(info)) for info in self._shards)
+            shards = tuple(info._replace(file=remote_name(info)) for info in self._shards)
             publish(self.remote, Manifest(self._schema(), shards, self.metadata), self._local, self._old)
         except BaseException:
             self.abort()
