@@ -28,6 +28,7 @@ from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.labels import label_map
 from stoker.pipeline.columns import check_rows
+from stoker.pipeline.ranks import digest, store_fingerprint
 from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import one_torch_thread_here
@@ -366,6 +367,12 @@ class ImageSource(BatchSource):
         where = "device, one planned crop (finalize)" if not self.reader.fills_buffer else "workers, one planned crop"
         return [f"{type(op).__name__} -> {where}" for op in self.options.transforms.geometric] + self.augment.plan()
 
+    def content_fingerprint(self) -> str:
+        """What the ranks compare (``pipeline/ranks.py``): a store's content, or the files' fingerprint
+        (:func:`files_fingerprint`)."""
+        data = self._data
+        return store_fingerprint(data) if isinstance(data, Store) else files_fingerprint(data)
+
     # -- reporting ------------------------------------------------------------------------
     def report(self) -> list[Skipped]:
         """The rows left out so far by ``on_error="skip"``, in row order."""
@@ -386,6 +393,30 @@ class ImageSource(BatchSource):
             f"ImageSource({str(where)!r}, reader={self.reader!r}, rows={len(self)}, size={self.size}, "
             f"layout={self.options.layout}, transforms={self.transform_plan()})"
         )
+
+
+def files_fingerprint(images: ImageList, sampled: int = 16, head: int = 65536) -> str:
+    """A hash of every file's name (relative to the root) and size, the labels, and the first ``head``
+    bytes of ``sampled`` files spread over the list: one ``stat`` per file and a few reads, cheap enough
+    for every start (1,224 photos on a local disk: 27 ms on a 2-core VM, about 20 us a file). Modification times are left out: per-node
+    copies of one folder differ in them. A file swapped for another of the same size and head, outside
+    the sample, goes unseen; a store's checksums see every byte."""
+    sizes = np.full(len(images), -1, dtype=np.int64)  # -1: a file that cannot be read (on_error decides later)
+    for i, path in enumerate(images.paths):
+        try:
+            sizes[i] = os.stat(path).st_size
+        except OSError:
+            pass
+    heads = []
+    for i in np.unique(np.linspace(0, len(images) - 1, num=min(sampled, len(images)), dtype=np.int64)).tolist():
+        try:
+            with open(images.paths[i], "rb") as f:
+                heads.append(f.read(head))
+        except OSError:
+            heads.append(b"")
+    names = "\0".join(images.name(i) for i in range(len(images)))
+    labels = "" if images.labels is None else ",".join(map(str, images.labels))
+    return "files:" + digest([names, sizes.tobytes(), labels, *heads])
 
 
 __all__ = ["ImageOptions", "ImageSource", "Skipped"]
