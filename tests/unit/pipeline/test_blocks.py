@@ -10,7 +10,17 @@ import pytest
 
 import stoker
 from stoker.errors import ConfigError
-from stoker.pipeline.blocks import BLOCK_SIZE, LIMIT_ENV, WINDOW, fit_cache, fit_memory, memory_limit, window_rows
+from stoker.pipeline.blocks import (
+    BLOCK_SIZE,
+    LIMIT_ENV,
+    READ_AROUND,
+    WINDOW,
+    fit_cache,
+    fit_memory,
+    memory_limit,
+    read_around,
+    window_rows,
+)
 
 MiB = 2**20
 
@@ -68,6 +78,13 @@ def test_twelve_kb_rows_under_256_mib_shrink_the_768_mib_default_window():
     chosen = fit_memory(window_rows(12 * 1024, 256 * MiB), 12 * 1024, "256 MiB", 10**6)
     assert (chosen.block_size, chosen.window) == (256, 16)
     assert "48 MiB" in chosen.why
+
+
+def test_blocks_keep_twice_the_disk_s_read_around():
+    # 8 MiB read-around (this VM's disk): 16 MiB blocks of 2048 rows, one a window, fit 32 MiB
+    chosen = fit_memory(window_rows(12 * 1024, 128 * MiB), 12 * 1024, "128 MiB", 10**6, around=8 * MiB)
+    assert (chosen.block_size, chosen.window) == (2048, 1)
+    assert read_around(Path("/proc")) == READ_AROUND  # no block device: the kernel's usual 128 KiB
 
 
 def test_a_store_that_fits_whole_keeps_the_defaults():
