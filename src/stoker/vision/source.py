@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -395,28 +396,41 @@ class ImageSource(BatchSource):
         )
 
 
-def files_fingerprint(images: ImageList, sampled: int = 16, head: int = 65536) -> str:
-    """A hash of every file's name (relative to the root) and size, the labels, and the first ``head``
-    bytes of ``sampled`` files spread over the list: one ``stat`` per file and a few reads, cheap enough
-    for every start (1,224 photos on a local disk: 27 ms on a 2-core VM, about 20 us a file). Modification times are left out: per-node
-    copies of one folder differ in them. A file swapped for another of the same size and head, outside
-    the sample, goes unseen; a store's checksums see every byte."""
-    sizes = np.full(len(images), -1, dtype=np.int64)  # -1: a file that cannot be read (on_error decides later)
-    for i, path in enumerate(images.paths):
+def _sizes(paths: Sequence[str]) -> np.ndarray:
+    out = np.full(len(paths), -1, dtype=np.int64)  # -1: a file that cannot be read (on_error decides later)
+    for i, path in enumerate(paths):
         try:
-            sizes[i] = os.stat(path).st_size
+            out[i] = os.stat(path).st_size
         except OSError:
             pass
-    heads = []
-    for i in np.unique(np.linspace(0, len(images) - 1, num=min(sampled, len(images)), dtype=np.int64)).tolist():
-        try:
-            with open(images.paths[i], "rb") as f:
-                heads.append(f.read(head))
-        except OSError:
-            heads.append(b"")
-    names = "\0".join(images.name(i) for i in range(len(images)))
+    return out
+
+
+def _head(path: str, size: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+def files_fingerprint(images: ImageList, sampled: int = 16, head: int = 65536) -> str:
+    """A hash of every file's name (relative to the root) and size, the labels, and the first ``head``
+    bytes of ``sampled`` files spread over the list: one ``stat`` per file (on 8 threads: on a network
+    file system each is a round trip) and a few reads. 1,224 photos on a local disk, 2-core VM: 10-12 ms
+    (about 8 us a file), 88 ms the first time. Modification times are left out: per-node copies of one
+    folder differ in them. A file swapped for another of the same size and head, outside the sample,
+    goes unseen; a store's checksums see every byte."""
+    paths = images.paths
+    step = max(1, -(-len(paths) // 8))
+    with ThreadPoolExecutor(8) as pool:  # a slice a task: a task per file would cost more than its stat
+        parts = pool.map(_sizes, [paths[i : i + step] for i in range(0, len(paths), step)])
+        sizes = np.concatenate([np.zeros(0, np.int64), *parts])
+    picked = np.unique(np.linspace(0, len(paths) - 1, num=min(sampled, len(paths)), dtype=np.int64)).tolist()
+    root = os.path.join(images.root, "") if images.root else "\0"  # names under the root, as ImageList.name
+    names = "\0".join(p[len(root) :] if p.startswith(root) else p for p in paths)
     labels = "" if images.labels is None else ",".join(map(str, images.labels))
-    return "files:" + digest([names, sizes.tobytes(), labels, *heads])
+    return "files:" + digest([names, sizes.tobytes(), labels, *(_head(paths[i], head) for i in picked)])
 
 
 __all__ = ["ImageOptions", "ImageSource", "Skipped"]
