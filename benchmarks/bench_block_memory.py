@@ -93,14 +93,14 @@ class Cgroup:
         self.why = self.why or "no memory controller"
 
     def remove(self) -> None:
-        for _ in range(50):
+        """Remove the cgroup once the exited child's page cache is no longer charged to it (5 s at most)."""
+        deadline = time.monotonic() + 5
+        while self.path is not None and self.path.exists():
             try:
-                if self.path is not None:
-                    self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
+                self.path.rmdir()
             except OSError:
+                if time.monotonic() > deadline:
+                    raise
                 time.sleep(0.1)
 
 
@@ -149,10 +149,18 @@ def local(args: argparse.Namespace, tmp: Path) -> None:
         for pair in filter(None, args.sizes.split(",")):  # other sizes under the limit, for comparison
             block, window = map(int, pair.split("x"))
             rows.append((f"limited, {pair}", {"block_size": block, "window": window}, procs, limited_env))
-        results = {name: run(store, tmp, name.replace(", ", "-"), s, p, e, args.timeout) for name, s, p, e in rows}
+        results: dict[str, dict] = {}
+        for r in range(args.rounds):  # best of the rounds, the order reversed each round (a noisy machine)
+            for name, sizes, procs_, env_ in rows if r % 2 == 0 else rows[::-1]:
+                if name in results and results[name]["seconds"] == float("inf"):
+                    continue  # one stopped run is enough
+                got = run(store, tmp, name.replace(", ", "-"), sizes, procs_, env_, args.timeout)
+                if name not in results or got["seconds"] < results[name]["seconds"]:
+                    results[name] = got
     finally:
         if cgroup is not None:
             cgroup.remove()
+    print(f"  best of {args.rounds} cold epochs each:")
     base = results["unlimited"]["seconds"]
     for name, r in results.items():
         print(
@@ -203,6 +211,7 @@ def main() -> None:
     parser.add_argument("--row-bytes", type=int, default=12288)
     parser.add_argument("--skip-old", action="store_true", help="leave out the old defaults under the limit")
     parser.add_argument("--simulate", action="store_true", help="STOKER_MEMORY_LIMIT instead of a cgroup")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each epoch; the best is printed")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds at most per epoch")
     parser.add_argument("--sizes", default="", help="also these sizes under the limit: 1024x4,512x8")
     parser.add_argument("--remote", action="store_true", help="also the remote store with a small cache")
