@@ -4,7 +4,7 @@ One launch of two gloo ranks reads a case per source kind; in each, rank 1 holds
 differs from rank 0's in one place (a token of a text store, a line of an on-the-fly TSV, a JPEG
 of an image store or folder, a value of an HDF5 conversion, a value inside a store subset). Every
 rank must fail with a ConfigError naming rank 1 and the data. Cases whose ranks hold copies of the
-same data made apart (converted twice, from files at other paths) must agree.
+same data made apart (converted twice, from files at other paths) must agree. Ranks whose memory sized other blocks for ``shuffle="block"`` are told to give the sizes.
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def launched(tmp_path_factory):
     folders = [jpegs(tmp / "img_a"), jpegs(tmp / "img_b", swap=3)]
     same_folders = [folders[0], shutil.copytree(folders[0], tmp / "img_copy")]
     istores = [stoker.convert.images(f, tmp / f"istore{i}", size=16).path for i, f in enumerate(folders)]
+    big = stoker.write(tmp / "big", {"x": np.zeros((20_000, 8), np.int64)})  # 64-byte rows, 1.3 MB
     hstores = [stoker.convert.hdf5(h5(tmp / f"x{i}.h5", bool(i)), tmp / f"hstore{i}").path for i in range(2)]
     cases = [
         ("text_store", "text_store", tstores),
@@ -75,11 +76,14 @@ def launched(tmp_path_factory):
         ("images", "images", folders),
         ("hdf5", "store", hstores),
         ("subset", "subset", hstores),
+        ("block_sizes", "block", [big, big], ["", "1MB"]),  # rank 1 sizes its blocks to 1 MB of memory
         ("same_text_store", "text_store", tsame),
         ("same_text", "text", same_text),
         ("same_images", "images", same_folders),
     ]
-    plan = {"out": str(tmp), "cases": [{"name": n, "kind": k, "paths": [str(p) for p in ps]} for n, k, ps in cases]}
+    plan = {"out": str(tmp), "cases": [{"name": c[0], "kind": c[1], "paths": [str(p) for p in c[2]]} for c in cases]}
+    for case, given in zip(plan["cases"], cases):
+        case["limits"] = given[3] if len(given) > 3 else ["", ""]
     (tmp / "plan.json").write_text(json.dumps(plan))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2"]
     cmd += ["--master_addr", "127.0.0.1", "--master_port", str(free_port()), "--max_restarts", "0"]
@@ -92,6 +96,13 @@ def test_one_changed_value_on_one_rank_fails_every_rank(launched, case):
     for seen in launched:  # was: a text or image source compared class and length only, and trained on
         said = seen[case]
         assert said.startswith("ConfigError") and "rank 1: data hash" in said, said
+
+
+def test_ranks_whose_memory_sized_other_blocks_are_told_to_give_the_sizes(launched):
+    for seen in launched:
+        said = seen["block_sizes"]
+        assert said.startswith("ConfigError") and "rank 1: order hash" in said, said
+        assert "sizes block_size and window to each node's memory" in said
 
 
 @pytest.mark.parametrize("case", ["same_text_store", "same_text", "same_images"])

@@ -30,6 +30,11 @@ from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.subset import Subset
 from stoker.store.reader import Store
 
+ORDER_FACT = "order"  # the loader's fact of its batch sampler's settings
+BLOCK_HINT = (
+    "where the order differs, note that shuffle='block' sizes block_size and window to each node's memory "
+    "unless both are given (loader.block_order says what each rank chose): give them"
+)
 _RAW = 2**62  # an int fact below this travels as itself (the message can show it), anything else as a hash
 
 
@@ -157,7 +162,9 @@ def check_agreement(facts: dict[str, Any], what: str = "this loader") -> None:
             )
             lines.append(f"rank {r}: {said}")
     if lines:
-        ranks = ", ".join(line.split(":", 1)[0] for line in lines)
+        if any(f"{ORDER_FACT} " in line for line in lines):
+            lines.append(BLOCK_HINT)
+        ranks = ", ".join(line.split(":", 1)[0] for line in lines if line.startswith("rank "))
         what = what if len(what) <= 200 else what[:197] + "..."  # a source's repr can hold a whole vocabulary
         raise ConfigError(
             f"the ranks do not load the same data the same way ({what}; {ranks} differ from rank 0; "

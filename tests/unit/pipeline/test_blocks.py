@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker.errors import ConfigError
+from stoker.errors import ConfigError, StateError
 from stoker.pipeline.blocks import (
     BLOCK_SIZE,
     LIMIT_ENV,
@@ -118,3 +118,21 @@ def test_a_remote_sized_order_reads_whole_shards_and_fits_half_the_cache(tmp_pat
     assert chosen.window * max(s.bytes for s in shards) <= store.nbytes // 20
     tiny = fit_cache(store, shards[0].bytes, 10**9)  # a cache of one shard
     assert tiny.window == 1 and "too large for this cache" in tiny.why
+
+
+def test_a_state_saved_under_other_sizes_says_which_sizes_resume_it(tmp_path, monkeypatch):
+    store = stoker.write(tmp_path / "s", {"i": np.arange(20_000), "x": np.zeros((20_000, 127), np.int64)})
+    monkeypatch.setenv(LIMIT_ENV, "4MiB")
+    small = stoker.Loader(store, batch_size=100, shuffle="block")
+    it = iter(small)
+    head = [next(it)["i"].tolist() for _ in range(3)]
+    state = small.state_dict()
+    it.close()
+    monkeypatch.delenv(LIMIT_ENV)
+    block, window = small.block_order.sizes
+    with pytest.raises(StateError, match=f"pass block_size={block}, window={window} to resume"):
+        stoker.Loader(store, batch_size=100, shuffle="block").load_state_dict(state)
+    again = stoker.Loader(store, batch_size=100, shuffle="block", block_size=block, window=window)
+    again.load_state_dict(state)
+    rest = [b["i"].tolist() for b in again]
+    assert sorted(sum(head + rest, [])) == list(range(20_000))
