@@ -13,6 +13,7 @@ them and a batch sampler, and returns the core loader over both.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -198,7 +199,9 @@ class TextSource(PaddedText):
         table, tok = rows.table, rows.tokenizer
         labels = b"" if table.labels is None else np.ascontiguousarray(table.labels).tobytes()
         texts = [*table.texts, *(table.pairs or ())]
-        return "texts:" + digest(["\0".join(texts), labels, tok.fingerprint, str(tok.max_length)])
+        step = 65536  # texts joined a slice at a time: never a second copy of the whole corpus
+        chunks = ("\0".join(texts[i : i + step]) for i in range(0, len(texts), step))
+        return "texts:" + digest(itertools.chain([labels, tok.fingerprint, str(tok.max_length)], chunks))
 
 
 def with_label_map(columns: TextColumns, label_names: Any, class_to_idx: Any) -> TextColumns:
