@@ -18,7 +18,8 @@ import hashlib
 import json
 import os
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -98,6 +99,44 @@ def store_fingerprint(store: Store) -> str:
     shards = json.dumps([(s.rows, s.algorithm, s.checksum) for s in store.manifest.shards])
     rows = store.rows
     return "store:" + digest([schema, shards, b"" if rows is None else np.ascontiguousarray(rows).tobytes()])
+
+
+def _sizes(paths: Sequence[str]) -> np.ndarray:
+    out = np.full(len(paths), -1, dtype=np.int64)  # -1: a file that cannot be read (on_error decides later)
+    for i, path in enumerate(paths):
+        try:
+            out[i] = os.stat(path).st_size
+        except OSError:
+            pass
+    return out
+
+
+def _head(path: str, size: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+def files_fingerprint(
+    paths: Sequence[str], root: str | None, labels: Sequence[int] | None, sampled: int = 16, head: int = 65536
+) -> str:
+    """A hash of every file's name (relative to ``root``) and size, the labels, and the first ``head``
+    bytes of ``sampled`` files spread over the list: one ``stat`` per file (on 8 threads: on a network
+    file system each is a round trip) and a few reads. 1,224 photos on a local disk, 2-core VM: 10-12 ms
+    (about 8 us a file), 88 ms the first time. Modification times are left out: per-node copies of one
+    folder differ in them. A file swapped for another of the same size and head, outside the sample,
+    goes unseen; a store's checksums see every byte."""
+    step = max(1, -(-len(paths) // 8))
+    with ThreadPoolExecutor(8) as pool:  # a slice a task: a task per file would cost more than its stat
+        parts = pool.map(_sizes, [paths[i : i + step] for i in range(0, len(paths), step)])
+        sizes = np.concatenate([np.zeros(0, np.int64), *parts])
+    picked = np.unique(np.linspace(0, len(paths) - 1, num=min(sampled, len(paths)), dtype=np.int64)).tolist()
+    under = os.path.join(root, "") if root else "\0"  # names under the root (as vision's ImageList.name)
+    names = "\0".join(p[len(under) :] if p.startswith(under) else p for p in paths)
+    said = "" if labels is None else ",".join(map(str, labels))
+    return "files:" + digest([names, sizes.tobytes(), said, *(_head(paths[i], head) for i in picked)])
 
 
 def data_fingerprint(source: BatchSource) -> str:

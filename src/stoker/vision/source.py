@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.labels import label_map
 from stoker.pipeline.columns import check_rows
-from stoker.pipeline.ranks import digest, store_fingerprint
+from stoker.pipeline.ranks import files_fingerprint, store_fingerprint
 from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import one_torch_thread_here
@@ -369,10 +368,12 @@ class ImageSource(BatchSource):
         return [f"{type(op).__name__} -> {where}" for op in self.options.transforms.geometric] + self.augment.plan()
 
     def content_fingerprint(self) -> str:
-        """What the ranks compare (``pipeline/ranks.py``): a store's content, or the files' fingerprint
-        (:func:`files_fingerprint`)."""
+        """What the ranks compare (``pipeline/ranks.py``): a store's content, or the image files' names,
+        sizes, labels and sampled heads (``files_fingerprint``)."""
         data = self._data
-        return store_fingerprint(data) if isinstance(data, Store) else files_fingerprint(data)
+        if isinstance(data, Store):
+            return store_fingerprint(data)
+        return files_fingerprint(data.paths, data.root, data.labels)
 
     # -- reporting ------------------------------------------------------------------------
     def report(self) -> list[Skipped]:
@@ -394,43 +395,6 @@ class ImageSource(BatchSource):
             f"ImageSource({str(where)!r}, reader={self.reader!r}, rows={len(self)}, size={self.size}, "
             f"layout={self.options.layout}, transforms={self.transform_plan()})"
         )
-
-
-def _sizes(paths: Sequence[str]) -> np.ndarray:
-    out = np.full(len(paths), -1, dtype=np.int64)  # -1: a file that cannot be read (on_error decides later)
-    for i, path in enumerate(paths):
-        try:
-            out[i] = os.stat(path).st_size
-        except OSError:
-            pass
-    return out
-
-
-def _head(path: str, size: int) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read(size)
-    except OSError:
-        return b""
-
-
-def files_fingerprint(images: ImageList, sampled: int = 16, head: int = 65536) -> str:
-    """A hash of every file's name (relative to the root) and size, the labels, and the first ``head``
-    bytes of ``sampled`` files spread over the list: one ``stat`` per file (on 8 threads: on a network
-    file system each is a round trip) and a few reads. 1,224 photos on a local disk, 2-core VM: 10-12 ms
-    (about 8 us a file), 88 ms the first time. Modification times are left out: per-node copies of one
-    folder differ in them. A file swapped for another of the same size and head, outside the sample,
-    goes unseen; a store's checksums see every byte."""
-    paths = images.paths
-    step = max(1, -(-len(paths) // 8))
-    with ThreadPoolExecutor(8) as pool:  # a slice a task: a task per file would cost more than its stat
-        parts = pool.map(_sizes, [paths[i : i + step] for i in range(0, len(paths), step)])
-        sizes = np.concatenate([np.zeros(0, np.int64), *parts])
-    picked = np.unique(np.linspace(0, len(paths) - 1, num=min(sampled, len(paths)), dtype=np.int64)).tolist()
-    root = os.path.join(images.root, "") if images.root else "\0"  # names under the root, as ImageList.name
-    names = "\0".join(p[len(root) :] if p.startswith(root) else p for p in paths)
-    labels = "" if images.labels is None else ",".join(map(str, images.labels))
-    return "files:" + digest([names, sizes.tobytes(), labels, *(_head(paths[i], head) for i in picked)])
 
 
 __all__ = ["ImageOptions", "ImageSource", "Skipped"]
