@@ -47,8 +47,11 @@ class LoaderConfig:
         rank: this process's rank; ``None`` asks torch.distributed when it is initialized, else 0.
         world_size: ranks sharing each epoch; ``None`` as for ``rank``.
         uneven: ``"pad"`` (repeat rows so every rank gets as many) or ``"drop"`` (leave the rest out).
-        block_size: rows per block for ``shuffle="block"``.
-        window: blocks shuffled together for ``shuffle="block"``.
+        block_size: rows per block for ``shuffle="block"``; ``None`` sizes it (``pipeline/blocks.py``:
+            4096, made smaller where the window does not fit a quarter of the memory limit; a remote
+            store larger than its cache: one shard's rows). ``loader.block_order`` says what and why.
+        window: blocks shuffled together for ``shuffle="block"``; ``None`` sizes it as ``block_size`` (16 where
+            it fits; for a remote store, as many shards as half of ``cache_limit`` holds).
         columns: the store columns to read (default: all): a list, or a mapping
             ``{"train/x": "x"}`` that also renames them in the batch.
         pad_value: padding of sequence columns.
@@ -83,8 +86,8 @@ class LoaderConfig:
     rank: int | None = None
     world_size: int | None = None
     uneven: str = "pad"
-    block_size: int = 4096
-    window: int = 16
+    block_size: int | None = None
+    window: int | None = None
     columns: tuple[str, ...] | dict[str, str] | None = None
     pad_value: int | float = 0
     pad_to_multiple_of: int | None = None
@@ -110,8 +113,9 @@ class LoaderConfig:
             positive_int("prefetch_factor", self.prefetch_factor, auto=True)
         if self.pad_to_multiple_of is not None:
             positive_int("pad_to_multiple_of", self.pad_to_multiple_of)
-        positive_int("block_size", self.block_size)
-        positive_int("window", self.window)
+        for name in ("block_size", "window"):
+            if getattr(self, name) is not None:
+                positive_int(name, getattr(self, name))
         if self.chunk_size is not None:
             positive_int("chunk_size", self.chunk_size)
         if self.num_workers is not None and self.num_workers != AUTO:

@@ -33,6 +33,7 @@ from stoker.config import LoaderConfig
 from stoker.device.transfer import Transfer
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.autotune import AutoTuner, TuneReport, tuner_for  # the online tuner of "auto" settings
+from stoker.pipeline.blocks import block_order
 from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.executor import Executor, pass_tasks
 from stoker.pipeline.inputs import as_source, describe
@@ -126,10 +127,12 @@ class Loader:
         # Process workers fill shared-memory slots (page-locked on CUDA); threads the pinned pool.
         self._slot_buffers = SlotBuffers()
         self.source.use_buffers(self.transfer.pool if self.engine == "threads" else self._slot_buffers)
+        blocks = block_order(self.source, cfg.block_size, cfg.window, order_name(cfg.shuffle))
+        self.block_order = None if batch_sampler is not None else blocks  # shuffle="block"'s sizes, and why
         if batch_sampler is None:
             rank, world = distributed_rank(cfg.rank, cfg.world_size)
             sampler = Sampler(
-                len(self.source), order_name(cfg.shuffle), cfg.seed, cfg.block_size, cfg.window, rank, world, cfg.uneven
+                len(self.source), order_name(cfg.shuffle), cfg.seed, *blocks.sizes, rank, world, cfg.uneven
             )
             batch_sampler = FixedBatches(sampler, cfg.batch_size, cfg.drop_last)
         elif batch_size != 1 or shuffle or drop_last:

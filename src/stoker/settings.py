@@ -64,6 +64,13 @@ SETTINGS: dict[str, Setting] = {
             "text/spill.py",
         ),
         Setting(
+            "STOKER_MEMORY_LIMIT",
+            "unset (the cgroup memory limit, else physical RAM)",
+            'The memory `shuffle="block"` sizes its window to when `block_size`/`window` are not given; '
+            "a size such as `8GB`.",
+            "pipeline/blocks.py",
+        ),
+        Setting(
             BOOT_ENV,
             "unset",
             "JSON: the hooks `stoker.boot` runs in a child Python (at start-up, or after a module's import).",

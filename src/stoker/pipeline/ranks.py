@@ -6,7 +6,7 @@ refuses instead of loading the whole dataset on every rank.
 
 ``check_agreement`` runs once per loader, at its first pass, when the loader's ranks are those
 of the initialized default process group: every rank contributes one fixed-size int64 tensor of
-facts (row count, a hash of the store's manifest, the order settings, the batches per epoch) to
+facts (row count, a fingerprint of the data, the order settings, the batches per epoch) to
 one ``all_gather`` (on the device for NCCL, on the CPU otherwise), and every rank raises the same
 ``ConfigError`` naming the ranks that differ from rank 0 and in what. Every rank that shares the
 loader's epoch must start its first pass (as every rank of a DDP job does).
@@ -18,6 +18,8 @@ import hashlib
 import json
 import os
 import zlib
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,11 @@ from stoker.pipeline.store_source import StoreSource
 from stoker.pipeline.subset import Subset
 from stoker.store.reader import Store
 
+ORDER_FACT = "order"  # the loader's fact of its batch sampler's settings
+BLOCK_HINT = (
+    "where the order differs, note that shuffle='block' sizes block_size and window to each node's memory "
+    "unless both are given (loader.block_order says what each rank chose): give them"
+)
 _RAW = 2**62  # an int fact below this travels as itself (the message can show it), anything else as a hash
 
 
@@ -74,9 +81,68 @@ def shares_process_group(rank: int | None, world_size: int | None) -> bool:
     return bool(dist.get_world_size() == world_size and dist.get_rank() == rank)
 
 
+def digest(parts: Iterable[bytes | str]) -> str:
+    """A short hash of ``parts`` in order (each one length-prefixed, so their boundaries count)."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def store_fingerprint(store: Store) -> str:
+    """The content of ``store``: its columns and every shard's row count and checksum, and a view's
+    rows. Shard names, the manifest's metadata and the store's path are left out, so copies of one
+    store, or the same input converted on two nodes, agree; one changed value changes a checksum."""
+    schema = json.dumps({name: col.to_json() for name, col in store.schema.items()}, sort_keys=True, default=str)
+    shards = json.dumps([(s.rows, s.algorithm, s.checksum) for s in store.manifest.shards])
+    rows = store.rows
+    return "store:" + digest([schema, shards, b"" if rows is None else np.ascontiguousarray(rows).tobytes()])
+
+
+def _sizes(paths: Sequence[str]) -> np.ndarray:
+    out = np.full(len(paths), -1, dtype=np.int64)  # -1: a file that cannot be read (on_error decides later)
+    for i, path in enumerate(paths):
+        try:
+            out[i] = os.stat(path).st_size
+        except OSError:
+            pass
+    return out
+
+
+def _head(path: str, size: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(size)
+    except OSError:
+        return b""
+
+
+def files_fingerprint(
+    paths: Sequence[str], root: str | None, labels: Sequence[int] | None, sampled: int = 16, head: int = 65536
+) -> str:
+    """A hash of every file's name (relative to ``root``) and size, the labels, and the first ``head``
+    bytes of ``sampled`` files spread over the list: one ``stat`` per file (on 8 threads: on a network
+    file system each is a round trip) and a few reads. 1,224 photos on a local disk, 2-core VM: 10-12 ms
+    (about 8 us a file), 88 ms the first time. Modification times are left out: per-node copies of one
+    folder differ in them. A file swapped for another of the same size and head, outside the sample,
+    goes unseen; a store's checksums see every byte."""
+    step = max(1, -(-len(paths) // 8))
+    with ThreadPoolExecutor(8) as pool:  # a slice a task: a task per file would cost more than its stat
+        parts = pool.map(_sizes, [paths[i : i + step] for i in range(0, len(paths), step)])
+        sizes = np.concatenate([np.zeros(0, np.int64), *parts])
+    picked = np.unique(np.linspace(0, len(paths) - 1, num=min(sampled, len(paths)), dtype=np.int64)).tolist()
+    under = os.path.join(root, "") if root else "\0"  # names under the root (as vision's ImageList.name)
+    names = "\0".join(p[len(under) :] if p.startswith(under) else p for p in paths)
+    said = "" if labels is None else ",".join(map(str, labels))
+    return "files:" + digest([names, sizes.tobytes(), said, *(_head(paths[i], head) for i in picked)])
+
+
 def data_fingerprint(source: BatchSource) -> str:
-    """What identifies the rows of ``source``: a hash of a store's manifest (and of a view's rows),
-    else the source's class and length."""
+    """What identifies the rows of ``source``: a store's content (``store_fingerprint``), the source's
+    own ``content_fingerprint()`` when it has one (text and image sources: their store's, or a hash
+    of their input files), else the source's class and length; with the rows of each subset."""
     inner: Any = source
     parts: list[str] = []
     while isinstance(inner, (Subset, StoreSource)):
@@ -85,29 +151,30 @@ def data_fingerprint(source: BatchSource) -> str:
             inner = inner.dataset
         else:
             inner = inner.store
+    own = getattr(inner, "content_fingerprint", None)
     if isinstance(inner, Store):
-        manifest = json.dumps(inner.manifest.to_json(), sort_keys=True, default=str)
-        parts.append(f"manifest:{hashlib.blake2b(manifest.encode(), digest_size=16).hexdigest()}")
-        rows = inner.rows
-        if rows is not None:
-            parts.append(f"view:{zlib.crc32(rows.tobytes())}")
+        parts.append(store_fingerprint(inner))
+    elif callable(own):
+        parts.append(str(own()))
     else:
         kind = type(inner)
         parts.append(f"{kind.__module__}.{kind.__qualname__}:{len(inner)}")
     return ";".join(parts)
 
 
+def _is_raw(value: Any) -> bool:
+    return isinstance(value, (bool, int, np.integer)) and -_RAW < int(value) < _RAW
+
+
 def _encode(value: Any) -> int:
-    if isinstance(value, (bool, int, np.integer)) and -_RAW < int(value) < _RAW:
+    if _is_raw(value):
         return int(value)
     text = json.dumps(value, sort_keys=True, default=str)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little", signed=True)
 
 
-def _show(code: int) -> str:
-    if -_RAW < code < _RAW:
-        return str(code)
-    return f"hash {code & (2**64 - 1):016x}"
+def _show(code: int, raw: bool) -> str:
+    return str(code) if raw else f"hash {code & (2**64 - 1):016x}"
 
 
 def check_agreement(facts: dict[str, Any], what: str = "this loader") -> None:
@@ -116,6 +183,7 @@ def check_agreement(facts: dict[str, Any], what: str = "this loader") -> None:
     dist = torch.distributed
     names = list(facts)
     codes = [_encode(facts[k]) for k in names]
+    raw = [_is_raw(facts[k]) for k in names]  # a hash is shown as one, whatever its value
     device = torch.device("cpu")
     if "nccl" in str(dist.get_backend()).lower():
         device = torch.device("cuda", torch.cuda.current_device())
@@ -128,13 +196,19 @@ def check_agreement(facts: dict[str, Any], what: str = "this loader") -> None:
     for r, row in enumerate(table[1:], start=1):
         differs = [i for i in range(len(names)) if row[i] != table[0][i]]
         if differs:
-            said = ", ".join(f"{names[i]} {_show(row[i])} (rank 0: {_show(table[0][i])})" for i in differs)
+            said = ", ".join(
+                f"{names[i]} {_show(row[i], raw[i])} (rank 0: {_show(table[0][i], raw[i])})" for i in differs
+            )
             lines.append(f"rank {r}: {said}")
     if lines:
-        ranks = ", ".join(line.split(":", 1)[0] for line in lines)
+        if any(f"{ORDER_FACT} " in line for line in lines):
+            lines.append(BLOCK_HINT)
+        ranks = ", ".join(line.split(":", 1)[0] for line in lines if line.startswith("rank "))
+        what = what if len(what) <= 200 else what[:197] + "..."  # a source's repr can hold a whole vocabulary
         raise ConfigError(
             f"the ranks do not load the same data the same way ({what}; {ranks} differ from rank 0; "
-            f"seen from rank {me}): " + "; ".join(lines) + ". Every rank must open the same store (the same "
-            "copy: a stale copy has other rows) with the same loader options; fix the ranks named",
+            f"seen from rank {me}): " + "; ".join(lines) + ". Every rank must open the same store or input "
+            "files (the same copy: a stale copy has other rows; data compares their content) with the same "
+            "loader options; fix the ranks named",
             option="rank",
         )

@@ -250,6 +250,9 @@ class BatchSampler:
         diff = {k: (saved.get(k), v) for k, v in mine.items() if saved.get(k) != v}
         if diff:
             detail = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in diff.items())
+            if set(diff) <= {"block_size", "window"}:  # sized to another machine's memory (pipeline/blocks.py)
+                sizes = f"block_size={saved.get('block_size')}, window={saved.get('window')}"
+                detail += f"; shuffle='block' sized them to each machine's memory: pass {sizes} to resume here"
             raise StateError(f"cannot resume: the saved position was taken with a different order ({detail})")
 
 

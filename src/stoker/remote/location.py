@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +30,11 @@ ATTEMPTS = 4  # tries of one network call: the first and three retries
 BACKOFF_S = 0.25  # the first retry waits this long, each next one twice as long
 # errors that a retry may cure: a dropped connection, a timeout, a server that went away
 _LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the local disk's, not the network's
-_NOT_TRANSIENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, ValueError)
+_NOT_TRANSIENT = (IsADirectoryError, NotADirectoryError, ValueError)
+# an S3 error reply (obstore keeps the XML body) and botocore's form of one (fsspec)
+_XML_ERROR = re.compile(r"<Code>([^<]{1,64})</Code>\s*<Message>([^<]{0,400})</Message>")
+_PERFORMING = re.compile(r"Error performing \w+ \S+ in \S+ - ")
+_BOTO_ERROR = re.compile(r"An error occurred \(([^)]{1,64})\) when calling the \w+ operation: ([^\n]{0,400})")
 
 
 @dataclass
@@ -60,17 +65,40 @@ class Remote:
         text = str(exc).split("Debug source:", 1)[0]
         return self.scrub(f"{type(exc).__name__}: {' '.join(text.split())}")[:300]
 
+    def reason(self, exc: BaseException) -> str:
+        """What the server said, short: an S3 error's code and message where the reply (or the error it
+        wraps) holds one, else :meth:`describe` cut to 160 characters."""
+        seen: BaseException | None = exc
+        text = ""
+        for _ in range(5):  # the error and the few it wraps
+            if seen is None:
+                break
+            text += f" {seen}"
+            seen = seen.__cause__ or seen.__context__
+        found = _XML_ERROR.search(text) or _BOTO_ERROR.search(text)
+        if found is None:  # obstore's "Error performing GET <url> in 1.2ms - " repeats what the message says
+            return _PERFORMING.sub("", self.describe(exc))[:160]
+        code, message = found[1], " ".join(found[2].split())[:160]
+        if code == "NoSuchBucket":
+            return f"the bucket {self.url.split('://', 1)[1].split('/', 1)[0]} does not exist: create it or fix the URL"
+        return self.scrub(f"{code}: {message}")
+
     def call(self, what: str, fn: Callable[[], T], attempts: int = ATTEMPTS) -> T:
         """``fn()``, retried with backoff after a transient failure (each retry counted in ``retries``).
 
-        A missing object is StoreNotFoundError, a refused access StoreError, both at once; a call
-        still failing after ``attempts`` tries is a StoreError naming ``what`` and the URL.
+        Every failure is a short StokerError with the client's error as its ``__cause__`` (credential
+        errors aside, whose replies can echo a key): a missing object or bucket StoreNotFoundError (also
+        FileNotFoundError), a refused access or another refusal StoreError, options the client does not
+        take ConfigError, all at once; a call still failing after ``attempts`` tries is a StoreError
+        naming ``what`` and the URL. Errors of the local disk (full, read-only) pass as they are.
         """
         for attempt in range(attempts):
             try:
                 return fn()
-            except (FileNotFoundError, StokerError):
+            except StokerError:
                 raise
+            except FileNotFoundError as exc:
+                raise StoreNotFoundError(f"{what}: not found ({self.reason(exc)})") from exc
             except PermissionError as exc:
                 raise StoreError(
                     f"{what}: access was refused ({self.describe(exc)}); check the credentials: the environment "
@@ -82,16 +110,21 @@ class Remote:
                         f"{what}: access was refused: no usable credentials for {self.url} "
                         f"({self.describe(exc)}); {_where_credentials(self.url)}",
                     ) from None
-                if isinstance(exc, _NOT_TRANSIENT):
-                    raise
                 if isinstance(exc, OSError) and exc.errno in _LOCAL_ERRNOS:  # the local disk (full, read-only)
                     raise
+                if isinstance(exc, TypeError):  # fsspec's client given an option it does not take
+                    raise ConfigError(
+                        f"{what}: the client refused the options ({self.reason(exc)}); check storage_options",
+                        option="storage_options",
+                    ) from exc
+                if isinstance(exc, _NOT_TRANSIENT):
+                    raise StoreError(f"{what}: the object store refused it ({self.reason(exc)})") from exc
                 error: Exception = exc  # a connection refused or reset, a timeout, a 5xx: worth another try
             if attempt + 1 == attempts:
                 raise StoreError(
-                    f"{what}: failed {attempts} times, the last with {self.describe(error)}; check that the object "
+                    f"{what}: failed {attempts} times, the last with {self.reason(error)}; check that the object "
                     f"store at {self.url} is reachable (endpoint, network), then run again",
-                ) from None
+                ) from error
             with self._lock:
                 self.retries += 1
             time.sleep(BACKOFF_S * 2**attempt)

@@ -175,6 +175,11 @@ class RemoteShards:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (open_remote, (self.remote.url, *self._cache_args, self.remote.storage_options))
 
+    @property
+    def cache_limit(self) -> int:
+        """The bytes of shards the cache holds at most (the block order fits its window in half)."""
+        return int(self.files.limit)
+
     def attach(self, mapped: Callable[[], list[int]], unmap: Callable[[int], None]) -> None:
         """The store's maps: which shards it maps (least recently used first), and how to unmap one (eviction)."""
         infos = self.manifest.shards

@@ -62,7 +62,7 @@ def present(r: Remote, name: str, size: int) -> bool:
 
 def upload(r: Remote, local: Path, name: str) -> None:
     """The local file ``local`` uploaded as object ``name``, retried as any network call."""
-    r.call(f"uploading {local} to {r.url_of(name)}", functools.partial(r.fetcher.upload, local, name))
+    r.call(f"uploading {r.url_of(name)}", functools.partial(r.fetcher.upload, local, name))
 
 
 def publish(r: Remote, manifest: Manifest, scratch: Path, old: Manifest | None) -> None:

@@ -28,6 +28,7 @@ from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
 from stoker.labels import label_map
 from stoker.pipeline.columns import check_rows
+from stoker.pipeline.ranks import files_fingerprint, store_fingerprint
 from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.threads import one_torch_thread_here
@@ -365,6 +366,14 @@ class ImageSource(BatchSource):
         """
         where = "device, one planned crop (finalize)" if not self.reader.fills_buffer else "workers, one planned crop"
         return [f"{type(op).__name__} -> {where}" for op in self.options.transforms.geometric] + self.augment.plan()
+
+    def content_fingerprint(self) -> str:
+        """What the ranks compare (``pipeline/ranks.py``): a store's content, or the image files' names,
+        sizes, labels and sampled heads (``files_fingerprint``)."""
+        data = self._data
+        if isinstance(data, Store):
+            return store_fingerprint(data)
+        return files_fingerprint(data.paths, data.root, data.labels)
 
     # -- reporting ------------------------------------------------------------------------
     def report(self) -> list[Skipped]:
