@@ -107,7 +107,7 @@ def text(
     text_column: str = "text",
     pair_column: str | None = None,
     label_column: str | None = "auto",
-    keep_empty: bool = False,
+    keep_empty: bool = True,
     encoding_errors: str = "strict",
     label_names: Sequence[str] | None = None,
     class_to_idx: Mapping[str, int] | None = None,
@@ -125,15 +125,18 @@ def text(
         max_length: cut longer examples, keeping the special tokens (None: no cut).
         text_column, pair_column, label_column: the fields holding the text, the second text of
             sentence pairs, and the label (``"auto"``: ``label`` when present; None: no label).
-        keep_empty: keep empty lines (default: skip and count them).
+        keep_empty: keep empty (whitespace-only) texts as rows (an empty sequence, ``[CLS] [SEP]``),
+            as the text loader does, so the store has a row per example of the source; ``False``
+            skips them with a warning naming the first lines (``skipped`` counts them all).
         encoding_errors: ``"strict"`` (invalid UTF-8 raises InputError naming the line) or ``"replace"``.
         label_names, class_to_idx: the label map (names in id order, or a dict name -> id), to
             share one map between splits; without one, names are numbered in sorted order. A
             label outside a given map is an InputError naming its line.
         workers: tokenizing threads (None: the usable cores; 0: this thread). ``progress`` counts examples.
 
-    ``skipped``: empty lines left out. ``report``: what the manifest's metadata holds under
-    ``"stoker.text"`` (tokenizer, ``label_names``, ``skipped_empty``, ``replaced_lines``, ...).
+    ``skipped``: blank lines of a JSONL/CSV/TSV file (and empty texts with ``keep_empty=False``).
+    ``report``: what the manifest's metadata holds under ``"stoker.text"`` (tokenizer,
+    ``label_names``, ``skipped_empty``, ``replaced_lines``, ...).
     """
     from stoker.convert import from_text
     from stoker.text.inputs import TextColumns
