@@ -79,7 +79,9 @@ def images(
         labels: for a flat folder or a list of paths: a CSV/JSON file, a mapping or a list.
         label_names, class_to_idx: the class map (names in id order, or a dict name -> id), to
             share one map between splits (a val folder missing a class numbers the others as
-            train did); without one, the class folders' (or label names') sorted order. A class
+            train did); without one, the class folders' (or label names') sorted order, as
+            torchvision's ImageFolder numbers them, with a ``SplitClassesWarning`` when a sibling
+            folder (``data/train`` beside ``data/val``) numbers a shared class otherwise. A class
             outside a given map is an InputError naming it.
         on_error: ``"raise"`` stops at the first bad file (ImageError naming it); ``"skip"``
             leaves it out and reports it.
