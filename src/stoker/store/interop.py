@@ -105,7 +105,8 @@ def export(
     shaped_tensors: bool = True,
     overwrite: bool = False,
 ) -> list[Path]:
-    """Write ``store`` into ``directory`` as files other Arrow tools read; return their paths.
+    """Write ``store`` (a Store, or the path of a local one: ``stoker.open(url)`` for a URL) into
+    ``directory`` as files other Arrow tools read; return their paths.
 
     ``format``: ``"ipc"`` (Arrow IPC files, ``part-NNNNN.arrow``: pyarrow.dataset ``format="arrow"``,
     polars ``read_ipc``/``scan_ipc``, pandas ``read_feather``), ``"parquet"`` (duckdb, Spark, polars,
@@ -119,6 +120,8 @@ def export(
         raise ConfigError(f"format must be one of {sorted(FORMATS)}, not {format!r}", option="format")
     source = store if isinstance(store, Store) else open_store(store)
     dest = Path(directory)
+    if source.remote is None and dest.resolve() == Path(source.path).resolve():
+        raise ConfigError(f"{dest} is the store itself; export it into another directory", option="directory")
     if os.path.lexists(dest) and not overwrite:
         raise StoreExistsError(f"{dest} exists; pass overwrite=True to replace it", path=dest)
     check_writable(dest)

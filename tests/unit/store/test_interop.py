@@ -88,6 +88,9 @@ def test_an_existing_directory_is_kept_unless_overwrite(typed_store, tmp_path):
     assert (tmp_path / "out" / "mine.txt").exists()
     with pytest.raises(ConfigError, match="format must be one of"):
         stoker.export(path, tmp_path / "other", format="csv")
+    with pytest.raises(ConfigError, match="is the store itself"):
+        stoker.export(path, path, overwrite=True)
+    assert len(stoker.open(path)) == 300
     stoker.export(path, tmp_path / "out", overwrite=True)
     assert (
         sorted(os.listdir(tmp_path / "out"))[0] == "part-00000.arrow" and not (tmp_path / "out" / "mine.txt").exists()
