@@ -166,7 +166,9 @@ def _warn_if_splits_disagree(root: Path, classes: list[str]) -> None:
     folders of which one shared with ``root`` gets another id by the sorted-folders rule."""
     here = root.absolute()
     try:
-        siblings = [e for e in _entries(here.parent) if e.is_dir() and not e.name.startswith(".") and e.name != here.name]
+        siblings = [
+            e for e in _entries(here.parent) if e.is_dir() and not e.name.startswith(".") and e.name != here.name
+        ]
     except OSError:
         return
     if len(siblings) > SIBLINGS_SCANNED:
