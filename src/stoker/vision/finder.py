@@ -164,10 +164,10 @@ def _class_folders(folder: Path) -> list[str]:
 def _warn_if_splits_disagree(root: Path, classes: list[str]) -> None:
     """Warn when a sibling of ``root`` (another split: ``data/val`` beside ``data/train``) has class
     folders of which one shared with ``root`` gets another id by the sorted-folders rule."""
-    here = root.absolute()
+    folder = root.absolute()
     try:
         siblings = [
-            e for e in _entries(here.parent) if e.is_dir() and not e.name.startswith(".") and e.name != here.name
+            e for e in _entries(folder.parent) if e.is_dir() and not e.name.startswith(".") and e.name != folder.name
         ]
     except OSError:
         return
