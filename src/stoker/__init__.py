@@ -34,6 +34,7 @@ from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.subset import Subset
 from stoker.store import Binary, Column, Ragged, Scalar, Sequence, Store, String, Tensor
+from stoker.store.interop import export
 from stoker.stores import StoreWriter, merge, open, write
 
 __version__ = "0.1.0"
@@ -88,6 +89,7 @@ __all__ = [
     "convert",
     "doctor",
     "errors",
+    "export",
     "lightning",
     "merge",
     "open",

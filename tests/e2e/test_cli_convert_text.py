@@ -16,6 +16,15 @@ def test_convert_text_writes_a_store_and_reports(tmp_path, capsys):
     assert ds[0]["input_ids"][0] == 101
 
 
+def test_convert_text_keeps_empty_texts_unless_told(tmp_path, capsys):
+    src = tmp_path / "corpus.txt"
+    src.write_text("first line\n\nthird line\n")
+    assert main(["convert", "text", str(src), str(tmp_path / "s")]) == 0
+    assert len(stoker.open(tmp_path / "s")) == 3  # was 2: the empty line 2 left out by default
+    assert main(["convert", "text", str(src), str(tmp_path / "t"), "--no-keep-empty"]) == 0
+    assert len(stoker.open(tmp_path / "t")) == 2 and "1 empty lines skipped" in capsys.readouterr().out
+
+
 def test_convert_text_bad_utf8_exits_1_naming_the_line(tmp_path):
     src = tmp_path / "bad.txt"
     src.write_bytes(b"ok\n\xc3\x28 broken\n")

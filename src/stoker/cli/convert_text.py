@@ -31,7 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="column holding the label ('auto': 'label' when present; 'none': no label)",
     )
     label_names_options(p, "label names", "text store")
-    p.add_argument("--keep-empty", action="store_true", help="keep empty lines (default: skip and count them)")
+    p.add_argument(
+        "--keep-empty",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep empty texts as rows, as the text loader does (default); --no-keep-empty skips them with a warning",
+    )
     p.add_argument(
         "--encoding-errors",
         choices=("strict", "replace"),

@@ -27,6 +27,7 @@ COMMANDS = (
     "stoker.cli.demo",
     "stoker.cli.doctor",
     "stoker.cli.tune",
+    "stoker.cli.export",
 )
 
 EXIT_OK = 0

@@ -79,7 +79,9 @@ def images(
         labels: for a flat folder or a list of paths: a CSV/JSON file, a mapping or a list.
         label_names, class_to_idx: the class map (names in id order, or a dict name -> id), to
             share one map between splits (a val folder missing a class numbers the others as
-            train did); without one, the class folders' (or label names') sorted order. A class
+            train did); without one, the class folders' (or label names') sorted order, as
+            torchvision's ImageFolder numbers them, with a ``SplitClassesWarning`` when a sibling
+            folder (``data/train`` beside ``data/val``) numbers a shared class otherwise. A class
             outside a given map is an InputError naming it.
         on_error: ``"raise"`` stops at the first bad file (ImageError naming it); ``"skip"``
             leaves it out and reports it.
@@ -107,7 +109,7 @@ def text(
     text_column: str = "text",
     pair_column: str | None = None,
     label_column: str | None = "auto",
-    keep_empty: bool = False,
+    keep_empty: bool = True,
     encoding_errors: str = "strict",
     label_names: Sequence[str] | None = None,
     class_to_idx: Mapping[str, int] | None = None,
@@ -125,15 +127,18 @@ def text(
         max_length: cut longer examples, keeping the special tokens (None: no cut).
         text_column, pair_column, label_column: the fields holding the text, the second text of
             sentence pairs, and the label (``"auto"``: ``label`` when present; None: no label).
-        keep_empty: keep empty lines (default: skip and count them).
+        keep_empty: keep empty (whitespace-only) texts as rows (an empty sequence, ``[CLS] [SEP]``),
+            as the text loader does, so the store has a row per example of the source; ``False``
+            skips them with a warning naming the first lines (``skipped`` counts them all).
         encoding_errors: ``"strict"`` (invalid UTF-8 raises InputError naming the line) or ``"replace"``.
         label_names, class_to_idx: the label map (names in id order, or a dict name -> id), to
             share one map between splits; without one, names are numbered in sorted order. A
             label outside a given map is an InputError naming its line.
         workers: tokenizing threads (None: the usable cores; 0: this thread). ``progress`` counts examples.
 
-    ``skipped``: empty lines left out. ``report``: what the manifest's metadata holds under
-    ``"stoker.text"`` (tokenizer, ``label_names``, ``skipped_empty``, ``replaced_lines``, ...).
+    ``skipped``: blank lines of a JSONL/CSV/TSV file (and empty texts with ``keep_empty=False``).
+    ``report``: what the manifest's metadata holds under ``"stoker.text"`` (tokenizer,
+    ``label_names``, ``skipped_empty``, ``replaced_lines``, ...).
     """
     from stoker.convert import from_text
     from stoker.text.inputs import TextColumns

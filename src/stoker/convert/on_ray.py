@@ -87,7 +87,7 @@ def text(
     text_column: str = "text",
     pair_column: str | None = None,
     label_column: str | None = "auto",
-    keep_empty: bool = False,
+    keep_empty: bool = True,
     encoding_errors: str = "strict",
     label_names: Sequence[str] | None = None,
     class_to_idx: Mapping[str, int] | None = None,

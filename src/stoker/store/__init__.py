@@ -6,6 +6,7 @@ Files:
     writer.py   StoreWriter / write(): streaming, sharded by size, atomic rename
     shardfile.py  one shard file written with its checksum computed on the way; file checksums
     reader.py   Store / open(): memory-mapped shards and batch gathers
+    interop.py  export() to Arrow IPC files / Parquet, shaped() and tensor() for other Arrow tools
     provider.py ShardProvider: the seam a store kept elsewhere (stoker.remote) is read through
 
 Local directories only: ``stoker.open`` / ``stoker.write`` / ``stoker.StoreWriter`` take URLs too.

@@ -160,8 +160,11 @@ _EXTRA_FIELDS = {  # why a row may have more fields than its header, and the cur
 
 
 def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) -> Iterator[Any]:
-    """Rows of a CSV/TSV file; a record's place is the line it starts on. Lines go to the csv module
-    with their newline, so that a quoted CSV field spanning lines keeps its line breaks (as ``\\n``)."""
+    """Rows of a CSV/TSV file; a record's place is the line it starts on. A TSV line is split at its
+    tabs (TSV has no quoting, so no field limit applies). CSV lines go to the csv module with their
+    newline, so that a quoted field spanning lines keeps its line breaks (as ``\\n``); its per-field
+    limit (128 KiB by default, process-wide) is raised, never lowered, to the file's size, so any
+    field the file can hold is read. A malformed record is an InputError naming its line."""
     numbered: list[int] = [0]  # the last line read
 
     def text_lines() -> Iterator[str]:
@@ -169,10 +172,11 @@ def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) 
             numbered[0] = number
             yield line + "\n"
 
+    reader: Iterator[list[str]]
     if fmt == "tsv":
-        reader = csv.reader(text_lines(), delimiter="\t", quoting=csv.QUOTE_NONE)
+        reader = (line[:-1].split("\t") if len(line) > 1 else [] for line in text_lines())
     else:
-        reader = csv.reader(text_lines())
+        reader = _csv_records(path, text_lines(), numbered)
     header = next(reader, None)
     if header is None:
         raise EmptyDatasetError(f"{path} is empty; a {fmt.upper()} file starts with a header row naming its columns")
@@ -199,6 +203,28 @@ def _delimited(path: Path, columns: TextColumns, fmt: str, replaced: list[int]) 
         text = row[wanted[0][1]]
         pair = row[wanted[1][1]] if columns.pair else None
         yield start, text, pair, row[label_pos] if label_pos is not None else NO_LABEL
+
+
+def _csv_records(path: Path, lines: Iterator[str], numbered: list[int]) -> Iterator[list[str]]:
+    """The csv module's records of ``lines``, its field limit raised to the file's size (2**31 - 1 at
+    most); its errors become InputErrors naming the line where the record starts."""
+    need = min(path.stat().st_size + 1, 2**31 - 1)
+    if csv.field_size_limit() < need:
+        csv.field_size_limit(need)
+    reader = csv.reader(lines)
+    while True:
+        start = numbered[0] + 1
+        try:
+            row = next(reader, None)
+        except csv.Error as exc:
+            raise InputError(
+                f"{path}, line {start}: not a CSV record ({exc}); check the quoting from that line on",
+                path=path,
+                line=start,
+            ) from None
+        if row is None:
+            return
+        yield row
 
 
 def _mapping_rows(source: Mapping[str, Any], columns: TextColumns) -> Iterator[Any]:

@@ -17,6 +17,7 @@ from stoker.vision.errors import ImageError
 from stoker.vision.finder import (
     IMG_EXTENSIONS,
     ImageList,
+    SplitClassesWarning,
     find_images,
     flat_folder,
     from_dataset,
@@ -57,6 +58,7 @@ __all__ = [
     "RandomResizedCrop",
     "Resize",
     "Skipped",
+    "SplitClassesWarning",
     "decode",
     "eval_transforms",
     "find_images",

@@ -10,8 +10,11 @@
 A second split (val beside train) numbers its classes as the first did only if it has the same
 class folders: the sorted names of *its* folders are the rule, as in torchvision. Pass the first
 split's map (``names``: the class names in id order; ``stoker.convert.images`` and ``ImageSource``
-take it as ``label_names=``/``class_to_idx=``) and every layout numbers its labels by it: a class
-folder or label name outside it is an error naming it; classes of the map with no images are fine.
+take it as ``label_names=``/``class_to_idx=``, e.g. ``label_names=train.label_names``) and every
+layout numbers its labels by it: a class folder or label name outside it is an error naming it;
+classes of the map with no images are fine. Without a map, a class folder numbered otherwise in a
+sibling folder of the same layout (``data/val/moth`` is id 0 but ``data/train/moth`` id 1, because
+val has no ``ant``) is warned of (:class:`SplitClassesWarning`), naming both folders and the cure.
 
 Files are found by extension, as torchvision does (``IMG_EXTENSIONS``); other files are
 left out and listed in ``ImageList.ignored``. A file with an image extension that is not an
@@ -23,6 +26,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +34,13 @@ from typing import Any
 
 from stoker.errors import ConfigError, EmptyDatasetError, InputError
 
+SIBLINGS_SCANNED = 64  # a parent holding more folders than this is not a folder of splits: not compared
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 LABEL_FILES = ("labels.csv", "labels.json")
+
+
+class SplitClassesWarning(UserWarning):
+    """An ImageFolder numbers a class otherwise than a sibling folder of the same layout (another split)."""
 
 
 @dataclass(frozen=True)
@@ -115,9 +124,11 @@ def image_folder(
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder of images", option="src")
-    classes = sorted(e.name for e in _entries(root) if e.is_dir() and not e.name.startswith("."))
+    classes = _class_folders(root)
     if not classes:
         raise EmptyDatasetError(f"{root} has no class folders; the ImageFolder layout is root/<class>/<image>")
+    if names is None:
+        _warn_if_splits_disagree(root, classes)
     ids = {c: i for i, c in enumerate(classes)} if names is None else _ids_of(names, classes, f"{root}: class folder")
     paths: list[str] = []
     labels: list[int] = []
@@ -144,6 +155,43 @@ def image_folder(
         )
     kept = tuple(classes) if names is None else tuple(names)
     return ImageList(tuple(paths), tuple(labels), kept, str(root), tuple(ignored))
+
+
+def _class_folders(folder: Path) -> list[str]:
+    return sorted(e.name for e in _entries(folder) if e.is_dir() and not e.name.startswith("."))
+
+
+def _warn_if_splits_disagree(root: Path, classes: list[str]) -> None:
+    """Warn when a sibling of ``root`` (another split: ``data/val`` beside ``data/train``) has class
+    folders of which one shared with ``root`` gets another id by the sorted-folders rule."""
+    folder = root.absolute()
+    try:
+        siblings = [
+            e for e in _entries(folder.parent) if e.is_dir() and not e.name.startswith(".") and e.name != folder.name
+        ]
+    except OSError:
+        return
+    if len(siblings) > SIBLINGS_SCANNED:
+        return
+    ids = {c: i for i, c in enumerate(classes)}
+    for sibling in sorted(siblings, key=lambda e: e.name):
+        try:
+            theirs = _class_folders(Path(sibling.path))
+        except OSError:
+            continue
+        moved = [(c, ids[c], i) for i, c in enumerate(theirs) if c in ids and ids[c] != i]
+        if moved:
+            name, here, there = moved[0]
+            warnings.warn(
+                f"{root} numbers its class folders by their sorted names (as torchvision's ImageFolder does), and "
+                f"so does {sibling.path}, which has other ones: {name!r} is label {here} here but {there} there "
+                f"(missing here: {sorted(set(theirs) - ids.keys())}; missing there: {sorted(ids.keys() - set(theirs))}). "
+                "Number both splits by one map: pass the training split's, e.g. label_names=train.label_names "
+                "(or class_to_idx=; --label-names-from TRAIN_STORE); passing a map silences this warning",
+                SplitClassesWarning,
+                stacklevel=4,
+            )
+            return
 
 
 def _ids_of(names: Sequence[str], found: Iterable[str], what: str) -> dict[str, int]:
@@ -328,6 +376,7 @@ def find_images(
 __all__ = [
     "IMG_EXTENSIONS",
     "ImageList",
+    "SplitClassesWarning",
     "find_images",
     "flat_folder",
     "from_dataset",

@@ -65,7 +65,7 @@ def _inputs(kind: str, tmp_path: Path):
         return lambda **kw: stoker.convert.table(tmp_path / "t.csv", tmp_path / "s", **kw), 25, 0
     if kind == "text":
         texts = ["one line", "", "two words here", "  ", "last"]
-        return lambda **kw: stoker.convert.text(texts, tmp_path / "s", max_length=16, **kw), 3, 2
+        return lambda **kw: stoker.convert.text(texts, tmp_path / "s", max_length=16, keep_empty=False, **kw), 3, 2
     if kind == "dataset":
         return lambda **kw: stoker.convert.dataset(Pairs(50, bad=[7, 30]), tmp_path / "s", on_error="skip", **kw), 48, 2
     corrupt_files(tmp_path)  # images: one good file and four bad ones in tmp_path / "bad"

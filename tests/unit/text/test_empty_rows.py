@@ -40,3 +40,24 @@ def test_a_row_of_empty_fields_is_blank_not_a_class_named_empty(tmp_path):
     batch = next(iter(loader))
     assert batch["labels"].tolist() == [1, 0, 0]  # the empty text with a label is kept; the empty row is not
     assert loader.report().skipped_empty == 1
+
+
+def test_a_store_converted_with_the_defaults_has_the_loaders_rows(tmp_path):
+    """stoker.convert.text skipped empty texts by default, so a store had fewer rows than the loader read."""
+    import numpy as np
+
+    import stoker
+
+    path = tmp_path / "labelled.tsv"
+    path.write_text("label\ttext\n1\thello world\n4\t\n2\tgood bye\n3\t  \n")
+    result = stoker.convert.text(path, tmp_path / "s", max_length=16, progress=False)
+    ds = stoker.open(result)
+    assert (result.rows, result.skipped, len(ds)) == (4, 0, 4)
+    assert ds.gather(np.arange(4), ["line"])["line"].tolist() == [2, 3, 4, 5]
+    fly = Loader(path, batch_size=8, bucketing=False, max_length=16)
+    stored = Loader(result.path, batch_size=8, bucketing=False)
+    for a, b in zip(fly, stored, strict=True):
+        assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["labels"], b["labels"])
+    with pytest.warns(UserWarning, match=r"labelled\.tsv: keep_empty=False skipped empty texts at lines 3, 5 "):
+        skipped = stoker.convert.text(path, tmp_path / "t", keep_empty=False, progress=False)
+    assert (skipped.rows, skipped.skipped) == (2, 2)

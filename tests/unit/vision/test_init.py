@@ -25,6 +25,7 @@ EXPECTED = {
     "RandomResizedCrop",
     "Resize",
     "Skipped",
+    "SplitClassesWarning",
     "decode",
     "eval_transforms",
     "find_images",

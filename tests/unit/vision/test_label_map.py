@@ -5,6 +5,7 @@ differently from train, silently (torchvision's ImageFolder rule: the split's ow
 from __future__ import annotations
 
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -87,3 +88,28 @@ def test_image_source_numbers_files_by_the_map_and_checks_a_store_s(tmp_path):
 def test_a_bad_map_is_refused():
     with pytest.raises(ConfigError, match="class_to_idx"):
         stoker.convert.images("unused", "unused", class_to_idx={"a": 0, "b": 2})
+
+
+def test_a_split_numbered_otherwise_than_its_sibling_is_warned_of(tmp_path):
+    """data/val without 'ant' numbered moth 0 and zebra 1 while data/train said 1 and 2, with no word."""
+    from stoker.vision import SplitClassesWarning
+
+    (tmp_path / "data").mkdir()
+    make_folder(tmp_path / "t").rename(tmp_path / "data" / "train")
+    val = make_folder(tmp_path / "v").rename(tmp_path / "data" / "val")
+    shutil.rmtree(val / "ant")
+    with pytest.warns(SplitClassesWarning, match=r"'moth' is label 0 here but 1 there \(missing here: \['ant'\]"):
+        source = ImageSource(val, stoker.vision.eval_transforms(32))
+    assert source.class_to_idx == {"moth": 0, "zebra": 1}  # torchvision's rule is kept; the warning names the cure
+    with pytest.warns(SplitClassesWarning, match=r"label_names=train\.label_names"):
+        stoker.convert.images(val, tmp_path / "va")
+    with pytest.warns(SplitClassesWarning, match=r"'moth' is label 1 here but 0 there"):  # either way round
+        train = ImageSource(tmp_path / "data" / "train", stoker.vision.eval_transforms(32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pinned = ImageSource(val, stoker.vision.eval_transforms(32), label_names=train.label_names)  # no warning
+        assert pinned.class_to_idx == train.class_to_idx
+        shutil.rmtree(val)
+        shutil.copytree(tmp_path / "data" / "train", val)
+        shutil.rmtree(val / "zebra")  # the last class missing: the shared classes keep their ids
+        find_images(tmp_path / "data" / "train")
