@@ -4,7 +4,8 @@ The blocks of one page run in order in one namespace (as a reader pastes them in
 which starts with ``np`` (numpy) and ``stoker`` imported, in a fresh directory holding what the pages
 name: ``corpus.tsv``, ``train.tsv``, ``val.tsv`` (a text and a label column), ``photos/`` (an
 ImageFolder of small JPEGs), ``train.h5`` (datasets ``data`` and ``labels``) and, unless the page writes
-it itself, the store ``stores/digits``. A block that cannot run here (a GPU model, an S3 endpoint, a Ray
+it itself, the store ``stores/digits``. A ``--8<-- "path"`` line (pymdownx.snippets) is replaced by that
+file, as the site shows it. A block that cannot run here (a GPU model, an S3 endpoint, a Ray
 cluster) is preceded by ``<!-- example: skip (the reason, and which test runs its calls) -->``.
 A renamed keyword or function breaks this test, not a reader.
 """
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 SKIP = re.compile(r"<!-- example: skip \((.+)\) -->\n$")
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)  # pymdownx.snippets: the site shows that file here
 
 
 def blocks(page: Path) -> list[tuple[int, str, str | None]]:
@@ -33,7 +35,8 @@ def blocks(page: Path) -> list[tuple[int, str, str | None]]:
     for match in FENCE.finditer(text):
         before = text[: match.start()]
         skip = SKIP.search(before[before.rfind("\n", 0, len(before) - 1) + 1 :]) if before.endswith("\n") else None
-        out.append((before.count("\n") + 1, match.group(1), skip.group(1) if skip else None))
+        code = SNIPPET.sub(lambda m: (ROOT / m.group(1)).read_text(encoding="utf-8"), match.group(1))
+        out.append((before.count("\n") + 1, code, skip.group(1) if skip else None))
     return out
 
 
