@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -59,3 +60,13 @@ def test_the_reliability_guide_names_every_fault_test_file():
     guide = (ROOT / "docs" / "guides" / "reliability.md").read_text(encoding="utf-8")
     files = sorted(p.name for p in (ROOT / "tests" / "faults").glob("test_*.py"))
     assert [f for f in files if f not in guide] == []
+
+
+def test_the_readmes_links_lead_to_files_of_the_repository():
+    """README.md is not part of the site (mkdocs --strict checks the site's links): its own links are checked here."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t for t in re.findall(r"\]\(([^)\s]+)\)", readme) if not re.match(r"[a-z]+:", t)]
+    assert len(targets) >= 10
+    assert [t for t in targets if not (ROOT / t.split("#")[0]).exists()] == []
+    guides = {t for t in targets if t.startswith("docs/guides/")}
+    assert len(guides) >= 8  # a link into the site from every section

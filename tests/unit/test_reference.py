@@ -66,6 +66,10 @@ def test_every_public_name_is_on_the_api_page_with_a_docstring():
             if (inspect.isclass(obj) or inspect.isroutine(obj)) and not (obj.__doc__ or "").strip():
                 undocumented.append(f"{module_name}.{name}")
     assert absent == [] and undocumented == []
+    import stoker
+
+    modules = {f"stoker.{n}" for n in stoker.__all__ if inspect.ismodule(getattr(stoker, n))}
+    assert modules <= set(gen.API_MODULES), "a public subpackage missing from API_MODULES (scripts/gen_reference.py)"
     assert set(gen.api_names()["stoker"]) >= {"Loader", "Store", "write", "open", "StokerError"}
 
 
