@@ -4,6 +4,8 @@
 #               training script written the usual way
 #   make test   builds the venv and runs the test suite
 # make lint checks style (ruff lint + format) and types (mypy on src/); CI runs it before the tests.
+# make docs   checks the generated reference pages and tables are current, then builds the site from
+#             docs/ into site/ (MkDocs Material + mkdocstrings, warnings as errors: a broken link fails)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,7 +25,7 @@ FFMPEG_LIBS ?= libavdevice59 libavfilter8 libavformat59 libavcodec59 libavutil57
 MOSAIC ?= mosaicml-streaming==0.13.0 torch==2.13.0 torchvision==0.28.0 "numpy<2.2" "tokenizers>=0.20"
 FFCV ?= ffcv==1.0.2 pillow
 
-.PHONY: install demo test lint bench clean s3-server
+.PHONY: install demo test lint docs bench clean s3-server
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +47,11 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks examples scripts
 	$(BIN)/ruff format --check src tests benchmarks examples scripts
 	$(BIN)/mypy
+
+docs: install
+	PYTHONPATH=src $(BIN)/python scripts/gen_reference.py --check
+	$(BIN)/python scripts/gen_perf_table.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 .venv-peers/.installed: pyproject.toml
 	-dpkg -s $(FFMPEG_LIBS) >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(FFMPEG_LIBS)
@@ -72,7 +79,7 @@ bench: install .venv-peers/.installed
 	$(BIN)/python benchmarks/peers/run.py --data $(DATA)
 
 clean:
-	rm -rf $(VENV) .venv-peers .venv-mosaic .venv-ffcv $(DATA) results .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-peers .venv-mosaic .venv-ffcv $(DATA) results site .pytest_cache .hypothesis
 
 # The servers benchmarks/bench_remote.py reads from (--server nginx; not used by the tests or CI).
 s3-server:

@@ -1,5 +1,6 @@
-"""The one page of knobs (docs/reference/knobs.md) is what scripts/gen_reference.py writes from the code now,
-and every ``STOKER_*`` variable src/ reads goes through the registry (``stoker/settings.py``)."""
+"""The reference pages (docs/reference/knobs.md, cli.md, api.md) are what scripts/gen_reference.py writes from
+the code now, every public name, keyword and ``STOKER_*`` variable on them is documented, and every
+``STOKER_*`` variable src/ reads goes through the registry (``stoker/settings.py``)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,75 @@ def _generator():
     return module
 
 
-def test_the_page_is_what_the_code_says_now():
+def test_the_pages_are_what_the_code_says_now():
+    for page, text in _generator().pages().items():
+        assert page.read_text(encoding="utf-8") == text, f"{page} is stale: run scripts/gen_reference.py"
+
+
+def _rows(page: str) -> list[tuple[str, list[str]]]:
+    """The table rows of ``page`` that name a keyword or variable: (name, the other cells), in page order."""
+    out = []
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| `"):
+            out.append((cells[0].strip("`"), cells[1:]))
+    return out
+
+
+def test_every_keyword_and_variable_has_a_meaning_on_the_page():
+    """A keyword of the loaders or a ``STOKER_*`` variable added without a docstring entry fails here."""
+    rows = _rows(_generator().render())
+    meaning = {True: 1, False: -1}  # a variable's row: default, meaning, read by; a keyword's: default, meaning
+    missing = [n for n, cells in rows if len(cells) < 2 or cells[meaning[n.startswith("STOKER_")]] in ("", "—")]
+    assert missing == [], "document these in the docstrings' Attributes:/Args: sections or stoker/settings.py"
+    assert {n for n, _ in rows if n.startswith("STOKER_")} == set(SETTINGS)
+    assert len(rows) > 50
+
+
+def test_every_public_name_is_on_the_api_page_with_a_docstring():
+    """A public name (``__all__`` of stoker and its public subpackages) added without a docstring fails here."""
+    import importlib
+    import inspect
+
     gen = _generator()
-    assert gen.PAGE.read_text(encoding="utf-8") == gen.render(), (
-        "docs/reference/knobs.md is stale: run scripts/gen_reference.py"
-    )
+    page = gen.render_api()
+    undocumented, absent = [], []
+    for module_name, names in gen.api_names().items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            obj = getattr(module, name)
+            if not any(f"::: {m}.{name}\n" in page for m in (module_name, getattr(obj, "__module__", ""))):
+                absent.append(f"{module_name}.{name}")
+            if (inspect.isclass(obj) or inspect.isroutine(obj)) and not (obj.__doc__ or "").strip():
+                undocumented.append(f"{module_name}.{name}")
+    assert absent == [] and undocumented == []
+    import stoker
+
+    modules = {f"stoker.{n}" for n in stoker.__all__ if inspect.ismodule(getattr(stoker, n))}
+    assert modules <= set(gen.API_MODULES), "a public subpackage missing from API_MODULES (scripts/gen_reference.py)"
+    assert set(gen.api_names()["stoker"]) >= {"Loader", "Store", "write", "open", "StokerError"}
+
+
+def test_every_cli_command_and_flag_is_on_the_cli_page():
+    import argparse
+
+    from stoker.cli.main import build_parser
+
+    page = _generator().render_cli()
+    seen = []
+
+    def walk(parser: argparse.ArgumentParser, title: str) -> None:
+        seen.append(title)
+        assert f"`{title}`" in page
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{title} {name}")
+            elif action.option_strings and not isinstance(action, argparse._HelpAction):
+                assert f"`{action.option_strings[0]}`" in page, (title, action.option_strings)
+
+    walk(build_parser(), "stoker")
+    assert {"stoker convert images", "stoker doctor", "stoker tune"} <= set(seen)
 
 
 def test_the_page_names_every_variable_and_keyword():
