@@ -38,6 +38,7 @@ from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.engine_choice import AutoReport, Calibration, EngineChoice, measured_then_chosen
 from stoker.pipeline.executor import Executor, Produced, pass_tasks
 from stoker.pipeline.inputs import as_source, describe
+from stoker.pipeline.memory import Memory, tree_memory
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, public_name, qualified_name
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.ranks import check_agreement, data_fingerprint, shares_process_group
@@ -240,6 +241,10 @@ class Loader:
         inner = AutoReport(self.engine_choice, self.source.report()) if self.config.engine == "auto" else None
         inner = self.source.report() if inner is None else inner
         return inner if self.tuning is None else replace(self.tuning, inner=inner)
+
+    def memory(self) -> Memory:
+        """This process's memory and its worker processes', now: PSS counts a page they share once."""
+        return tree_memory()
 
     @property
     def tuning(self) -> TuneReport | None:
