@@ -145,6 +145,7 @@ def main() -> None:
         peak = peak.peak(memory.tree_memory())
         out["peak_pss_mb"], out["peak_uss_mb"] = peak.pss / 2**20, peak.uss / 2**20
         out["peak_pss_file_mb"], out["processes"] = peak.pss_file / 2**20, peak.processes
+        out["peak_pss_anon_mb"], out["peak_pss_shmem_mb"] = peak.pss_anon / 2**20, peak.pss_shmem / 2**20
     except Exception as exc:  # noqa: BLE001 - the table says why a contender has no figure
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc()[-2000:]

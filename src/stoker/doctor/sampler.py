@@ -21,7 +21,7 @@ from typing import Any
 
 import psutil
 
-from stoker.pipeline.memory import Memory, process_memory
+from stoker.pipeline.memory import Memory, descendants, process_memory
 
 
 class _Gpus:
@@ -200,20 +200,4 @@ def _descendants(pid: int) -> list[int] | None:
     """
     if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
         return None
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children", encoding="ascii") as f:
-                    kids = [int(x) for x in f.read().split()]
-            except OSError:
-                continue
-            found.extend(kids)
-            todo.extend(kids)
-    return found
+    return descendants(pid)
