@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -185,8 +186,9 @@ def build(config: str, tmp: Path, rows: int, s3: Any) -> tuple[Any, Any, Callabl
     raise SystemExit(f"unknown configuration {config!r}; choose from {', '.join(CONFIGS)}")
 
 
-def start_s3() -> tuple[Any, dict[str, str]]:
-    """A moto S3 server on a loopback port, a bucket on it, and the environment that reaches it."""
+def start_s3() -> Any:
+    """A moto S3 server on a loopback port with a bucket, in this process (outside the measured
+    process tree: its connections and threads are not the loader's); the environment reaches it."""
     import socket
 
     import boto3
@@ -195,9 +197,11 @@ def start_s3() -> tuple[Any, dict[str, str]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     env = {
+        "STOKER_SOAK_BUCKET": "soak",
         "AWS_ACCESS_KEY_ID": "soakkey",
         "AWS_SECRET_ACCESS_KEY": "soak-secret",
         "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
@@ -205,7 +209,7 @@ def start_s3() -> tuple[Any, dict[str, str]]:
     }
     os.environ.update(env)
     boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"]).create_bucket(Bucket="soak")
-    return server, {"bucket": "soak"}
+    return server
 
 
 def step(ms: float) -> None:
@@ -223,7 +227,7 @@ def soak(config: str, minutes: float, every: float, step_ms: float, rows: int) -
     import torch
 
     torch.set_num_threads(1)
-    server, s3 = start_s3() if config == "remote" else (None, None)
+    s3 = {"bucket": os.environ.get("STOKER_SOAK_BUCKET", "")}  # the remote configuration's (main() serves it)
     with tempfile.TemporaryDirectory(prefix="stoker-soak-") as tmp:
         loader, rows_of, cache_dir = build(config, Path(tmp), rows, s3)
         t0 = time.perf_counter()
@@ -242,8 +246,6 @@ def soak(config: str, minutes: float, every: float, step_ms: float, rows: int) -
             if time.perf_counter() - t0 >= minutes * 60 and epoch >= 3:
                 break
         loader.close()
-    if server is not None:
-        server.stop()
     return {"config": config, "epochs": epoch, "samples": samples, "checksums": sums}
 
 
@@ -318,8 +320,13 @@ def main() -> int:
         if config == "remote" and not _has("moto.server", "s3fs", "boto3"):
             print(f"{config:<11} skipped: needs moto[server], s3fs and boto3 (the dev extra)")
             continue
+        server = start_s3() if config == "remote" else None
         cmd = [sys.executable, __file__, "--one", config, *_passed(args)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+        finally:
+            if server is not None:
+                server.stop()
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             print(f"{config:<11} FAILED to run (exit {done.returncode}): {done.stderr.strip()[-400:]}")
