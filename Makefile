@@ -25,7 +25,7 @@ FFMPEG_LIBS ?= libavdevice59 libavfilter8 libavformat59 libavcodec59 libavutil57
 MOSAIC ?= mosaicml-streaming==0.13.0 torch==2.13.0 torchvision==0.28.0 "numpy<2.2" "tokenizers>=0.20"
 FFCV ?= ffcv==1.0.2 pillow
 
-.PHONY: install demo test lint docs bench clean s3-server
+.PHONY: install demo test lint docs bench soak soak-short clean s3-server
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,14 @@ bench: install .venv-peers/.installed
 	$(BIN)/python scripts/fetch_data.py text images --out $(DATA)
 	$(BIN)/python benchmarks/bench_loader.py
 	$(BIN)/python benchmarks/peers/run.py --data $(DATA)
+
+# One loader per configuration for 30 minutes each (benchmarks/soak.py); soak-short: 15 s each, a smoke run
+# of the script and its pass rule (about 2 minutes on 2 cores; not part of `make test`).
+soak: install
+	$(BIN)/python benchmarks/soak.py --out results/soak
+
+soak-short: install
+	$(BIN)/python benchmarks/soak.py --minutes 0.25 --every 3 --configs threads,processes,text --out results/soak-short
 
 clean:
 	rm -rf $(VENV) .venv-peers .venv-mosaic .venv-ffcv $(DATA) results site .pytest_cache .hypothesis

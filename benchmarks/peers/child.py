@@ -1,8 +1,15 @@
-"""Run one contender on one workload and print one JSON line (called by run.py in the right venv)."""
+"""Run one contender on one workload and print one JSON line (called by run.py in the right venv).
+
+Memory is measured over the contender's process tree (this process and its workers) with
+``stoker/pipeline/memory.py``, loaded by path so that peers' environments need no stoker: the
+peak PSS (shared pages counted once; sampled every ``MEMORY_EVERY`` s while loading) and the peak
+USS (pages each process alone maps), beside the summed peak RSS of each process.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -16,28 +23,40 @@ sys.path.insert(0, os.path.dirname(__file__))
 from registry import contenders_for  # noqa: E402
 from workloads import WORKLOADS  # noqa: E402
 
+# imported before the clock of the first batch starts (``import_s``), so that ``first_batch_s`` is the
+# loader's own start (construction to first batch), not the import of torch that every contender pays
+IMPORTS = ("torch", "tokenizers", "transformers", "PIL.Image", "simplejpeg")
+LIBRARIES = {
+    "stoker": ("stoker", "stoker.text", "stoker.vision"),
+    "torchdata": ("torchdata.stateful_dataloader",),
+    "HF datasets": ("datasets",),
+    "WebDataset": ("webdataset",),
+    "LitData": ("litdata",),
+    "SPDL": ("spdl.pipeline",),
+    "NVIDIA DALI": ("nvidia.dali",),
+    "MosaicML": ("streaming",),
+    "FFCV": ("ffcv",),
+}
+MEMORY_EVERY = 0.25  # seconds between memory samples while loading
+_spec = importlib.util.spec_from_file_location(
+    "stoker_memory", Path(__file__).resolve().parents[2] / "src" / "stoker" / "pipeline" / "memory.py"
+)
+if _spec is None or _spec.loader is None:
+    raise ImportError("stoker's src/stoker/pipeline/memory.py is missing beside benchmarks/")
+memory = importlib.util.module_from_spec(_spec)
+sys.modules["stoker_memory"] = memory  # dataclasses look their module up
+_spec.loader.exec_module(memory)
+
 
 def du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
-
-
-def _descendants(pid: int) -> list[int]:
-    out = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            kids = [int(c) for c in open(f"/proc/{pid}/task/{tid}/children").read().split()]
-        except OSError:
-            continue
-        for kid in kids:
-            out += [kid, *_descendants(kid)]
-    return out
 
 
 def cpu_seconds() -> float:
     """CPU seconds (user + system) used so far by this process and its live worker processes."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for pid in [os.getpid(), *_descendants(os.getpid())]:
+    for pid in [os.getpid(), *memory.descendants(os.getpid())]:
         try:
             fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         except OSError:
@@ -51,13 +70,25 @@ def peak_rss_mb() -> float:
     pages count in each process that touched them). VmHWM, not getrusage: ru_maxrss survives
     exec, so it would start at the size of run.py, the process that started this one."""
     total = 0
-    for pid in [os.getpid(), *_descendants(os.getpid())]:
+    for pid in [os.getpid(), *memory.descendants(os.getpid())]:
         try:
             status = open(f"/proc/{pid}/status").read()
         except OSError:
             continue
         total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), 0)
     return total / 1024
+
+
+def warm_imports(contender: str) -> float:
+    """Import the libraries ``contender`` loads with (those installed); returns the seconds taken."""
+    t0 = time.perf_counter()
+    names = [m for key, mods in LIBRARIES.items() if contender.startswith(key) for m in mods]
+    for name in (*IMPORTS, *names):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # not in this environment: the contender's load says so if it needs it
+    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -86,6 +117,7 @@ def main() -> None:
             out["write_s"] = time.perf_counter() - t0
             out["bytes_on_disk"] = du(work)
             ready.write_text("ok")
+        out["import_s"] = warm_imports(args.contender)
         t0 = time.perf_counter()
         make_iter, count = load(w, raw, work)
         it = iter(make_iter())
@@ -93,12 +125,16 @@ def main() -> None:
         out["first_batch_s"] = time.perf_counter() - t0
         samples = count(first)
         del first
+        peak = memory.tree_memory()
         t0, c0 = time.perf_counter(), cpu_seconds()
-        samples = 0
+        samples, sampled = 0, t0
         while time.perf_counter() - t0 < args.seconds:
             for batch in it:
                 samples += count(batch)
-                if time.perf_counter() - t0 >= args.seconds:
+                now = time.perf_counter()
+                if now - sampled >= MEMORY_EVERY:
+                    peak, sampled = peak.peak(memory.tree_memory()), now
+                if now - t0 >= args.seconds:
                     break
             else:
                 it = iter(make_iter())
@@ -106,6 +142,10 @@ def main() -> None:
         out["cpu_us_per_sample"] = (cpu_seconds() - c0) / max(samples, 1) * 1e6
         out["load_average"] = os.getloadavg()[0]
         out["peak_rss_mb"] = peak_rss_mb()
+        peak = peak.peak(memory.tree_memory())
+        out["peak_pss_mb"], out["peak_uss_mb"] = peak.pss / 2**20, peak.uss / 2**20
+        out["peak_pss_file_mb"], out["processes"] = peak.pss_file / 2**20, peak.processes
+        out["peak_pss_anon_mb"], out["peak_pss_shmem_mb"] = peak.pss_anon / 2**20, peak.pss_shmem / 2**20
     except Exception as exc:  # noqa: BLE001 - the table says why a contender has no figure
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc()[-2000:]

@@ -7,7 +7,9 @@
 Every (contender, workload) runs in its own process, in the environment that contender needs
 (``ENVS``: peers that pin conflicting versions get their own venv). Each writes its own format
 with its own writer, then loads shuffled batches on the CPU for ``--seconds``. Printed: a ratio
-table (stoker = 1.0) with write time, bytes on disk, time to first batch and peak RSS; written:
+table (stoker = 1.0) with write time, bytes on disk, time to first batch (from the loader's
+construction; the libraries imported before the clock starts, ``import_s`` in the JSON), peak PSS and peak USS of the contender's process tree (shared pages counted once:
+``child.py``) and the peak RSS summed over its processes (shared pages once per process); written:
 ``<out>.json`` and ``<out>.png``. A contender that cannot run says why in the table.
 
 ``--rounds N`` (N > 1) writes each format once and then loads it N times, the contenders of a
@@ -165,7 +167,7 @@ def work_dir(root: Path, workload: str, contender: str) -> Path:
 
 def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
     """One row per (workload, contender) from the rows of each round: the first round's row (its
-    write time, disk size, first batch) with ``samples_per_s`` and ``cpu_us_per_sample`` the medians
+    write time, disk size) with ``samples_per_s``, ``first_batch_s`` and ``cpu_us_per_sample`` the medians
     of the rounds that measured it, ``rounds`` the per-round rates, ``load_averages`` the loads, and
     for stoker ``vs_peers``: per peer, the median of the per-round ratios stoker / peer."""
     merged: dict[tuple[str, str], dict] = {}
@@ -185,8 +187,11 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
         cpu = [r["cpu_us_per_sample"] for r in ok if "cpu_us_per_sample" in r]
         if cpu:
             row["cpu_us_per_sample"] = float(np.median(cpu))
+        first = [r["first_batch_s"] for r in ok if "first_batch_s" in r]
+        if first:
+            row["first_batch_s"] = float(np.median(first))
         row["load_averages"] = [r["load_average"] for r in ok if "load_average" in r]
-        for k in ("write_s", "bytes_on_disk", "first_batch_s", "peak_rss_mb"):
+        for k in ("write_s", "bytes_on_disk", "first_batch_s", "peak_rss_mb", "peak_pss_mb", "peak_uss_mb"):
             if k not in row and any(k in r for r in ok):
                 row[k] = next(r[k] for r in ok if k in r)
     for (workload, name), row in merged.items():
@@ -208,7 +213,7 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    header = f"{'workload':<13} {'contender':<58} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'peak RSS MB':>11} {'CPU us/sample':>13}"
+    header = f"{'workload':<13} {'contender':<58} {'samples/s':>11} {'vs stoker':>9} {'write s':>8} {'disk MB':>8} {'1st batch s':>11} {'PSS MB':>7} {'USS MB':>7} {'RSS sum MB':>10} {'CPU us/sample':>13}"
     print(header)
     for workload in dict.fromkeys(r["workload"] for r in rows):
         group = [r for r in rows if r["workload"] == workload]
@@ -221,7 +226,7 @@ def print_table(rows: list[dict]) -> None:
             opt = lambda k, f, r=r: f.format(r[k]) if k in r else "-"  # noqa: E731
             print(
                 f"{workload:<13} {r['contender']:<58} {r['samples_per_s']:>11,.0f} {ratio:>9} {opt('write_s', '{:.1f}'):>8} "
-                f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_rss_mb', '{:.0f}'):>11}"
+                f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_pss_mb', '{:.0f}'):>7} {opt('peak_uss_mb', '{:.0f}'):>7} {opt('peak_rss_mb', '{:.0f}'):>10}"
                 f" {opt('cpu_us_per_sample', '{:.2f}'):>13}"
                 + (f"  rounds: {', '.join(f'{x:,.0f}' for x in r['rounds'])}" if len(r.get("rounds", ())) > 1 else "")
             )
@@ -284,7 +289,8 @@ def markdown(rows: list[dict], day: str) -> str:
     ]
     lines += [
         "",
-        "Costs: write/convert s · MB on disk · time to first batch s · peak RSS MB:",
+        "Costs: write/convert s · MB on disk · time to first batch s · peak PSS MB (the process tree, shared pages once)"
+        " · peak USS MB (pages no other process maps) · peak RSS MB summed over the processes:",
         "",
         "| contender | " + " | ".join(workloads) + " |",
         "| --- |" + " --- |" * len(workloads),
@@ -297,7 +303,8 @@ def markdown(rows: list[dict], day: str) -> str:
             r = cell.get((name, w))
             ok = r is not None and "samples_per_s" in r
             cells.append(
-                f"{r.get('write_s', 0):.1f} · {r.get('bytes_on_disk', 0) / 1e6:.0f} · {r['first_batch_s']:.2f} · {r['peak_rss_mb']:.0f}"
+                f"{r.get('write_s', 0):.1f} · {r.get('bytes_on_disk', 0) / 1e6:.0f} · {r['first_batch_s']:.2f} · "
+                f"{_mb(r, 'peak_pss_mb')} · {_mb(r, 'peak_uss_mb')} · {_mb(r, 'peak_rss_mb')}"
                 if ok
                 else "–"
             )
@@ -319,6 +326,10 @@ def markdown(rows: list[dict], day: str) -> str:
             ]
             lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _mb(row: dict, key: str) -> str:
+    return f"{row[key]:.0f}" if key in row else "–"
 
 
 def chart(rows: list[dict], path: Path) -> None:

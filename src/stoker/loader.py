@@ -37,6 +37,7 @@ from stoker.pipeline.blocks import block_order
 from stoker.pipeline.dataset_source import DatasetSource
 from stoker.pipeline.executor import Executor, pass_tasks
 from stoker.pipeline.inputs import as_source, describe
+from stoker.pipeline.memory import Memory, tree_memory
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, public_name, qualified_name
 from stoker.pipeline.passes import OnePass
 from stoker.pipeline.ranks import check_agreement, data_fingerprint, shares_process_group
@@ -238,6 +239,10 @@ class Loader:
         """
         inner = self.source.report()
         return inner if self.tuning is None else replace(self.tuning, inner=inner)
+
+    def memory(self) -> Memory:
+        """This process's memory and its worker processes', now: PSS counts a page they share once."""
+        return tree_memory()
 
     @property
     def tuning(self) -> TuneReport | None:

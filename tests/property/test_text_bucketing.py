@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stoker.text.bucketing import LengthBuckets
+from stoker.text.bucketing import LEAD_RUN, LengthBuckets
 
 
 @settings(max_examples=60, deadline=None)
@@ -34,13 +34,35 @@ def test_ranks_get_equal_counts_and_the_epoch_covers_every_row(lengths, batch_si
 def _reference_epoch(
     lengths: np.ndarray, batch_size: int, window: int, shuffle: bool, seed: int, epoch: int
 ) -> list[np.ndarray]:
-    """The fixed-batch_size epoch as first written: one lexsort of the epoch, np.split, a list shuffle."""
+    """The fixed-batch_size epoch written plainly: the batch order (windows in a shuffled order, each
+    window's batches by a random key; in the first of several windows its first LEAD_RUN batches
+    first), then the rows of each group of batches sorted by length: a window, or in the first of
+    several windows its first LEAD_RUN batches and the others."""
     rng = np.random.default_rng([seed, epoch])
     n = len(lengths)
     order = rng.permutation(n) if shuffle else np.arange(n)
-    order = order[np.lexsort((lengths[order], np.arange(n) // (window * batch_size)))]
-    batches = np.split(order, np.arange(batch_size, n, batch_size))
-    return [batches[i] for i in rng.permutation(len(batches))] if shuffle else batches
+    count = -(-n // batch_size)
+    delivery = list(range(count))
+    if shuffle:
+        window_order = rng.permutation(-(-count // window))
+        keys = rng.random(count)
+        delivery = []
+        for w in window_order.tolist():
+            delivery += sorted(range(w * window, min((w + 1) * window, count)), key=lambda b: keys[b])
+    lead = delivery[0] // window
+    cut = min(lead * window + LEAD_RUN, (lead + 1) * window, count) if count > window else 0
+    head = [b for b in delivery if b // window == lead]
+    delivery = [b for b in head if b < cut] + [b for b in head if b >= cut] + delivery[len(head) :]
+    out = []
+    for b in delivery:
+        w = b // window
+        start, stop = w * window, min((w + 1) * window, count)
+        if w == lead:
+            start, stop = (start, cut) if b < cut else (cut, stop)
+        rows = order[start * batch_size : stop * batch_size]
+        rows = rows[np.argsort(lengths[rows], kind="stable")]
+        out.append(rows[(b - start) * batch_size : (b - start + 1) * batch_size])
+    return out
 
 
 @settings(max_examples=80, deadline=None)
@@ -113,3 +135,19 @@ def test_streamed_lengths_give_the_batches_of_known_ones(lengths, batch_size, wi
         want = list(known.batches(epoch, start))
         assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
         assert streamed.fingerprint() == known.fingerprint()
+
+
+def test_the_first_batch_waits_for_lead_run_batches_then_windows_come_whole():
+    """Streamed lengths: the first batch needs LEAD_RUN batches' lengths (not a window's, nor the
+    corpus'), then the epoch goes window by window; the batches are those of the lengths as an array."""
+    lengths = np.random.default_rng(1).integers(1, 200, size=5000)
+    streamed = Streamed(lengths)
+    batches = LengthBuckets(streamed, 16, None, True, 3, 50).batches(0)
+    first = next(batches)
+    assert streamed.known_rows.sum() == LEAD_RUN * 16
+    assert [len(p) for p in streamed.planned[:3]] == [LEAD_RUN * 16, (50 - LEAD_RUN) * 16, 50 * 16]
+    rest = [next(batches) for _ in range(50 - 1)]  # the rest of the first window
+    assert streamed.known_rows.sum() == 50 * 16
+    want = LengthBuckets(lengths, 16, None, True, 3, 50).epoch_batches(0)
+    got = [first, *rest, *batches]
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -262,6 +262,8 @@ def summarize_resources(samples: list[dict[str, Any]], window: tuple[float, floa
         "cpu_machine_pct": mean(mean(s["cpu_cores"]) for s in samples),
         "iowait_pct": mean(s["iowait"] for s in samples),
         "rss_max": max(s["rss"] for s in samples),
+        "pss_max": max(s.get("pss", s["rss"]) for s in samples),
+        "uss_max": max(s.get("uss", s["rss"]) for s in samples),
         "procs_max": max(s["procs"] for s in samples),
         "read_bps": mean(s["read_bps"] for s in samples),
         "disk_read_bps": mean(s["disk_read_bps"] for s in samples),

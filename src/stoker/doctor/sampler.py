@@ -3,7 +3,8 @@
 Each sample (a dict) holds ``t`` (perf_counter), ``cpu_tree`` (cores busy in the process and all
 its descendants, DataLoader workers included), ``cpu_root`` (the process alone), ``cpu_cores``
 (% busy per core, whole machine), ``iowait`` (% of CPU time waiting on I/O, whole machine),
-``rss`` (bytes, whole tree), ``procs``, ``read_bps`` (bytes/s the tree read from storage),
+``rss`` (bytes, summed over the tree: shared pages once per process), ``pss`` and ``uss``
+(bytes, whole tree, shared pages counted once: :mod:`stoker.pipeline.memory`), ``procs``, ``read_bps`` (bytes/s the tree read from storage),
 ``disk_read_bps`` and ``disk_iops`` (reads/s, whole machine), and ``gpu`` (a list per device of
 ``util``, ``mem_util``, ``mem_used``, ``mem_total``, ``pcie_rx_bps``, ``pcie_tx_bps``) where
 NVML finds a driver. Without one, ``gpu_status`` says "no GPU (...)" and sampling goes on.
@@ -19,6 +20,8 @@ import time
 from typing import Any
 
 import psutil
+
+from stoker.pipeline.memory import Memory, descendants, process_memory
 
 
 class _Gpus:
@@ -119,7 +122,7 @@ class ResourceSampler:
             while not self._stop.wait(self.interval):
                 now = time.perf_counter()
                 dt = max(now - last_t, 1e-6)
-                cpu_tree, cpu_root, rss, read, procs = self._tree(root)
+                cpu_tree, cpu_root, mem, read, procs = self._tree(root)
                 disk, cpu = psutil.disk_io_counters(), psutil.cpu_times()
                 total = sum(cpu) - sum(last_cpu)
                 sample: dict[str, Any] = {
@@ -130,7 +133,9 @@ class ResourceSampler:
                     "iowait": 100.0 * (getattr(cpu, "iowait", 0.0) - getattr(last_cpu, "iowait", 0.0)) / total
                     if total > 0
                     else 0.0,
-                    "rss": rss,
+                    "rss": mem.rss,
+                    "pss": mem.pss,
+                    "uss": mem.uss,
                     "procs": procs,
                     "read_bps": read / dt,
                     "disk_read_bps": (disk.read_bytes - last_disk.read_bytes) / dt if disk and last_disk else 0.0,
@@ -145,8 +150,8 @@ class ResourceSampler:
         finally:
             gpus.close()
 
-    def _tree(self, root: psutil.Process) -> tuple[float, float, int, int, int]:
-        """CPU seconds and storage bytes read since the last call, RSS and process count of the tree."""
+    def _tree(self, root: psutil.Process) -> tuple[float, float, Memory, int, int]:
+        """CPU seconds and storage bytes read since the last call, memory and process count of the tree."""
         pids = _descendants(root.pid)
         if pids is not None:
             procs = [root, *(self._procs.get(p) or _process(p) for p in pids)]
@@ -157,14 +162,15 @@ class ResourceSampler:
             except psutil.Error:
                 procs = [root]
         cpu_tree = cpu_root = 0.0
-        rss = read = count = 0
+        read = count = 0
+        memory = Memory()
         for p in procs:
             p = self._procs.setdefault(p.pid, p)
             try:
                 with p.oneshot():
                     t = p.cpu_times()
                     busy = t.user + t.system
-                    mem = p.memory_info().rss
+                    mem = process_memory(p.pid) or Memory(rss=p.memory_info().rss, exact=False)
                     io = p.io_counters().read_bytes if hasattr(p, "io_counters") else 0
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 continue
@@ -174,9 +180,9 @@ class ResourceSampler:
                 cpu_root += delta
             read += io - self._io.get(p.pid, 0)
             self._cpu[p.pid], self._io[p.pid] = busy, io
-            rss += mem
+            memory += mem
             count += 1
-        return cpu_tree, cpu_root, rss, read, count
+        return cpu_tree, cpu_root, memory, read, count
 
 
 def _process(pid: int) -> psutil.Process | None:
@@ -194,20 +200,4 @@ def _descendants(pid: int) -> list[int] | None:
     """
     if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
         return None
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children", encoding="ascii") as f:
-                    kids = [int(x) for x in f.read().split()]
-            except OSError:
-                continue
-            found.extend(kids)
-            todo.extend(kids)
-    return found
+    return descendants(pid)

@@ -103,7 +103,11 @@ def _resources(report: Report) -> Any:
         f"{r['cpu_s_tree']:.1f} CPU-s in all, up to {r['procs_max']} processes",
     )
     t.add_row("CPU, whole machine", f"{r['cpu_machine_pct']:.0f} % busy, {r['iowait_pct']:.0f} % I/O wait")
-    t.add_row("memory (RSS, max)", f"{r['rss_max'] / 2**20:,.0f} MiB")
+    t.add_row(
+        "memory (max)",
+        f"PSS {r.get('pss_max', r['rss_max']) / 2**20:,.0f} MiB (shared pages once), USS "
+        f"{r.get('uss_max', r['rss_max']) / 2**20:,.0f} MiB, RSS summed {r['rss_max'] / 2**20:,.0f} MiB",
+    )
     t.add_row(
         "storage reads", f"script {_mb(r['read_bps'])}; disk {_mb(r['disk_read_bps'])}, {r['disk_iops']:.0f} reads/s"
     )

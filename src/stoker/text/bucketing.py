@@ -5,7 +5,13 @@ lengths. :class:`LengthBuckets` makes such batches and still changes them every 
 
 * fixed ``batch_size``: shuffle all rows with ``(seed, epoch)``; cut the order into windows
   of ``window`` batches; sort each window by length (ties keep the shuffled order); cut
-  batches; shuffle the batches. Every epoch has ``ceil(rows / batch_size)`` batches.
+  batches; deliver the windows in a shuffled order, each window's batches shuffled. A window's
+  rows are a uniform sample of the corpus, so its batches mix the corpus as a global batch
+  shuffle would, and each window's batches need only that window's lengths. When there are
+  several windows, the rows of the first ``LEAD_RUN`` (8) batches of the epoch's first window are
+  sorted apart from the window's others and delivered first: with streamed lengths the first
+  batch waits for 8 batches' worth of tokenizing, not a window's (those 8 batches pad a little
+  more). Every epoch has ``ceil(rows / batch_size)`` batches.
 * ``max_tokens`` (a token budget per batch, ``rows x longest <= max_tokens``): sort all rows
   by length with ties broken at random by ``(seed, epoch)``, cut batches greedily at
   boundaries computed once from the sorted lengths (so every epoch has the same number of
@@ -43,6 +49,17 @@ import numpy as np
 
 from stoker.errors import ConfigError, StateError
 from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
+
+LEAD_RUN = 8  # batches sorted apart, and delivered first, in the epoch's first window
+
+
+def window_major(rng: np.random.Generator, count: int, window: int) -> np.ndarray:
+    """The delivery order of ``count`` batches cut from windows of ``window`` batches: the windows
+    in a random order, the batches of each in a random order (batch ``b`` is in window ``b // window``)."""
+    windows = -(-count // window)
+    rank = np.empty(windows, dtype=np.int64)
+    rank[rng.permutation(windows)] = np.arange(windows)
+    return np.lexsort((rng.random(count), rank[np.arange(count) // window]))
 
 
 def _positive(name: str, value: Any, minimum: int = 1) -> None:
@@ -212,28 +229,41 @@ class LengthBuckets(BatchSampler):
         """The batches at ``positions`` of ``epoch``'s delivery order (fixed ``batch_size``).
 
         Rows are shuffled, cut into windows of ``window`` batches, each window sorted by length
-        (stable), cut into batches, and the batches shuffled. Neither shuffle needs a length, so
-        a window is sorted only when its first batch is due, and streamed lengths are told the
-        windows in the order they will be needed.
+        (stable) and cut into batches; the windows come in a shuffled order, each window's batches
+        shuffled among themselves (:func:`window_major`). In the epoch's first window (of several),
+        its first :data:`LEAD_RUN` batches are sorted apart from the rest and come first. Neither shuffle
+        needs a length, so rows are sorted only when their first batch is due, and streamed lengths
+        are told the runs in the order they will be needed: the first batch waits for
+        ``LEAD_RUN`` batches' lengths, and then each window tokenized is a window of batches.
         """
         rng = np.random.default_rng([self.seed, epoch])
         n, size = len(self.lengths), self._fixed_size
-        span = self.window * size
         order = rng.permutation(n) if self.shuffle else np.arange(n)
         count = -(-n // size)
-        wanted = (rng.permutation(count) if self.shuffle else np.arange(count))[positions]
+        full = window_major(rng, count, self.window) if self.shuffle else np.arange(count)
+        # the epoch's first window (of several): its first LEAD_RUN batches (by number) are sorted apart
+        # and come first, so the first batch waits for LEAD_RUN batches' lengths, not a window's
+        lead = int(full[0]) // self.window
+        cut = min(lead * self.window + LEAD_RUN, (lead + 1) * self.window, count) if count > self.window else 0
+        head = full[: np.count_nonzero(full // self.window == lead)]  # window-major: the lead window's batches
+        full[: len(head)] = np.concatenate([head[head < cut], head[head >= cut]])
+        wanted = full[positions]
         windows = wanted // self.window
+        begin = windows * self.window
+        early = (windows == lead) & (wanted < cut)
+        starts = np.where(windows == lead, np.where(early, begin, cut), begin)
+        ends = np.where(early, cut, np.minimum(begin + self.window, count))
         if self._known is None:
-            _, first = np.unique(windows, return_index=True)
-            need = windows[np.sort(first)].tolist()
-            self.lengths.plan(order[w * span : (w + 1) * span] for w in need)
+            _, first = np.unique(starts, return_index=True)
+            need = np.sort(first).tolist()
+            self.lengths.plan(order[starts[i] * size : ends[i] * size] for i in need)
         ready: dict[int, np.ndarray] = {}
-        for b, w in zip(wanted.tolist(), windows.tolist()):
-            rows = ready.get(w)
+        for b, a, e in zip(wanted.tolist(), starts.tolist(), ends.tolist()):
+            rows = ready.get(a)
             if rows is None:
-                rows = order[w * span : (w + 1) * span]
-                rows = ready[w] = rows[np.argsort(self._keys(rows), kind="stable")]
-            k = b * size - w * span
+                rows = order[a * size : e * size]
+                rows = ready[a] = rows[np.argsort(self._keys(rows), kind="stable")]
+            k = (b - a) * size
             yield rows[k : k + size]
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
@@ -280,8 +310,9 @@ class LengthBuckets(BatchSampler):
 
     def fingerprint(self) -> dict[str, Any]:
         """Every field but the rank and the world size (a position is global); the lengths as
-        the CRC-32 of their int64 bytes (streamed ones: waits for all)."""
-        out = field_fingerprint(self, kind="LengthBuckets", rows=len(self.lengths))
+        the CRC-32 of their int64 bytes (streamed ones: waits for all); ``order``: the batch order's
+        rule (a state saved under the earlier global batch shuffle is refused, not resumed wrong)."""
+        out = field_fingerprint(self, kind="LengthBuckets", rows=len(self.lengths), order="window-major")
         del out["rank"], out["world_size"]
         if "lengths" in out:  # streamed: the same CRC an array of these lengths gives
             del out["lengths"]
@@ -289,4 +320,4 @@ class LengthBuckets(BatchSampler):
         return out
 
 
-__all__ = ["LengthBuckets", "StreamedLengths"]
+__all__ = ["LEAD_RUN", "LengthBuckets", "StreamedLengths", "window_major"]

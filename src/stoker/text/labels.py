@@ -37,6 +37,10 @@ def label_kind(value: Any) -> str:
 
 def kind_of(values: Iterable[Any], where: str) -> str | None:
     """The one kind of ``values`` (ints among floats count as floats); names mixed with numbers are refused."""
+    values = values if isinstance(values, (list, tuple)) else list(values)
+    types = {type(v) for v in values}  # plain ints and floats: decided without a call per label
+    if types and types <= {int, float}:
+        return "float" if float in types else "int"
     kinds = {label_kind(v) for v in values}
     if "int" in kinds and "float" in kinds:
         kinds.discard("int")

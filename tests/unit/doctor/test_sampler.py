@@ -45,6 +45,7 @@ def test_sampler_counts_child_processes_cpu():
         p.join()
     samples = sampler.stop()
     assert max(s["procs"] for s in samples) >= 3  # this process and its two children
+    assert all(0 < s["uss"] <= s["pss"] <= s["rss"] for s in samples)  # forked children share pages: PSS below RSS
     children = sum((b["cpu_tree"] - b["cpu_root"]) * (b["t"] - a["t"]) for a, b in zip(samples, samples[1:]))
     assert 0.7 < children < 1.5, children  # 0.8 CPU-s and the children's start-up
     assert sampler.gpu_status  # a device name, or "no GPU (...)" and sampling went on
