@@ -7,6 +7,10 @@ its descendants, DataLoader workers included), ``cpu_root`` (the process alone),
 ``disk_read_bps`` and ``disk_iops`` (reads/s, whole machine), and ``gpu`` (a list per device of
 ``util``, ``mem_util``, ``mem_used``, ``mem_total``, ``pcie_rx_bps``, ``pcie_tx_bps``) where
 NVML finds a driver. Without one, ``gpu_status`` says "no GPU (...)" and sampling goes on.
+Per process of the tree, ``mem`` lists ``[pid, uss, pss]`` (bytes private to it, and its
+proportional share of shared pages: a forked worker's copied-on-access pages show as USS), and
+``shm_managers`` counts the tree's ``torch_shm_manager`` processes; ``shm_files`` and
+``shm_bytes`` are the entries of ``/dev/shm`` (whole machine; absent where there is none).
 
 A process that exits between two samples loses its CPU of that last interval.
 """
@@ -119,7 +123,7 @@ class ResourceSampler:
             while not self._stop.wait(self.interval):
                 now = time.perf_counter()
                 dt = max(now - last_t, 1e-6)
-                cpu_tree, cpu_root, rss, read, procs = self._tree(root)
+                cpu_tree, cpu_root, rss, read, procs, mem, managers = self._tree(root)
                 disk, cpu = psutil.disk_io_counters(), psutil.cpu_times()
                 total = sum(cpu) - sum(last_cpu)
                 sample: dict[str, Any] = {
@@ -135,6 +139,9 @@ class ResourceSampler:
                     "read_bps": read / dt,
                     "disk_read_bps": (disk.read_bytes - last_disk.read_bytes) / dt if disk and last_disk else 0.0,
                     "disk_iops": (disk.read_count - last_disk.read_count) / dt if disk and last_disk else 0.0,
+                    "mem": mem,
+                    "shm_managers": managers,
+                    **_shm(),
                 }
                 if gpus.handles:
                     sample["gpu"] = gpus.sample()
@@ -145,8 +152,9 @@ class ResourceSampler:
         finally:
             gpus.close()
 
-    def _tree(self, root: psutil.Process) -> tuple[float, float, int, int, int]:
-        """CPU seconds and storage bytes read since the last call, RSS and process count of the tree."""
+    def _tree(self, root: psutil.Process) -> tuple[float, float, int, int, int, list[list[int]], int]:
+        """CPU seconds and storage bytes read since the last call, RSS and process count of the tree,
+        ``[pid, uss, pss]`` per process, and its ``torch_shm_manager`` processes."""
         pids = _descendants(root.pid)
         if pids is not None:
             procs = [root, *(self._procs.get(p) or _process(p) for p in pids)]
@@ -157,15 +165,17 @@ class ResourceSampler:
             except psutil.Error:
                 procs = [root]
         cpu_tree = cpu_root = 0.0
-        rss = read = count = 0
+        rss = read = count = managers = 0
+        mem: list[list[int]] = []
         for p in procs:
             p = self._procs.setdefault(p.pid, p)
             try:
                 with p.oneshot():
                     t = p.cpu_times()
                     busy = t.user + t.system
-                    mem = p.memory_info().rss
+                    full = p.memory_full_info()
                     io = p.io_counters().read_bytes if hasattr(p, "io_counters") else 0
+                    managers += p.name() == "torch_shm_manager"
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 continue
             delta = busy - self._cpu.get(p.pid, 0.0)
@@ -174,9 +184,26 @@ class ResourceSampler:
                 cpu_root += delta
             read += io - self._io.get(p.pid, 0)
             self._cpu[p.pid], self._io[p.pid] = busy, io
-            rss += mem
+            rss += full.rss
+            mem.append([p.pid, int(getattr(full, "uss", 0)), int(getattr(full, "pss", 0))])
             count += 1
-        return cpu_tree, cpu_root, rss, read, count
+        return cpu_tree, cpu_root, rss, read, count, mem, managers
+
+
+def _shm() -> dict[str, int]:
+    """``shm_files`` and ``shm_bytes``: the entries of /dev/shm (none where it is missing or unreadable)."""
+    files = size = 0
+    try:
+        with os.scandir("/dev/shm") as entries:
+            for entry in entries:
+                files += 1
+                try:
+                    size += entry.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue
+    except OSError:
+        return {}
+    return {"shm_files": files, "shm_bytes": size}
 
 
 def _process(pid: int) -> psutil.Process | None:
