@@ -21,6 +21,7 @@ from stoker.doctor.analysis import (
 from stoker.doctor.config import DoctorConfig
 from stoker.doctor.events import as_json
 from stoker.doctor.recorder import read_events
+from stoker.doctor.stalls import Stall, find
 
 NO_LOADER = (
     "the script never fetched a batch from a torch DataLoader or a stoker.Loader "
@@ -49,6 +50,7 @@ class Report:
     loaders: list[dict[str, Any]] = field(default_factory=list)
     resources: dict[str, Any] = field(default_factory=dict)
     recommendations: list[Recommendation] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
@@ -72,6 +74,7 @@ class Report:
         """Every field but the run-time ones (``_stats``, ``origin``), recommendations as dicts."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUN_TIME}
         out["recommendations"] = [r.to_json() for r in self.recommendations]
+        out["stalls"] = [s.to_json() for s in self.stalls]
         return out
 
     def write_json(self, path: str | os.PathLike) -> Path:
@@ -126,6 +129,7 @@ def build_report(
     report.bottleneck_stage = stage["stage"] if stage else None
     report.bottleneck_resource = bottleneck_resource(bound, res, gpu_status)
     report.recommendations = recommend(active, res, bound, stall, gpu_status)
+    report.stalls = find(active, samples, loop)
     for st in active.values():
         entry = {"key": st.key, "name": st.name, "info": as_json(st.info), **step_stats(st)}
         entry.update(batch_size=st.batch_size, random=st.random)

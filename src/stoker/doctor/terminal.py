@@ -65,6 +65,10 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
                     )
                 con.print(st)
     con.print(_resources(report))
+    for stall in report.stalls:
+        con.print(f"[bold yellow]{escape(stall.verdict)}[/] ({escape(stall.loader)})", soft_wrap=True)
+        con.print(f"  DataLoader: {stall.torch_fix}", markup=False, soft_wrap=True)
+        con.print(f"  stoker: {stall.stoker_fix}", markup=False, soft_wrap=True)
     if report.recommendations:
         rt = Table(title="recommendations (most time to gain first)", title_justify="left", show_lines=True)
         several = len(report.loaders) > 1  # then each recommendation names its loader
