@@ -20,6 +20,7 @@ from stoker.doctor.analysis import (
 )
 from stoker.doctor.config import DoctorConfig
 from stoker.doctor.events import as_json
+from stoker.doctor.ranks import rank_table, ranks_of, straggler
 from stoker.doctor.recorder import read_events
 from stoker.doctor.stalls import Stall, find
 
@@ -28,7 +29,7 @@ NO_LOADER = (
     "(doctor times those two; a hand-written loop over tensors is not visible to it)"
 )
 
-_RUN_TIME = ("_stats", "origin")  # Report fields that report.json leaves out
+_RUN_TIME = ("_stats", "origin", "rank_of")  # Report fields that report.json leaves out
 
 
 @dataclass
@@ -51,11 +52,13 @@ class Report:
     resources: dict[str, Any] = field(default_factory=dict)
     recommendations: list[Recommendation] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # one row per torchrun rank (ranks.py)
     samples: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     _stats: dict[str, LoaderStats] = field(default_factory=dict, repr=False)
     origin: float = 0.0  # perf_counter of the run's start; times in steps and samples are relative to it
+    rank_of: dict[int, int] = field(default_factory=dict, repr=False)  # pid -> torchrun rank, for the trace
 
     @property
     def input_bound(self) -> bool:
@@ -94,7 +97,7 @@ def build_report(
     exit_code: int | None = None,
 ) -> Report:
     """Read every process's events under ``events_dir`` and judge the run."""
-    loaders, _procs = build_loaders(list(read_events(events_dir)))
+    loaders, procs = build_loaders(list(read_events(events_dir)))
     active = {k: st for k, st in loaders.items() if st.steps}
     label_loaders(active)
     loop = loop_window(active)
@@ -130,6 +133,9 @@ def build_report(
     report.bottleneck_resource = bottleneck_resource(bound, res, gpu_status)
     report.recommendations = recommend(active, res, bound, stall, gpu_status)
     report.stalls = find(active, samples, loop)
+    report.ranks, report.rank_of = rank_table(active, procs, samples), ranks_of(procs)
+    late = straggler(report.ranks)
+    report.stalls += [late] if late else []
     for st in active.values():
         entry = {"key": st.key, "name": st.name, "info": as_json(st.info), **step_stats(st)}
         entry.update(batch_size=st.batch_size, random=st.random)

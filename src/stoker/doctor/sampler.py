@@ -7,8 +7,9 @@ its descendants, DataLoader workers included), ``cpu_root`` (the process alone),
 ``disk_read_bps`` and ``disk_iops`` (reads/s, whole machine), and ``gpu`` (a list per device of
 ``util``, ``mem_util``, ``mem_used``, ``mem_total``, ``pcie_rx_bps``, ``pcie_tx_bps``) where
 NVML finds a driver. Without one, ``gpu_status`` says "no GPU (...)" and sampling goes on.
-Per process of the tree, ``mem`` lists ``[pid, uss, pss]`` (bytes private to it, and its
-proportional share of shared pages: a forked worker's copied-on-access pages show as USS), and
+Per process of the tree, ``mem`` lists ``[pid, uss, pss, cpu_s]`` (bytes private to it, its
+proportional share of shared pages: a forked worker's copied-on-access pages show as USS, and the
+CPU seconds it has used), and
 ``shm_managers`` counts the tree's ``torch_shm_manager`` processes; ``shm_files`` and
 ``shm_bytes`` are the entries of ``/dev/shm`` (whole machine; absent where there is none).
 
@@ -152,9 +153,9 @@ class ResourceSampler:
         finally:
             gpus.close()
 
-    def _tree(self, root: psutil.Process) -> tuple[float, float, int, int, int, list[list[int]], int]:
+    def _tree(self, root: psutil.Process) -> tuple[float, float, int, int, int, list[list[float]], int]:
         """CPU seconds and storage bytes read since the last call, RSS and process count of the tree,
-        ``[pid, uss, pss]`` per process, and its ``torch_shm_manager`` processes."""
+        ``[pid, uss, pss, cpu_s]`` per process, and its ``torch_shm_manager`` processes."""
         pids = _descendants(root.pid)
         if pids is not None:
             procs = [root, *(self._procs.get(p) or _process(p) for p in pids)]
@@ -166,7 +167,7 @@ class ResourceSampler:
                 procs = [root]
         cpu_tree = cpu_root = 0.0
         rss = read = count = managers = 0
-        mem: list[list[int]] = []
+        mem: list[list[float]] = []
         for p in procs:
             p = self._procs.setdefault(p.pid, p)
             try:
@@ -185,7 +186,7 @@ class ResourceSampler:
             read += io - self._io.get(p.pid, 0)
             self._cpu[p.pid], self._io[p.pid] = busy, io
             rss += full.rss
-            mem.append([p.pid, int(getattr(full, "uss", 0)), int(getattr(full, "pss", 0))])
+            mem.append([p.pid, int(getattr(full, "uss", 0)), int(getattr(full, "pss", 0)), busy])
             count += 1
         return cpu_tree, cpu_root, rss, read, count, mem, managers
 

@@ -91,9 +91,9 @@ def _worker_uss(st: LoaderStats, samples: list[dict[str, Any]]) -> dict[int, lis
     pids = set(st.workers)
     series: dict[int, list[int]] = defaultdict(list)
     for s in samples:
-        for pid, uss, _pss in s.get("mem", ()):
-            if pid in pids:
-                series[pid].append(uss)
+        for row in s.get("mem", ()):
+            if row[0] in pids:
+                series[int(row[0])].append(int(row[1]))
     return {pid: v for pid, v in series.items() if len(v) >= 2}
 
 

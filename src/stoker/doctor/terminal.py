@@ -47,6 +47,8 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
             workers = str(ld["info"]["num_workers"])
             t.add_row(ld["name"], str(ld["steps"]), wait, compute, wait_ms, compute_ms, size, workers)
         con.print(t)
+        if report.ranks:
+            con.print(_ranks(report))
         for ld in report.loaders:
             if ld["info"].get("schedule"):  # a stoker loader's: what it ran with, and who set it
                 con.print(f"schedule of {ld['name']}: {ld['info']['schedule']}", soft_wrap=True)
@@ -88,6 +90,20 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
         con.print(report.no_advice)
     for kind, path in report.files.items():
         con.print(f"{kind}: {path}")
+
+
+def _ranks(report: Report) -> Any:
+    from rich.table import Table
+
+    t = Table(title="ranks", title_justify="left")
+    for col in ("rank", "pid", "steps", "data wait", "compute", "wait share", "slowest stage", "CPU cores"):
+        t.add_column(col, justify="left" if col == "slowest stage" else "right", overflow="fold")
+    for r in report.ranks:
+        cpu = "-" if r["cpu_cores"] is None else f"{r['cpu_cores']:.2f}"
+        stage = f"{r['stage']} ({r['stage_ms']:.1f} ms / {r['stage_unit']})" if r["stage"] else "-"
+        wait, compute, share = f"{r['wait_s']:.2f} s", f"{r['compute_s']:.2f} s", f"{100 * r['wait_share']:.0f} %"
+        t.add_row(str(r["rank"]), str(r["pid"]), str(r["steps"]), wait, compute, share, stage, cpu)
+    return t
 
 
 def _resources(report: Report) -> Any:
