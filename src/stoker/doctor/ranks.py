@@ -104,8 +104,10 @@ def straggler(rows: list[dict[str, Any]]) -> Stall | None:
         or slow["wait_s"] < STRAGGLER_RATIO * typical
     ):
         return None
-    stage = f"; its slowest stage: {slow['stage']} {slow['stage_ms']:.1f} ms per {slow['stage_unit']}" * bool(
-        slow["stage"]
+    stage = (
+        f"; its slowest stage: {slow['stage']} {slow['stage_ms']:.1f} ms per {slow['stage_unit']}"
+        if slow["stage"]
+        else ""
     )
     cpu = f"; its processes kept {slow['cpu_cores']:.2f} cores busy" if slow["cpu_cores"] is not None else ""
     compute = median(r["compute_s"] for r in others)
@@ -113,7 +115,7 @@ def straggler(rows: list[dict[str, Any]]) -> Stall | None:
         "straggler_rank",
         f"rank {slow['rank']}",
         f"straggler: rank {slow['rank']} waits on data {slow['wait_s']:.2f} s ({100 * slow['wait_share']:.0f} % "
-        f"of its loop) against {typical:.2f} s on the other ranks{stage}{cpu}; the other ranks wait for it inside "
+        f"of its loop) against {typical:.2f} s (median) on the other ranks{stage}{cpu}; the other ranks wait for it inside "
         f"their steps (their compute {compute:.2f} s against its {slow['compute_s']:.2f} s)",
         f"give rank {slow['rank']} what the others have: its shard on the same disk and of the same size "
         "(DistributedSampler splits rows evenly; a skewed IterableDataset shard does not); more workers for its "
