@@ -31,6 +31,11 @@ def kinds(report):
     return {s["kind"] for s in report["stalls"]}
 
 
+def named(report):
+    """The stalls named in the script's own processes (``shm`` counts /dev/shm machine-wide: other tenants')."""
+    return [s for s in report["stalls"] if s["kind"] != "shm"]
+
+
 SHARDS = """
 import sys, torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
@@ -53,7 +58,7 @@ for batch in loader:
 def test_idle_workers_of_an_iterable_dataset_with_fewer_shards_than_workers(tmp_path, shards):
     proc, report = doctor(tmp_path, SHARDS, shards)
     if shards == 3:  # one shard per worker: each makes 8 batches, nothing to say
-        assert "idle_workers" not in kinds(report), report["stalls"]
+        assert not named(report), report["stalls"]
         return
     (stall,) = [s for s in report["stalls"] if s["kind"] == "idle_workers"]
     assert "2 of 3 workers produced no batch" in stall["verdict"]
@@ -66,7 +71,7 @@ OBJECTS = """
 import sys, time, numpy as np, torch
 from torch.utils.data import DataLoader, Dataset
 
-N = 300_000
+N = 500_000
 
 class Records(Dataset):
     def __init__(self, kind):
@@ -80,7 +85,7 @@ class Records(Dataset):
             return row["id"] + len(row["text"])
         return int(self.ids[i])
 
-loader = DataLoader(Records(sys.argv[1]), batch_size=500, shuffle=True, num_workers=2)
+loader = DataLoader(Records(sys.argv[1]), batch_size=1000, shuffle=True, num_workers=2)
 for batch in loader:
     time.sleep(0.005)
 """
@@ -91,7 +96,7 @@ def test_memory_that_grows_in_workers_copy_on_access_of_python_objects(tmp_path,
     proc, report = doctor(tmp_path, OBJECTS, kind)
     found = [s for s in report["stalls"] if s["kind"] == "worker_memory"]
     if kind == "arrays":  # numpy rows stay shared pages: the workers' private memory stays flat
-        assert not found, found
+        assert not named(report), report["stalls"]
         return
     (stall,) = found
     assert "2 of 2 worker processes grew their private memory" in stall["verdict"]
@@ -118,7 +123,7 @@ def test_slow_epoch_starts_workers_forked_again_each_epoch(tmp_path, setup_s):
     proc, report = doctor(tmp_path, STARTS, setup_s)
     found = [s for s in report["stalls"] if s["kind"] == "slow_starts"]
     if not setup_s:
-        assert not found, found
+        assert not named(report), report["stalls"]
         return
     (stall,) = found
     assert "3 epoch starts" in stall["verdict"]
@@ -132,7 +137,7 @@ from torch.utils.data import DataLoader, Dataset
 
 class Seqs(Dataset):
     def __len__(self):
-        return 6400
+        return 12800
     def __getitem__(self, i):
         return torch.arange(1, 40 + i % 80)
 
@@ -154,10 +159,14 @@ def test_collate_fn_padding_in_python(tmp_path, collate):
     proc, report = doctor(tmp_path, COLLATE, collate)
     found = [s for s in report["stalls"] if s["kind"] == "python_collate"]
     if collate == "one_call":
-        assert not found, found
+        assert not named(report), report["stalls"]
         return
     (stall,) = found
-    assert "over 100 batches" in stall["verdict"] and "the training loop's thread" in stall["verdict"]
+    assert (
+        "python_pad takes" in stall["verdict"]
+        and "over 200 batches" in stall["verdict"]
+        and "the training loop's thread" in stall["verdict"]
+    )
     assert "pad_sequence" in stall["torch_fix"]
 
 
@@ -191,7 +200,7 @@ def test_tokenization_in_the_training_loops_thread(tmp_path, where):
     proc, report = doctor(tmp_path, TEXT, where)
     found = [s for s in report["stalls"] if s["kind"] == "raw_text"]
     if where == "dataset":
-        assert not found, found
+        assert not named(report), report["stalls"]
         return
     (stall,) = found
     assert "batches hold Python strings (batch: 32 per batch)" in stall["verdict"]

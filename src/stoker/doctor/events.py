@@ -65,6 +65,7 @@ class LoaderDesc:
         transforms: the Dataset's image transforms as ``stoker.vision`` code ("" when none were found or
             one has no stoker counterpart; ``transform_facts.py``).
         transforms_left: the class names of its transforms that code leaves out.
+        collate: the name of a torch DataLoader's own ``collate_fn`` ("" for torch's default one).
     """
 
     kind: str
@@ -87,6 +88,7 @@ class LoaderDesc:
     random_transforms: tuple[str, ...] = ()
     transforms: str = ""
     transforms_left: str = ""
+    collate: str = ""
 
     @classmethod
     def from_info(cls, info: Any) -> LoaderDesc:

@@ -69,6 +69,14 @@ def _name(obj: Any) -> str:
     return t.__qualname__ if t.__module__ in ("builtins", "__main__") else f"{t.__module__}.{t.__qualname__}"
 
 
+def _collate_name(fn: Any) -> str:
+    """The name of a DataLoader's ``collate_fn``, or ``""`` for torch's own (default_collate, default_convert)."""
+    module = getattr(fn, "__module__", "") or ""
+    if module.startswith("torch.utils.data"):
+        return ""
+    return getattr(fn, "__qualname__", "") or type(fn).__qualname__
+
+
 _profiling = torch.autograd._profiler_enabled
 
 
@@ -200,6 +208,7 @@ class Instrumentation:
             random_transforms=dataset_facts.random_transforms(loader.dataset),
             transforms=transforms,
             transforms_left=left,
+            collate=_collate_name(loader.collate_fn),
         )
 
     def _register(self, key: int, info: LoaderDesc) -> None:

@@ -27,9 +27,9 @@ from typing import Any
 from stoker.doctor.analysis import LoaderStats
 
 MIB = 2**20
-GROWTH_MIB = 48  # a worker's USS growth from which its memory counts as growing
+GROWTH_MIB = 32  # a worker's USS growth from which its memory counts as growing
 START_SHARE, START_FLOOR_S = 0.2, 1.0  # epoch starts: share of the loop and seconds, both needed
-COLLATE_SHARE, COLLATE_FLOOR_S = 0.5, 0.2
+COLLATE_SHARE, COLLATE_FLOOR_S = 0.7, 0.3
 SHM_FILES, SHM_MANAGERS = 256, 2
 
 
@@ -181,16 +181,23 @@ def slow_starts(st: LoaderStats, loop_s: float) -> Stall | None:
 
 
 def python_collate(st: LoaderStats) -> Stall | None:
-    """A torch loader's ``collate_fn`` taking ``COLLATE_SHARE`` of its fetches' time (and ``COLLATE_FLOOR_S`` in all)."""
+    """A torch loader's own ``collate_fn`` (not torch's default) taking ``COLLATE_SHARE`` of its fetches' time
+    and ``COLLATE_FLOOR_S`` in all."""
     fetch, collate = sum(st.stages.get("fetch", ())), sum(st.stages.get("collate", ()))
-    if st.info.kind != "torch" or not fetch or collate < COLLATE_FLOOR_S or collate < COLLATE_SHARE * fetch:
+    if (
+        st.info.kind != "torch"
+        or not st.info.collate
+        or not fetch
+        or collate < COLLATE_FLOOR_S
+        or collate < COLLATE_SHARE * fetch
+    ):
         return None
     calls = len(st.stages["collate"])
     where = "the training loop's thread" if not st.info.num_workers else f"{st.info.num_workers} workers"
     return Stall(
         "python_collate",
         st.name,
-        f"collate_fn in Python: {1000 * collate / calls:.1f} ms per batch over {calls} batches, "
+        f"collate_fn in Python: {st.info.collate} takes {1000 * collate / calls:.1f} ms per batch over {calls} batches, "
         f"{100 * collate / fetch:.0f} % of fetching, in {where}",
         "pad in one call per batch: torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True) or the tokenizer's "
         "padding=True on the whole batch, not a Python loop per sample",
