@@ -65,6 +65,8 @@ def test_idle_workers_of_an_iterable_dataset_with_fewer_shards_than_workers(tmp_
     assert "worker 0: 8, worker 1: 0, worker 2: 0" in stall["verdict"]
     assert "get_worker_info" in stall["torch_fix"] and "stoker.Loader" in stall["stoker_fix"]
     assert "idle workers" in proc.stdout
+    cost = report["resources"]["doctor"]  # what the doctor itself cost, said in the report
+    assert cost["events"] >= 24 and cost["sampler_cpu_s"] >= 0 and "the doctor's own cost" in proc.stdout
 
 
 OBJECTS = """
@@ -87,7 +89,7 @@ class Records(Dataset):
 
 loader = DataLoader(Records(sys.argv[1]), batch_size=1000, shuffle=True, num_workers=2)
 for batch in loader:
-    time.sleep(0.005)
+    time.sleep(0.01)
 """
 
 

@@ -95,9 +95,14 @@ def build_report(
     wall: tuple[float, float],
     command: list[str] | None = None,
     exit_code: int | None = None,
+    sampler_cpu_s: float | None = None,
 ) -> Report:
-    """Read every process's events under ``events_dir`` and judge the run."""
-    loaders, procs = build_loaders(list(read_events(events_dir)))
+    """Read every process's events under ``events_dir`` and judge the run.
+
+    ``resources["doctor"]`` says what the doctor itself cost: the events the script's processes
+    recorded and the CPU seconds of the sampling thread (``sampler_cpu_s``, where given)."""
+    recorded = list(read_events(events_dir))
+    loaders, procs = build_loaders(recorded)
     active = {k: st for k, st in loaders.items() if st.steps}
     label_loaders(active)
     loop = loop_window(active)
@@ -110,6 +115,7 @@ def build_report(
     res = summarize_resources(samples, (first, last) if first is not None and last is not None else None)
     tree_s, root_s = cpu_seconds(samples, config.interval)
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
+    res["doctor"] = {"events": len(recorded), "sampler_cpu_s": sampler_cpu_s}
     report = Report(
         verdict=bound,
         stall_share=stall,

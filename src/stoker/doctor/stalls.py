@@ -92,7 +92,7 @@ def _worker_uss(st: LoaderStats, samples: list[dict[str, Any]]) -> dict[int, lis
     series: dict[int, list[int]] = defaultdict(list)
     for s in samples:
         for row in s.get("mem", ()):
-            if row[0] in pids:
+            if row[0] in pids and row[1] is not None:
                 series[int(row[0])].append(int(row[1]))
     return {pid: v for pid, v in series.items() if len(v) >= 2}
 
