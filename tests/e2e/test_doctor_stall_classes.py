@@ -6,6 +6,7 @@ a batch); the memory and start-up classes compare against thresholds far from th
 """
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -27,13 +28,19 @@ def doctor(tmp_path, source, *args):
     return proc, json.loads((out / "report.json").read_text())
 
 
-def kinds(report):
-    return {s["kind"] for s in report["stalls"]}
-
-
 def named(report):
     """The stalls named in the script's own processes (``shm`` counts /dev/shm machine-wide: other tenants')."""
     return [s for s in report["stalls"] if s["kind"] != "shm"]
+
+
+def stall_of(tmp_path, source, arg, kind, clean):
+    """Run the script with ``arg``: a clean variant names no stall (None); a faulty one names ``kind`` once."""
+    proc, report = doctor(tmp_path, source, arg)
+    if clean:
+        assert not named(report), report["stalls"]
+        return None, proc, report
+    (stall,) = [s for s in report["stalls"] if s["kind"] == kind]
+    return stall, proc, report
 
 
 SHARDS = """
@@ -56,11 +63,10 @@ for batch in loader:
 
 @pytest.mark.parametrize("shards", [1, 3])
 def test_idle_workers_of_an_iterable_dataset_with_fewer_shards_than_workers(tmp_path, shards):
-    proc, report = doctor(tmp_path, SHARDS, shards)
-    if shards == 3:  # one shard per worker: each makes 8 batches, nothing to say
-        assert not named(report), report["stalls"]
+    # with 3 shards, one per worker: each makes 8 batches, nothing to say
+    stall, proc, report = stall_of(tmp_path, SHARDS, shards, "idle_workers", clean=shards == 3)
+    if stall is None:
         return
-    (stall,) = [s for s in report["stalls"] if s["kind"] == "idle_workers"]
     assert "2 of 3 workers produced no batch" in stall["verdict"]
     assert "worker 0: 8, worker 1: 0, worker 2: 0" in stall["verdict"]
     assert "get_worker_info" in stall["torch_fix"] and "stoker.Loader" in stall["stoker_fix"]
@@ -95,13 +101,12 @@ for batch in loader:
 
 @pytest.mark.parametrize("kind", ["objects", "arrays"])
 def test_memory_that_grows_in_workers_copy_on_access_of_python_objects(tmp_path, kind):
-    proc, report = doctor(tmp_path, OBJECTS, kind)
-    found = [s for s in report["stalls"] if s["kind"] == "worker_memory"]
-    if kind == "arrays":  # numpy rows stay shared pages: the workers' private memory stays flat
-        assert not named(report), report["stalls"]
+    # numpy rows stay shared pages: the workers' private memory stays flat
+    stall, proc, report = stall_of(tmp_path, OBJECTS, kind, "worker_memory", clean=kind == "arrays")
+    if stall is None:
         return
-    (stall,) = found
-    assert "2 of 2 worker processes grew their private memory" in stall["verdict"]
+    # every worker read twice or more grew (USS reads are spaced by their cost: a worker may get only one)
+    assert re.search(r"([12]) of \1 worker processes grew their private memory", stall["verdict"])
     assert "numpy" in stall["torch_fix"] and "memory-mapped store" in stall["stoker_fix"]
     assert any(s.get("mem") for s in report["samples"])  # per-process USS/PSS sampled
 
@@ -122,12 +127,9 @@ for epoch in range(3):
 
 @pytest.mark.parametrize("setup_s", [0.0, 0.8])
 def test_slow_epoch_starts_workers_forked_again_each_epoch(tmp_path, setup_s):
-    proc, report = doctor(tmp_path, STARTS, setup_s)
-    found = [s for s in report["stalls"] if s["kind"] == "slow_starts"]
-    if not setup_s:
-        assert not named(report), report["stalls"]
+    stall, proc, report = stall_of(tmp_path, STARTS, setup_s, "slow_starts", clean=not setup_s)
+    if stall is None:
         return
-    (stall,) = found
     assert "3 epoch starts" in stall["verdict"]
     assert "6 worker processes were started for num_workers=2" in stall["verdict"]  # counted: 2 per epoch
     assert "persistent_workers=True" in stall["torch_fix"] and "persistent_workers=True" in stall["stoker_fix"]
@@ -158,12 +160,9 @@ for batch in loader:
 
 @pytest.mark.parametrize("collate", ["python", "one_call"])
 def test_collate_fn_padding_in_python(tmp_path, collate):
-    proc, report = doctor(tmp_path, COLLATE, collate)
-    found = [s for s in report["stalls"] if s["kind"] == "python_collate"]
-    if collate == "one_call":
-        assert not named(report), report["stalls"]
+    stall, proc, report = stall_of(tmp_path, COLLATE, collate, "python_collate", clean=collate == "one_call")
+    if stall is None:
         return
-    (stall,) = found
     assert (
         "python_pad takes" in stall["verdict"]
         and "over 200 batches" in stall["verdict"]
@@ -199,11 +198,8 @@ for batch in DataLoader(Lines(tokenize), batch_size=32):
 
 @pytest.mark.parametrize("where", ["loop", "dataset"])
 def test_tokenization_in_the_training_loops_thread(tmp_path, where):
-    proc, report = doctor(tmp_path, TEXT, where)
-    found = [s for s in report["stalls"] if s["kind"] == "raw_text"]
-    if where == "dataset":
-        assert not named(report), report["stalls"]
+    stall, proc, report = stall_of(tmp_path, TEXT, where, "raw_text", clean=where == "dataset")
+    if stall is None:
         return
-    (stall,) = found
     assert "batches hold Python strings (batch: 32 per batch)" in stall["verdict"]
     assert "stoker.text.Loader" in stall["stoker_fix"]

@@ -143,7 +143,8 @@ def shm(samples: list[dict[str, Any]], name: str) -> Stall | None:
 
 
 def slow_starts(st: LoaderStats, loop_s: float) -> Stall | None:
-    """Per ``iter(loader)``: its construction plus the first batch's wait, beyond one ordinary step."""
+    """Per ``iter(loader)``: its construction plus the first batch's wait, beyond an ordinary step or the
+    making of one batch (whichever is longer: the first batch of an epoch is made while nothing overlaps it)."""
     if not st.iters or len(st.steps) < 2 or loop_s <= 0:
         return None
     starts: list[float] = []
@@ -154,7 +155,8 @@ def slow_starts(st: LoaderStats, loop_s: float) -> Stall | None:
             firsts.add(i)
             starts.append((t1 - t0) + st.steps[i].wait)
     rest = [s.wait + s.compute_before for i, s in enumerate(st.steps) if i not in firsts]
-    typical = median(rest) if rest else 0.0
+    fetches = st.stages.get("fetch") or st.stages.get("read") or [0.0]
+    typical = max(median(rest) if rest else 0.0, median(fetches))  # a first batch is made before it is waited for
     extra = sum(max(0.0, x - typical) for x in starts)
     if extra < START_FLOOR_S or extra < START_SHARE * loop_s:
         return None
@@ -171,7 +173,7 @@ def slow_starts(st: LoaderStats, loop_s: float) -> Stall | None:
         "slow_starts",
         st.name,
         f"slow epoch starts: {len(starts)} epoch starts took {sum(starts):.2f} s before their first batch "
-        f"({max(starts):.2f} s at most, against {1000 * typical:.1f} ms for an ordinary step), "
+        f"({max(starts):.2f} s at most, against {1000 * typical:.1f} ms for an ordinary step or batch), "
         f"{100 * extra / loop_s:.0f} % of the loop{again}",
         f"DataLoader(..., {persistent}num_workers={info.num_workers or 2}); move one-off set-up (opening files, "
         "loading indexes, worker_init_fn work) into the Dataset's __init__ or do it lazily once per worker",
