@@ -17,6 +17,7 @@ from stoker.doctor.events import (
     BatchDesc,
     BatchSeen,
     Event,
+    IterStart,
     LoaderDesc,
     LoaderSeen,
     Meta,
@@ -24,6 +25,7 @@ from stoker.doctor.events import (
     StageSpan,
     Step,
     Tuned,
+    WorkerSeen,
 )
 
 MAX_SPANS = 100_000  # per loader, kept for the trace
@@ -50,6 +52,16 @@ class StepTime(Step):
 
 
 @dataclass
+class WorkerFacts:
+    """One worker process of a loader: its id among the loader's workers (-1: not known), the batches
+    it produced (fetches that returned) and the seconds it spent producing them."""
+
+    worker: int = -1
+    batches: int = 0
+    busy_s: float = 0.0
+
+
+@dataclass
 class LoaderStats:
     """Everything recorded about one loader: ``key`` is ``"<pid>:<loader id>"``.
 
@@ -68,6 +80,8 @@ class LoaderStats:
     tunings: list[Tuned] = field(default_factory=list)  # the online tuner's decisions, for the trace
     random: bool | None = None
     label: str = ""
+    workers: dict[int, WorkerFacts] = field(default_factory=dict)  # worker process pid -> what it did
+    iters: list[tuple[float, float]] = field(default_factory=list)  # iter(loader): (start, end), epoch starts
 
     @property
     def pid(self) -> int:
@@ -173,8 +187,8 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
     """
     loaders: dict[str, LoaderStats] = {}
     procs: dict[int, Meta] = {}
-    by_source: dict[int, str] = {}
-    pending: list[tuple[int, StageSpan | BatchSeen]] = []
+    by_source: dict[Any, str] = {}  # a Dataset's id, and (pid, its id), -> its loader
+    pending: list[tuple[int, StageSpan | BatchSeen | WorkerSeen | IterStart]] = []
     probes: list[Probe] = []
     last_ready: dict[str, float] = {}
     for pid, ev in events:
@@ -185,6 +199,7 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             if key not in loaders:
                 loaders[key] = LoaderStats(key, ev.info)
                 by_source.setdefault(ev.info.source_id, key)
+                by_source.setdefault((pid, ev.info.source_id), key)
         elif isinstance(ev, Step):
             key = f"{pid}:{ev.loader}"
             st = loaders.setdefault(key, LoaderStats(key, LoaderDesc.unknown()))
@@ -192,7 +207,7 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             compute = max(0.0, ev.requested - prev) if prev is not None else 0.0
             st.steps.append(StepTime(ev.loader, ev.requested, ev.ready, compute))
             last_ready[key] = ev.ready
-        elif isinstance(ev, (StageSpan, BatchSeen)):
+        elif isinstance(ev, (StageSpan, BatchSeen, WorkerSeen, IterStart)):
             pending.append((pid, ev))
         elif isinstance(ev, Probe):
             probes.append(ev)
@@ -201,19 +216,30 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
                 f"{pid}:{ev.loader}", LoaderStats(f"{pid}:{ev.loader}", LoaderDesc.unknown())
             ).tunings.append(ev)
     for pid, ev in pending:
-        owner = next((f"{p}:{ev.loader}" for p in _lineage(pid, procs) if f"{p}:{ev.loader}" in loaders), None)
+        lineage = _lineage(pid, procs)
+        owner = next((f"{p}:{ev.loader}" for p in lineage if f"{p}:{ev.loader}" in loaders), None)
+        owner = owner or next((by_source[(p, ev.loader)] for p in lineage if (p, ev.loader) in by_source), None)
         found = loaders.get(owner or by_source.get(ev.loader, ""))
         if found is None:
             continue
         if isinstance(ev, BatchSeen):
             found.batches.append(ev.batch)
+        elif isinstance(ev, IterStart):
+            found.iters.append((ev.start, ev.end))
+        elif isinstance(ev, WorkerSeen):
+            found.workers.setdefault(pid, WorkerFacts()).worker = ev.worker
         else:
+            if ev.stage == "fetch" and pid != found.pid:
+                worker = found.workers.setdefault(pid, WorkerFacts())
+                worker.batches += 1
+                worker.busy_s += ev.duration
             found.stages[ev.stage].append(ev.duration)
             found.items[ev.stage] += ev.items
             if len(found.spans) < MAX_SPANS:
                 found.spans.append((pid, ev))
     for st in loaders.values():
         st.steps.sort(key=lambda s: s.requested)
+        st.iters.sort()
         answers = {p.random for p in probes if p.loader == st.info.source_id}
         st.random = True if True in answers else False if False in answers else None
         st.label = st.info.name

@@ -44,7 +44,8 @@ def start() -> Any:
     events = _sibling("events")  # before recorder.py, which imports it by this name
     recorder = _sibling("recorder").Recorder(directory, float(_env("STOKER_DOCTOR_INTERVAL", "0.5")))
     recorder.start()
-    recorder.emit(events.Meta(argv=tuple(sys.argv)))
+    rank = os.environ.get("RANK", "")  # torchrun's, not stoker's: read as it is
+    recorder.emit(events.Meta(argv=tuple(sys.argv), rank=int(rank) if rank.isdigit() else None))
     atexit.register(recorder.close)
     _MADE["recorder"] = recorder
     return recorder

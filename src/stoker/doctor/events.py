@@ -13,7 +13,9 @@ object keyed by field name::
     ["batch", loader, {BatchDesc}]                  dtypes, shapes, padding of an inspected batch
     ["probe", dataset, random, index]               __getitem__(index) called twice: outputs differ?
     ["tune", loader, at, action, workers, prefetch, wait_share, rate, busy, reason]   an online-tuning decision
-    ["meta", pid, ppid, start, end, cpus, argv, forked]    the process (fields unknown yet are null)
+    ["worker", loader, worker, workers]             a DataLoader worker process's first fetch call (its id of workers)
+    ["iter", loader, start, end]                    an iterator made over a loader (an epoch start: workers started)
+    ["meta", pid, ppid, start, end, cpus, argv, forked, rank]    the process (fields unknown yet are null)
 
 A line is a JSON list of such events. Times are ``time.perf_counter()`` seconds.
 
@@ -63,6 +65,7 @@ class LoaderDesc:
         transforms: the Dataset's image transforms as ``stoker.vision`` code ("" when none were found or
             one has no stoker counterpart; ``transform_facts.py``).
         transforms_left: the class names of its transforms that code leaves out.
+        collate: the name of a torch DataLoader's own ``collate_fn`` ("" for torch's default one).
     """
 
     kind: str
@@ -85,6 +88,7 @@ class LoaderDesc:
     random_transforms: tuple[str, ...] = ()
     transforms: str = ""
     transforms_left: str = ""
+    collate: str = ""
 
     @classmethod
     def from_info(cls, info: Any) -> LoaderDesc:
@@ -217,6 +221,25 @@ class Tuned(_OfLoader):
 
 
 @dataclass(frozen=True)
+class WorkerSeen(_OfLoader):
+    """A torch DataLoader worker process (``worker`` of ``workers``) asked for its first batch of
+    the Dataset ``loader`` (its ``id()``); one per worker process, so re-forks each epoch count."""
+
+    TAG: ClassVar[str] = "worker"
+    worker: int
+    workers: int
+
+
+@dataclass(frozen=True)
+class IterStart(_OfLoader):
+    """``iter(loader)``: the iterator's construction from ``start`` to ``end`` (worker processes start there)."""
+
+    TAG: ClassVar[str] = "iter"
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
 class Meta:
     """Facts about the recording process; a process writes several, each with what it knows then.
 
@@ -226,6 +249,7 @@ class Meta:
         cpus: ``os.cpu_count()``.
         argv: the script's command line.
         forked: whether the process was forked from a recording one (a worker).
+        rank: the process's ``RANK`` under torchrun (None: not a distributed rank).
     """
 
     TAG: ClassVar[str] = "meta"
@@ -236,6 +260,7 @@ class Meta:
     cpus: int | None = None
     argv: tuple[str, ...] | None = None
     forked: bool = False
+    rank: int | None = None
 
     def merged(self, later: Meta) -> Meta:
         """This record updated with what ``later`` knows (its fields that are set)."""
@@ -243,8 +268,10 @@ class Meta:
         return Meta(**{**asdict(self), **known})
 
 
-Event = LoaderSeen | Step | StageSpan | BatchSeen | Probe | Tuned | Meta
-RECORDS: dict[str, type] = {cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Probe, Tuned, Meta)}
+Event = LoaderSeen | Step | StageSpan | BatchSeen | Probe | Tuned | WorkerSeen | IterStart | Meta
+RECORDS: dict[str, type] = {
+    cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Probe, Tuned, WorkerSeen, IterStart, Meta)
+}
 # the nested records, by the name a field declares them with (annotations are strings here)
 _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
     "LoaderDesc": LoaderDesc.from_dict,
@@ -307,6 +334,7 @@ __all__ = [
     "BatchDesc",
     "BatchSeen",
     "Event",
+    "IterStart",
     "LoaderDesc",
     "LoaderSeen",
     "Meta",
@@ -315,6 +343,7 @@ __all__ = [
     "Step",
     "TensorDesc",
     "Tuned",
+    "WorkerSeen",
     "as_json",
     "decode_line",
     "encode_line",

@@ -194,8 +194,20 @@ def render_html(report: Report) -> str:
                 ],
             )
         )
+        if report.stalls:
+            parts.append("<h2 id='stalls'>Stalls</h2>")
+            rows = [
+                [e(x.verdict), e(x.loader), f"<code>{e(x.torch_fix)}</code>", f"<code>{e(x.stoker_fix)}</code>"]
+                for x in report.stalls
+            ]
+            parts.append(_table(["found", "where", "change (DataLoader)", "change (stoker)"], rows))
         parts.append("<h2>Loaders</h2>")
         parts.append(_loaders_table(report))
+        if report.ranks:
+            parts.append("<h2 id='ranks'>Ranks</h2>")
+            keys = ["rank", "pid", "steps", "wait_s", "compute_s", "wait_share", "stage", "cpu_cores"]
+            rows = [[e(f"{r[k]:.3f}" if isinstance(r[k], float) else str(r[k])) for k in keys] for r in report.ranks]
+            parts.append(_table(keys, rows))
     for title, fig in (
         ("Steps", steps_figure(report)),
         ("Resources", resources_figure(report)),

@@ -12,8 +12,9 @@ from stoker.doctor.events import BatchDesc, TensorDesc
 _MAX_TENSORS = 16
 
 
-def _tensors(batch: Any, path: str = "") -> list[tuple[str, torch.Tensor]]:
-    if isinstance(batch, torch.Tensor):
+def _tensors(batch: Any, path: str = "") -> list[tuple[str, Any]]:
+    """The batch's tensors by path, and its lists of strings (raw text the loop must still process)."""
+    if isinstance(batch, torch.Tensor) or (isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], str)):
         return [(path or "batch", batch)]
     items: Iterable[tuple[Any, Any]]
     if isinstance(batch, dict):
@@ -22,7 +23,7 @@ def _tensors(batch: Any, path: str = "") -> list[tuple[str, torch.Tensor]]:
         items = enumerate(batch)
     else:
         return []
-    out: list[tuple[str, torch.Tensor]] = []
+    out: list[tuple[str, Any]] = []
     for k, v in items:
         out.extend(_tensors(v, f"{path}.{k}" if path else str(k)))
         if len(out) >= _MAX_TENSORS:
@@ -47,6 +48,9 @@ def describe(batch: Any) -> BatchDesc:
     found = []
     padding = None
     for path, t in tensors:
+        if not isinstance(t, torch.Tensor):
+            found.append(TensorDesc(path, "str", (len(t),), "cpu"))
+            continue
         found.append(TensorDesc(path, str(t.dtype).replace("torch.", ""), tuple(t.shape), str(t.device)))
         if path.endswith("attention_mask") and t.dim() == 2:
             padding = float(1.0 - t.float().mean().item())

@@ -17,6 +17,7 @@ patches of torch's DataLoader (which has no public hook).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from threading import get_ident
@@ -26,7 +27,17 @@ from typing import Any
 import torch
 
 from stoker.doctor import dataset_facts, transform_facts
-from stoker.doctor.events import BatchSeen, LoaderDesc, LoaderSeen, Probe, StageSpan, Step, Tuned
+from stoker.doctor.events import (
+    BatchSeen,
+    IterStart,
+    LoaderDesc,
+    LoaderSeen,
+    Probe,
+    StageSpan,
+    Step,
+    Tuned,
+    WorkerSeen,
+)
 from stoker.doctor.inspect_batch import describe
 from stoker.pipeline.observe import Handle, LoaderInfo, Observer, register_observer
 
@@ -56,6 +67,14 @@ def _sized(dataset: Any) -> bool:
 def _name(obj: Any) -> str:
     t = type(obj)
     return t.__qualname__ if t.__module__ in ("builtins", "__main__") else f"{t.__module__}.{t.__qualname__}"
+
+
+def _collate_name(fn: Any) -> str:
+    """The name of a DataLoader's ``collate_fn``, or ``""`` for torch's own (default_collate, default_convert)."""
+    module = getattr(fn, "__module__", "") or ""
+    if module.startswith("torch.utils.data"):
+        return ""
+    return getattr(fn, "__qualname__", "") or type(fn).__qualname__
 
 
 _profiling = torch.autograd._profiler_enabled
@@ -121,6 +140,7 @@ class Instrumentation:
         self._probed: set[int] = set()  # Datasets probed in this process (a forked worker inherits it)
         self._undo: list[tuple[Any, str, Any]] = []
         self._seen: set[int] = set()
+        self._workers: set[tuple[int, int]] = set()  # (pid, Dataset id) of worker processes already announced
         self._inspected: dict[int, int] = {}
         self._handle: Handle | None = None
 
@@ -188,6 +208,7 @@ class Instrumentation:
             random_transforms=dataset_facts.random_transforms(loader.dataset),
             transforms=transforms,
             transforms_left=left,
+            collate=_collate_name(loader.collate_fn),
         )
 
     def _register(self, key: int, info: LoaderDesc) -> None:
@@ -197,8 +218,10 @@ class Instrumentation:
 
     def _torch_init(self, orig: Callable[..., None]) -> Callable[..., None]:
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+            t0 = perf_counter()
             orig(it, loader, *args, **kwargs)
             key = id(loader)
+            self.emit(IterStart(key, t0, perf_counter()))
             setattr(it, _KEY, key)
             if key not in self._seen:
                 self._register(key, self._torch_info(loader))
@@ -229,6 +252,8 @@ class Instrumentation:
             if not getattr(collate, "_stoker_doctor", False):
                 fetcher.collate_fn = self._timed_collate(collate, id(fetcher.dataset))
             key = id(fetcher.dataset)
+            if (os.getpid(), key) not in self._workers:
+                self._worker_seen(key)
             if self.probe and key not in self._probed:
                 self._probe(fetcher, index)
             t0 = perf_counter()
@@ -238,6 +263,13 @@ class Instrumentation:
             return out
 
         return fetch
+
+    def _worker_seen(self, key: int) -> None:
+        """In a worker process, its first fetch: which worker it is (an idle one fetches too, and gets nothing)."""
+        self._workers.add((os.getpid(), key))
+        worker = torch.utils.data.get_worker_info()
+        if worker is not None:
+            self.emit(WorkerSeen(key, worker.id, worker.num_workers))
 
     def _probe(self, fetcher: Any, index: Any) -> None:
         """``__getitem__`` of the batch's first index twice, in worker 0 only (the main process probes at init)."""

@@ -20,14 +20,16 @@ from stoker.doctor.analysis import (
 )
 from stoker.doctor.config import DoctorConfig
 from stoker.doctor.events import as_json
+from stoker.doctor.ranks import rank_table, ranks_of, straggler
 from stoker.doctor.recorder import read_events
+from stoker.doctor.stalls import Stall, find
 
 NO_LOADER = (
     "the script never fetched a batch from a torch DataLoader or a stoker.Loader "
     "(doctor times those two; a hand-written loop over tensors is not visible to it)"
 )
 
-_RUN_TIME = ("_stats", "origin")  # Report fields that report.json leaves out
+_RUN_TIME = ("_stats", "origin", "rank_of")  # Report fields that report.json leaves out
 
 
 @dataclass
@@ -49,11 +51,14 @@ class Report:
     loaders: list[dict[str, Any]] = field(default_factory=list)
     resources: dict[str, Any] = field(default_factory=dict)
     recommendations: list[Recommendation] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # one row per torchrun rank (ranks.py)
     samples: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     _stats: dict[str, LoaderStats] = field(default_factory=dict, repr=False)
     origin: float = 0.0  # perf_counter of the run's start; times in steps and samples are relative to it
+    rank_of: dict[int, int] = field(default_factory=dict, repr=False)  # pid -> torchrun rank, for the trace
 
     @property
     def input_bound(self) -> bool:
@@ -72,6 +77,7 @@ class Report:
         """Every field but the run-time ones (``_stats``, ``origin``), recommendations as dicts."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _RUN_TIME}
         out["recommendations"] = [r.to_json() for r in self.recommendations]
+        out["stalls"] = [s.to_json() for s in self.stalls]
         return out
 
     def write_json(self, path: str | os.PathLike) -> Path:
@@ -89,9 +95,14 @@ def build_report(
     wall: tuple[float, float],
     command: list[str] | None = None,
     exit_code: int | None = None,
+    sampler_cpu_s: float | None = None,
 ) -> Report:
-    """Read every process's events under ``events_dir`` and judge the run."""
-    loaders, _procs = build_loaders(list(read_events(events_dir)))
+    """Read every process's events under ``events_dir`` and judge the run.
+
+    ``resources["doctor"]`` says what the doctor itself cost: the events the script's processes
+    recorded and the CPU seconds of the sampling thread (``sampler_cpu_s``, where given)."""
+    recorded = list(read_events(events_dir))
+    loaders, procs = build_loaders(recorded)
     active = {k: st for k, st in loaders.items() if st.steps}
     label_loaders(active)
     loop = loop_window(active)
@@ -104,6 +115,7 @@ def build_report(
     res = summarize_resources(samples, (first, last) if first is not None and last is not None else None)
     tree_s, root_s = cpu_seconds(samples, config.interval)
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
+    res["doctor"] = {"events": len(recorded), "sampler_cpu_s": sampler_cpu_s}
     report = Report(
         verdict=bound,
         stall_share=stall,
@@ -126,6 +138,10 @@ def build_report(
     report.bottleneck_stage = stage["stage"] if stage else None
     report.bottleneck_resource = bottleneck_resource(bound, res, gpu_status)
     report.recommendations = recommend(active, res, bound, stall, gpu_status)
+    report.stalls = find(active, samples, loop)
+    report.ranks, report.rank_of = rank_table(active, procs, samples), ranks_of(procs)
+    late = straggler(report.ranks)
+    report.stalls += [late] if late else []
     for st in active.values():
         entry = {"key": st.key, "name": st.name, "info": as_json(st.info), **step_stats(st)}
         entry.update(batch_size=st.batch_size, random=st.random)

@@ -151,7 +151,14 @@ def run_command(argv: list[str], config: DoctorConfig, stdout: int | IO[str] | N
         samples = sampler.stop()
         code = 128 - code if code < 0 else code
         report = build_report(
-            events, samples, sampler.gpu_status, config, wall=(t0, t1), command=list(argv), exit_code=code
+            events,
+            samples,
+            sampler.gpu_status,
+            config,
+            wall=(t0, t1),
+            command=list(argv),
+            exit_code=code,
+            sampler_cpu_s=sampler.cpu_s,
         )
         if not any(Path(events).glob("events-*.jsonl")):
             report.message = NOT_INSTRUMENTED.format(python=sys.executable)

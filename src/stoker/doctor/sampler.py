@@ -4,10 +4,17 @@ Each sample (a dict) holds ``t`` (perf_counter), ``cpu_tree`` (cores busy in the
 its descendants, DataLoader workers included), ``cpu_root`` (the process alone), ``cpu_cores``
 (% busy per core, whole machine), ``iowait`` (% of CPU time waiting on I/O, whole machine),
 ``rss`` (bytes, summed over the tree: shared pages once per process), ``pss`` and ``uss``
-(bytes, whole tree, shared pages counted once: :mod:`stoker.pipeline.memory`), ``procs``, ``read_bps`` (bytes/s the tree read from storage),
+(bytes, whole tree, shared pages counted once: :mod:`stoker.pipeline.memory`; each process's figures
+as last read, see below), ``procs``, ``read_bps`` (bytes/s the tree read from storage),
 ``disk_read_bps`` and ``disk_iops`` (reads/s, whole machine), and ``gpu`` (a list per device of
 ``util``, ``mem_util``, ``mem_used``, ``mem_total``, ``pcie_rx_bps``, ``pcie_tx_bps``) where
 NVML finds a driver. Without one, ``gpu_status`` says "no GPU (...)" and sampling goes on.
+Per process of the tree, ``mem`` lists ``[pid, uss, pss, cpu_s]`` (bytes private to it, its
+proportional share of shared pages: a forked worker's copied-on-access pages show as USS, and the
+CPU seconds it has used; USS and PSS are null in samples where they were not read: each costs a
+page-table walk, so each process is read again only after 100 times its last read's cost), and
+``shm_managers`` counts the tree's ``torch_shm_manager`` processes; ``shm_files`` and
+``shm_bytes`` are the entries of ``/dev/shm`` (whole machine; absent where there is none).
 
 A process that exits between two samples loses its CPU of that last interval.
 """
@@ -22,6 +29,8 @@ from typing import Any
 import psutil
 
 from stoker.pipeline.memory import Memory, descendants, process_memory
+
+USS_BUDGET = 100  # a process's USS/PSS is read again after this many times its last read's cost
 
 
 class _Gpus:
@@ -87,11 +96,14 @@ class ResourceSampler:
         self.interval = float(interval)
         self.samples: list[dict[str, Any]] = []
         self.gpu_status = "not sampled"
+        self.cpu_s = 0.0  # CPU seconds the sampling thread used: the doctor's own cost in this process
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cpu: dict[int, float] = {}
         self._io: dict[int, int] = {}
         self._procs: dict[int, psutil.Process] = {}
+        self._uss_due: dict[int, float] = {}  # pid -> when its USS/PSS may be read again
+        self._last_memory: dict[int, Memory] = {}  # pid -> its last figures read
 
     def start(self) -> ResourceSampler:
         if self._thread is None:
@@ -108,6 +120,13 @@ class ResourceSampler:
         return self.samples
 
     def _run(self) -> None:
+        started = time.thread_time()
+        try:
+            self._sample_all()
+        finally:
+            self.cpu_s = time.thread_time() - started
+
+    def _sample_all(self) -> None:
         gpus = _Gpus()
         self.gpu_status = gpus.status
         try:
@@ -122,7 +141,7 @@ class ResourceSampler:
             while not self._stop.wait(self.interval):
                 now = time.perf_counter()
                 dt = max(now - last_t, 1e-6)
-                cpu_tree, cpu_root, mem, read, procs = self._tree(root)
+                cpu_tree, cpu_root, memory, read, procs, mem, managers = self._tree(root)
                 disk, cpu = psutil.disk_io_counters(), psutil.cpu_times()
                 total = sum(cpu) - sum(last_cpu)
                 sample: dict[str, Any] = {
@@ -133,13 +152,16 @@ class ResourceSampler:
                     "iowait": 100.0 * (getattr(cpu, "iowait", 0.0) - getattr(last_cpu, "iowait", 0.0)) / total
                     if total > 0
                     else 0.0,
-                    "rss": mem.rss,
-                    "pss": mem.pss,
-                    "uss": mem.uss,
+                    "rss": memory.rss,
+                    "pss": memory.pss,
+                    "uss": memory.uss,
                     "procs": procs,
                     "read_bps": read / dt,
                     "disk_read_bps": (disk.read_bytes - last_disk.read_bytes) / dt if disk and last_disk else 0.0,
                     "disk_iops": (disk.read_count - last_disk.read_count) / dt if disk and last_disk else 0.0,
+                    "mem": mem,
+                    "shm_managers": managers,
+                    **_shm(),
                 }
                 if gpus.handles:
                     sample["gpu"] = gpus.sample()
@@ -150,8 +172,10 @@ class ResourceSampler:
         finally:
             gpus.close()
 
-    def _tree(self, root: psutil.Process) -> tuple[float, float, Memory, int, int]:
-        """CPU seconds and storage bytes read since the last call, memory and process count of the tree."""
+    def _tree(self, root: psutil.Process) -> tuple[float, float, Memory, int, int, list[list[float | None]], int]:
+        """CPU seconds and storage bytes read since the last call, memory and process count of the tree,
+        ``[pid, uss, pss, cpu_s]`` per process (uss and pss None where not read this time), and its
+        ``torch_shm_manager`` processes."""
         pids = _descendants(root.pid)
         if pids is not None:
             procs = [root, *(self._procs.get(p) or _process(p) for p in pids)]
@@ -162,16 +186,22 @@ class ResourceSampler:
             except psutil.Error:
                 procs = [root]
         cpu_tree = cpu_root = 0.0
-        read = count = 0
+        read = count = managers = 0
         memory = Memory()
+        mem: list[list[float | None]] = []
         for p in procs:
             p = self._procs.setdefault(p.pid, p)
             try:
                 with p.oneshot():
                     t = p.cpu_times()
                     busy = t.user + t.system
-                    mem = process_memory(p.pid) or Memory(rss=p.memory_info().rss, exact=False)
+                    read_now = self._memory(p.pid)  # budgeted: a page-table walk
+                    last = self._last_memory.get(p.pid)
+                    if read_now is not None:
+                        self._last_memory[p.pid] = last = read_now
+                    proc_memory = last or Memory(rss=p.memory_info().rss, exact=False)
                     io = p.io_counters().read_bytes if hasattr(p, "io_counters") else 0
+                    managers += p.name() == "torch_shm_manager"
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 continue
             delta = busy - self._cpu.get(p.pid, 0.0)
@@ -180,9 +210,40 @@ class ResourceSampler:
                 cpu_root += delta
             read += io - self._io.get(p.pid, 0)
             self._cpu[p.pid], self._io[p.pid] = busy, io
-            memory += mem
+            memory += proc_memory
+            mem.append(
+                [p.pid, None if read_now is None else read_now.uss, None if read_now is None else read_now.pss, busy]
+            )
             count += 1
-        return cpu_tree, cpu_root, memory, read, count
+        return cpu_tree, cpu_root, memory, read, count, mem, managers
+
+    def _memory(self, pid: int) -> Memory | None:
+        """``pid``'s memory (``pipeline/memory.py``: PSS, USS, RSS from ``smaps_rollup``) when due, else
+        None. The kernel walks the page tables for it (~15 ms for a 500 MB torch process), so each process
+        is read again only after ``USS_BUDGET`` times what its last read cost: at most ~1 % of a core per
+        process; between reads its last figures stand."""
+        now = time.perf_counter()
+        if now < self._uss_due.get(pid, 0.0):
+            return None
+        read = process_memory(pid)
+        self._uss_due[pid] = now + USS_BUDGET * (time.perf_counter() - now)
+        return read
+
+
+def _shm() -> dict[str, int]:
+    """``shm_files`` and ``shm_bytes``: the entries of /dev/shm (none where it is missing or unreadable)."""
+    files = size = 0
+    try:
+        with os.scandir("/dev/shm") as entries:
+            for entry in entries:
+                files += 1
+                try:
+                    size += entry.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue
+    except OSError:
+        return {}
+    return {"shm_files": files, "shm_bytes": size}
 
 
 def _process(pid: int) -> psutil.Process | None:

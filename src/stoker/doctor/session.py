@@ -57,7 +57,14 @@ class Doctor:
             samples = self._sampler.stop()
             self._recorder.close()
             t1 = time.perf_counter()
-            built = build_report(tmp, samples, self._sampler.gpu_status, self.config, wall=(self._t0, t1))
+            built = build_report(
+                tmp,
+                samples,
+                self._sampler.gpu_status,
+                self.config,
+                wall=(self._t0, t1),
+                sampler_cpu_s=self._sampler.cpu_s,
+            )
             self.report.__dict__.update(built.__dict__)
             if self.config.out is not None:
                 write_outputs(self.report, self.config)

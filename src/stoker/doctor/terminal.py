@@ -47,6 +47,8 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
             workers = str(ld["info"]["num_workers"])
             t.add_row(ld["name"], str(ld["steps"]), wait, compute, wait_ms, compute_ms, size, workers)
         con.print(t)
+        if report.ranks:
+            con.print(_ranks(report))
         for ld in report.loaders:
             if ld["info"].get("schedule"):  # a stoker loader's: what it ran with, and who set it
                 con.print(f"schedule of {ld['name']}: {ld['info']['schedule']}", soft_wrap=True)
@@ -65,6 +67,10 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
                     )
                 con.print(st)
     con.print(_resources(report))
+    for stall in report.stalls:
+        con.print(f"[bold yellow]{escape(stall.verdict)}[/] ({escape(stall.loader)})", soft_wrap=True)
+        con.print(f"  DataLoader: {stall.torch_fix}", markup=False, soft_wrap=True)
+        con.print(f"  stoker: {stall.stoker_fix}", markup=False, soft_wrap=True)
     if report.recommendations:
         rt = Table(title="recommendations (most time to gain first)", title_justify="left", show_lines=True)
         several = len(report.loaders) > 1  # then each recommendation names its loader
@@ -84,6 +90,20 @@ def render(report: Report, file: TextIO | None = None, width: int | None = None)
         con.print(report.no_advice)
     for kind, path in report.files.items():
         con.print(f"{kind}: {path}")
+
+
+def _ranks(report: Report) -> Any:
+    from rich.table import Table
+
+    t = Table(title="ranks", title_justify="left")
+    for col in ("rank", "pid", "steps", "data wait", "compute", "wait share", "slowest stage", "CPU cores"):
+        t.add_column(col, justify="left" if col == "slowest stage" else "right", overflow="fold")
+    for r in report.ranks:
+        cpu = "-" if r["cpu_cores"] is None else f"{r['cpu_cores']:.2f}"
+        stage = f"{r['stage']} ({r['stage_ms']:.1f} ms / {r['stage_unit']})" if r["stage"] else "-"
+        wait, compute, share = f"{r['wait_s']:.2f} s", f"{r['compute_s']:.2f} s", f"{100 * r['wait_share']:.0f} %"
+        t.add_row(str(r["rank"]), str(r["pid"]), str(r["steps"]), wait, compute, share, stage, cpu)
+    return t
 
 
 def _resources(report: Report) -> Any:
@@ -116,4 +136,7 @@ def _resources(report: Report) -> Any:
         gpu += f": {r['gpu_util_pct']:.0f} % busy, memory up to {r['gpu_mem_max'] / 2**30:.1f} GiB, PCIe in {_mb(r.get('pcie_rx_bps'))}"
     t.add_row("GPU", gpu)
     t.add_row("wall time", f"{report.wall_s:.2f} s (loop {report.loop_s:.2f} s)")
+    cost = r.get("doctor", {})
+    sampler = f"sampling {cost['sampler_cpu_s']:.2f} CPU-s; " if cost.get("sampler_cpu_s") is not None else ""
+    t.add_row("the doctor's own cost", f"{sampler}{cost.get('events', 0):,} events recorded by the script's processes")
     return t

@@ -1,6 +1,7 @@
 """The Chrome-trace / Perfetto JSON of a report: steps (data wait, compute) and pipeline stages.
 
-Open it in https://ui.perfetto.dev or chrome://tracing. One track per loader holds its data
+Open it in https://ui.perfetto.dev or chrome://tracing. Under torchrun each rank is a process named ``rank N`` (its loaders and stages are its tracks,
+its workers' stages under their own pids). One track per loader holds its data
 waits and the compute between them, and the decisions of its online tuner (``num_workers="auto"``)
 as instant events; each stage runs on the track of the thread (or worker process) that ran it;
 CPU, RSS and GPU samples are counters.
@@ -30,6 +31,12 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
             events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tracks[key], "args": {"name": name}})
         return tracks[key]
 
+    for pid in sorted({st.pid for st in report._stats.values()} & set(report.rank_of)):
+        name = f"rank {report.rank_of[pid]} (pid {pid})"
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+        events.append(
+            {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": report.rank_of[pid]}}
+        )
     for st in report._stats.values():
         pid = st.pid
         tid = track(pid, st.key, f"steps: {st.name}")

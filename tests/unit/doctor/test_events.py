@@ -68,7 +68,7 @@ def test_the_wire_is_the_tag_then_the_fields_with_nested_records_as_objects():
     assert from_wire(["stage", 1, "read", 123, 2.0, 2.25]).items == 1  # a line written before items existed
     loader = to_wire(LoaderSeen(1, DESC))
     assert loader[:2] == ["loader", 1] and loader[2]["source"] == "Toy" and loader[2]["kind"] == "torch"
-    assert to_wire(Meta(pid=3, end=9.0)) == ["meta", 3, None, None, 9.0, None, None, False]
+    assert to_wire(Meta(pid=3, end=9.0)) == ["meta", 3, None, None, 9.0, None, None, False, None]
 
 
 def test_the_hot_path_tuple_encodes_as_its_record():
