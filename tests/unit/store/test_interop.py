@@ -62,6 +62,7 @@ def test_parquet_and_stream_exports_and_flat_tensors(typed_store, tmp_path):
 
 def test_pandas_reads_an_export_as_feather(typed_store, tmp_path):
     import pandas as pd  # a dev dependency (with datasets)
+
     path, columns = typed_store
     files = stoker.export(path, tmp_path / "out")
     frame = pd.concat([pd.read_feather(f) for f in files], ignore_index=True)
@@ -99,6 +100,7 @@ def test_an_existing_directory_is_kept_unless_overwrite(typed_store, tmp_path):
 
 def test_polars_reads_an_export_with_shapes(typed_store, tmp_path):
     import polars as pl  # dev dependencies: a missing one fails, never skips
+
     path, columns = typed_store
     stoker.export(path, tmp_path / "out")
     frame = pl.scan_ipc(str(tmp_path / "out" / "*.arrow")).collect()
@@ -108,6 +110,7 @@ def test_polars_reads_an_export_with_shapes(typed_store, tmp_path):
 
 def test_duckdb_reads_a_parquet_export_and_the_store_table(typed_store, tmp_path):
     import duckdb
+
     path, columns = typed_store
     stoker.export(path, tmp_path / "pq", format="parquet")
     glob = str(tmp_path / "pq" / "*.parquet")
@@ -119,6 +122,7 @@ def test_duckdb_reads_a_parquet_export_and_the_store_table(typed_store, tmp_path
 
 def test_hf_datasets_reads_the_shards_and_a_stream_export(typed_store, tmp_path):
     import datasets
+
     path, columns = typed_store
     shard = datasets.Dataset.from_file(str(path / "shard-00000.arrow"))  # the store's own streams
     assert shard[0]["label"] == 0
