@@ -337,9 +337,8 @@ class Loader:
             None if batch_bytes is None else int(batch_bytes * per_chunk) + 2**16,
             self.transfer.is_cuda and self.transfer.pin_memory,
         )
-        timed = (
-            work if tuner is None or schedule.engine == "processes" else tuner.timed(work)
-        )  # processes: not timed here
+        # the tuner times the tasks of worker threads (a process's tasks are not timed here)
+        timed = work if tuner is None or schedule.engine == "processes" else tuner.timed(work)
         executor = Executor(timed, schedule, cfg.timeout or None, "read", cfg.persistent_workers, slots, knobs)
         if cfg.persistent_workers:
             self.close()

@@ -119,12 +119,12 @@ class AutoTuner(Policy):
             return None
         if window.batches < MIN_BATCHES:
             return None
-        self._window = self._new_window(now)
-        used = None if self.cpu is None else self.cpu()
+        used = None if self.cpu is None else self.cpu()  # one read: this window's end, the next one's start
+        self._window = Window(now, used)
         return self.step(window.measure(now, threads, self.processes, used, self.cores))
 
-    def _new_window(self, now: float | None = None) -> Window:
-        return Window(self.clock() if now is None else now, None if self.cpu is None else self.cpu())
+    def _new_window(self) -> Window:
+        return Window(self.clock(), None if self.cpu is None else self.cpu())
 
     def step(self, m: Measure) -> Decision | None:
         """Decide on one window's figures ``m`` now (the policy's :meth:`~Policy.decide` at the clock's time)."""
