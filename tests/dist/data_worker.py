@@ -16,11 +16,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
 import torch.distributed as dist
 
 import stoker
+import stoker.sources
 import stoker.text
 import stoker.vision
+
+
+class Rows(torch.utils.data.Dataset):
+    """A plain Dataset over a ``.npy`` file, with a random transform drawn from torch's generator."""
+
+    def __init__(self, path: str) -> None:
+        self.x = np.load(path)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> Any:
+        return torch.from_numpy(self.x[i]) + torch.rand(()), i % 2
 
 
 def loader(kind: str, path: str) -> Any:
@@ -34,6 +50,19 @@ def loader(kind: str, path: str) -> Any:
         return stoker.Loader(path, batch_size=2, shuffle="block", num_workers=0)
     if kind == "subset":
         return stoker.Loader(stoker.open(path).select(list(range(1, 7))), batch_size=2, num_workers=0)
+    if kind == "packed":
+        return stoker.text.Loader(path, packing=True, max_length=4, batch_size=2, num_workers=0)
+    if kind == "hdf5_live":
+        return stoker.Loader(stoker.sources.HDF5(path), batch_size=2, num_workers=0)
+    if kind == "hdf5_subset":  # rows 7.. of the file: the changed row of rank 1's is row 7
+        return stoker.Loader(stoker.Subset(stoker.sources.HDF5(path), range(5, 9)), batch_size=2, num_workers=0)
+    if kind == "arrays":
+        return stoker.Loader(stoker.sources.Arrays(path, np.arange(10)), batch_size=2, num_workers=0)
+    if kind == "tensors":
+        x = torch.from_numpy(np.load(path))
+        return stoker.Loader(torch.utils.data.TensorDataset(x, torch.arange(len(x))), batch_size=2, num_workers=0)
+    if kind == "dataset":  # rank 1's differs in the last row, one of those sampled
+        return stoker.Loader(Rows(path), batch_size=2, num_workers=0)
     return stoker.Loader(path, batch_size=2, num_workers=0)  # a store (an HDF5 conversion)
 
 

@@ -2,7 +2,9 @@
 
 One launch of two gloo ranks reads a case per source kind; in each, rank 1 holds data that
 differs from rank 0's in one place (a token of a text store, a line of an on-the-fly TSV, a JPEG
-of an image store or folder, a value of an HDF5 conversion, a value inside a store subset). Every
+of an image store or folder, a value of an HDF5 conversion, a value inside a store subset, a token
+of packed text, a value of an HDF5 file read on the fly (whole, or a Subset of it), of arrays, of a
+TensorDataset, of a plain Dataset's sampled last item). Every
 rank must fail with a ConfigError naming rank 1 and the data. Cases whose ranks hold copies of the
 same data made apart (converted twice, from files at other paths) must agree. Ranks whose memory sized other blocks for ``shuffle="block"`` are told to give the sizes.
 """
@@ -45,13 +47,22 @@ def jpegs(root: Path, swap: int | None = None) -> Path:
     return root
 
 
-def h5(path: Path, changed: bool) -> Path:
-    h5py = pytest.importorskip("h5py")
+def values(changed: bool, row: int = 7) -> np.ndarray:
     x = np.arange(40, dtype=np.float32).reshape(10, 4)
     if changed:
-        x[7, 2] += 0.5
+        x[row, 2] += 0.5
+    return x
+
+
+def h5(path: Path, changed: bool) -> Path:
+    h5py = pytest.importorskip("h5py")
     with h5py.File(path, "w") as f:
-        f["x"] = x
+        f["x"] = values(changed)
+    return path
+
+
+def npy(path: Path, changed: bool, row: int = 7) -> Path:
+    np.save(path, values(changed, row))
     return path
 
 
@@ -68,7 +79,12 @@ def launched(tmp_path_factory):
     same_folders = [folders[0], shutil.copytree(folders[0], tmp / "img_copy")]
     istores = [stoker.convert.images(f, tmp / f"istore{i}", size=16).path for i, f in enumerate(folders)]
     big = stoker.write(tmp / "big", {"x": np.zeros((20_000, 8), np.int64)})  # 64-byte rows, 1.3 MB
-    hstores = [stoker.convert.hdf5(h5(tmp / f"x{i}.h5", bool(i)), tmp / f"hstore{i}").path for i in range(2)]
+    hfiles = [h5(tmp / f"x{i}.h5", bool(i)) for i in range(2)]
+    hstores = [stoker.convert.hdf5(f, tmp / f"hstore{i}").path for i, f in enumerate(hfiles)]
+    hsame = [hfiles[0], shutil.copy(hfiles[0], tmp / "x_copy.h5")]
+    arrays = [npy(tmp / f"x{i}.npy", bool(i)) for i in range(2)]
+    last = [npy(tmp / f"last{i}.npy", bool(i), row=9) for i in range(2)]
+    asame = [arrays[0], shutil.copy(arrays[0], tmp / "x_copy.npy")]
     cases = [
         ("text_store", "text_store", tstores),
         ("text", "text", text),
@@ -76,10 +92,20 @@ def launched(tmp_path_factory):
         ("images", "images", folders),
         ("hdf5", "store", hstores),
         ("subset", "subset", hstores),
+        ("packed", "packed", text),
+        ("hdf5_live", "hdf5_live", hfiles),
+        ("hdf5_subset", "hdf5_subset", hfiles),
+        ("arrays", "arrays", arrays),
+        ("tensors", "tensors", arrays),
+        ("dataset", "dataset", last),
         ("block_sizes", "block", [big, big], ["", "1MB"]),  # rank 1 sizes its blocks to 1 MB of memory
         ("same_text_store", "text_store", tsame),
         ("same_text", "text", same_text),
         ("same_images", "images", same_folders),
+        ("same_packed", "packed", same_text),
+        ("same_hdf5_live", "hdf5_live", hsame),
+        ("same_arrays", "arrays", asame),
+        ("same_dataset", "dataset", asame),  # its random transform draws alike on every rank
     ]
     plan = {"out": str(tmp), "cases": [{"name": c[0], "kind": c[1], "paths": [str(p) for p in c[2]]} for c in cases]}
     for case, given in zip(plan["cases"], cases):
@@ -91,7 +117,11 @@ def launched(tmp_path_factory):
     return [json.loads((tmp / f"data.rank{r}.json").read_text()) for r in range(2)]
 
 
-@pytest.mark.parametrize("case", ["text_store", "text", "image_store", "images", "hdf5", "subset"])
+CHANGED = ["text_store", "text", "image_store", "images", "hdf5", "subset"]
+CHANGED += ["packed", "hdf5_live", "hdf5_subset", "arrays", "tensors", "dataset"]
+
+
+@pytest.mark.parametrize("case", CHANGED)
 def test_one_changed_value_on_one_rank_fails_every_rank(launched, case):
     for seen in launched:  # was: a text or image source compared class and length only, and trained on
         said = seen[case]
@@ -105,6 +135,9 @@ def test_ranks_whose_memory_sized_other_blocks_are_told_to_give_the_sizes(launch
         assert "sizes block_size and window to each node's memory" in said
 
 
-@pytest.mark.parametrize("case", ["same_text_store", "same_text", "same_images"])
+@pytest.mark.parametrize(
+    "case",
+    ["same_text_store", "same_text", "same_images", "same_packed", "same_hdf5_live", "same_arrays", "same_dataset"],
+)
 def test_copies_of_the_same_data_made_apart_agree(launched, case):
     assert [seen[case] for seen in launched] == ["no error", "no error"]

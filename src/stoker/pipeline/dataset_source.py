@@ -11,6 +11,8 @@ read as :class:`~stoker.pipeline.columns.ArrayColumns`, one gather per tensor pe
 
 from __future__ import annotations
 
+import itertools
+import random
 from typing import Any
 
 import numpy as np
@@ -18,8 +20,12 @@ import numpy as np
 from stoker.device.buffers import BufferPool
 from stoker.pipeline.collate import default_collate, fetch
 from stoker.pipeline.columns import ArrayColumns
+from stoker.pipeline.ranks import data_fingerprint, digest, value_parts
 from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource
+from stoker.store.reader import Store
+
+SAMPLED_ITEMS = 8  # items a Dataset's fingerprint reads (twice each), evenly spaced
 
 
 class DatasetSource(BatchSource):
@@ -45,8 +51,55 @@ class DatasetSource(BatchSource):
     def use_buffers(self, pool: BufferPool) -> None:
         self._pool = pool
 
+    def content_fingerprint(self) -> str:
+        """What the ranks compare (``pipeline/ranks.py``): ``dataset_fingerprint`` of the dataset."""
+        return dataset_fingerprint(self.dataset)
+
     def collate(self, raw: list[Any]) -> Any:
         return default_collate(raw) if self._pool is None else collate_into(raw, self._pool)
+
+
+def dataset_fingerprint(data: Any) -> str:
+    """A map-style Dataset's fingerprint: for a ``torch.utils.data.Subset``, a hash of its indices and
+    its parent's; else the dataset's own ``content_fingerprint()`` when it has one, or its class,
+    length, the fingerprint of every stoker store or source among its attributes (what it reads) and
+    a hash of ``SAMPLED_ITEMS`` items read at start (``sampled_items``). A sample: a change in any
+    other item goes unseen unless a store or source it reads holds it."""
+    import torch
+
+    if isinstance(data, torch.utils.data.Subset):
+        return f"subset:{digest([np.asarray(data.indices, np.int64)])};{dataset_fingerprint(data.dataset)}"
+    own = getattr(data, "content_fingerprint", None)
+    if callable(own):
+        return str(own())
+    kind = type(data)
+    reads = [data_fingerprint(v) for v in vars(data).values() if isinstance(v, (Store, BatchSource))]
+    return ";".join([f"{kind.__module__}.{kind.__qualname__}:{len(data)}", *reads, sampled_items(data)])
+
+
+def sampled_items(data: Any, count: int = SAMPLED_ITEMS) -> str:
+    """A hash of ``count`` items spread evenly over ``data`` (``ranks.value_parts``), each read with
+    the global seeds (torch, numpy, random) set to 0, and restored after, so that random transforms
+    draw alike on every rank. Read twice: items that still differ (a generator of the dataset's own)
+    are left out ("not repeatable"). Cost: ``2 x count`` calls of ``__getitem__`` in this process."""
+    picked = np.unique(np.linspace(0, len(data) - 1, num=min(count, len(data)), dtype=np.int64)).tolist()
+    first, again = (_items(data, picked) for _ in range(2))
+    return first if first == again else "items:not repeatable"
+
+
+def _items(data: Any, picked: list[int]) -> str:
+    import torch
+
+    saved = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            random.seed(0)
+            np.random.seed(0)
+            return "items:" + digest(itertools.chain.from_iterable(value_parts(data[i]) for i in picked))
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
 
 
 def _plain(value: Any) -> np.ndarray | None:
@@ -95,4 +148,4 @@ def tensor_columns(data: Any) -> ArrayColumns | None:
     return ArrayColumns({str(i): t.detach().numpy() for i, t in enumerate(data.tensors)}, positional=True)
 
 
-__all__ = ["DatasetSource", "tensor_columns"]
+__all__ = ["DatasetSource", "dataset_fingerprint", "sampled_items", "tensor_columns"]

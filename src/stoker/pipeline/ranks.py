@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import zlib
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,9 +26,10 @@ import numpy as np
 import torch
 
 from stoker.errors import ConfigError
+from stoker.pipeline.columns import ArrayColumns
 from stoker.pipeline.source import BatchSource
 from stoker.pipeline.store_source import StoreSource
-from stoker.pipeline.subset import Subset
+from stoker.store.columns import Ragged
 from stoker.store.reader import Store
 
 ORDER_FACT = "order"  # the loader's fact of its batch sampler's settings
@@ -37,6 +38,8 @@ BLOCK_HINT = (
     "unless both are given (loader.block_order says what each rank chose): give them"
 )
 _RAW = 2**62  # an int fact below this travels as itself (the message can show it), anything else as a hash
+WHOLE_BYTES = 256 * 2**20  # arrays (and HDF5 datasets) up to this many bytes in all are hashed whole
+SAMPLE_RUNS, SAMPLE_BYTES = 256, 64 * 2**20  # beyond: this many evenly spaced runs of rows, this many bytes in all
 
 
 def distributed_rank(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
@@ -81,14 +84,92 @@ def shares_process_group(rank: int | None, world_size: int | None) -> bool:
     return bool(dist.get_world_size() == world_size and dist.get_rank() == rank)
 
 
-def digest(parts: Iterable[bytes | str]) -> str:
-    """A short hash of ``parts`` in order (each one length-prefixed, so their boundaries count)."""
-    h = hashlib.blake2b(digest_size=16)
+def digest(parts: Iterable[bytes | str | np.ndarray]) -> str:
+    """A short hash of ``parts`` in order (each one length-prefixed, so their boundaries count); an
+    array counts by its bytes (SHA-256: 1.1 GB/s on a 2-core VM, where BLAKE2b ran 0.45 GB/s)."""
+    h = hashlib.sha256()
     for part in parts:
-        data = part.encode() if isinstance(part, str) else part
-        h.update(len(data).to_bytes(8, "little"))
+        data = (
+            _raw(part).data
+            if isinstance(part, np.ndarray)
+            else memoryview(part.encode() if isinstance(part, str) else part)
+        )
+        h.update(data.nbytes.to_bytes(8, "little"))
         h.update(data)
-    return h.hexdigest()
+    return h.hexdigest()[:32]
+
+
+def _raw(a: np.ndarray) -> np.ndarray:
+    """The bytes of ``a`` in C order, as a flat uint8 array (a view when ``a`` is contiguous)."""
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def row_runs(rows: int, row_bytes: int, unit: int = 1) -> list[tuple[int, int]]:
+    """The ``(start, stop)`` runs of rows a fingerprint hashes: every row (in runs of about 1 MiB)
+    when ``rows x row_bytes`` is at most ``WHOLE_BYTES``, else ``SAMPLE_RUNS`` runs of
+    ``SAMPLE_BYTES`` in all (fewer when whole units make runs longer), evenly spaced, the first
+    rows included. Runs start on multiples of ``unit`` (an HDF5 chunk's rows, read whole anyway)
+    and span whole units, when a unit holds at most 1 MiB."""
+    per_row = max(1, row_bytes)
+    unit = unit if unit * per_row <= 2**20 else 1  # a run never spans more than 1 MiB to cover a chunk
+    if rows * per_row <= WHOLE_BYTES:
+        step = -(-max(1, 2**20 // per_row) // unit) * unit
+        return [(i, min(i + step, rows)) for i in range(0, rows, step)]
+    length = -(-max(1, SAMPLE_BYTES // SAMPLE_RUNS // per_row) // unit) * unit
+    count = min(SAMPLE_RUNS, max(2, SAMPLE_BYTES // (length * per_row)))
+    starts = np.linspace(0, max(0, rows - length), num=count, dtype=np.int64) // unit * unit
+    return [(int(s), min(int(s) + length, rows)) for s in np.unique(starts)]
+
+
+def value_parts(value: Any) -> Iterator[bytes | str | np.ndarray]:
+    """What ``digest`` hashes of one value read from a source: arrays and tensors by dtype, shape and
+    bytes; ``Ragged`` by values and offsets; dicts by sorted keys; lists and tuples item by item;
+    numbers, strings, bytes and None by themselves; anything else by its array (``np.asarray``:
+    a PIL image) when it has a numeric one, else by its type's name alone (never a repr, which
+    can hold a memory address)."""
+    if isinstance(value, (str, bytes, bool, int, float, complex)) or value is None:
+        yield f"{type(value).__name__}:" if isinstance(value, bytes) else repr(value)
+        if isinstance(value, bytes):
+            yield value
+        return
+    if isinstance(value, Ragged):
+        yield from ("ragged", *value_parts(value.values), *value_parts(value.offsets))
+        return
+    if isinstance(value, Mapping):
+        for key in sorted(value, key=str):
+            yield from (f"key:{key}", *value_parts(value[key]))
+        return
+    if isinstance(value, (list, tuple)):
+        yield f"{type(value).__name__}:{len(value)}"
+        for item in value:
+            yield from value_parts(item)
+        return
+    if type(value).__module__.startswith("torch") and hasattr(value, "numpy"):
+        value = value.detach().cpu()
+        value = value.float().numpy() if str(value.dtype) == "torch.bfloat16" else value.numpy()
+    kind = type(value)
+    try:
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except (TypeError, ValueError):
+        arr = None
+    if arr is None or arr.dtype.hasobject:
+        yield f"{kind.__module__}.{kind.__qualname__}"
+        return
+    yield f"{arr.dtype.str}{arr.shape}"
+    yield arr
+
+
+def arrays_fingerprint(columns: Mapping[str, np.ndarray]) -> str:
+    """The content of equal-length arrays (``Arrays``, a ``TensorDataset``): each column's name,
+    dtype and shape, and the bytes of the rows ``row_runs`` picks: every byte up to
+    ``WHOLE_BYTES`` (256 MiB; 0.25 s a 256 MiB array on a 2-core VM), else 64 MiB in 256 evenly
+    spaced runs (about 0.1 s from memory): a change outside the sample then goes unseen."""
+    arrays = {str(k): np.asarray(v) for k, v in columns.items()}
+    rows = len(next(iter(arrays.values()))) if arrays else 0
+    row_bytes = sum(v.dtype.itemsize * int(np.prod(v.shape[1:], dtype=np.int64)) for v in arrays.values())
+    runs = row_runs(rows, row_bytes)
+    shapes = json.dumps([(k, v.dtype.str, v.shape) for k, v in arrays.items()])
+    return "arrays:" + digest([shapes, json.dumps(runs), *(v[a:b] for a, b in runs for v in arrays.values())])
 
 
 def store_fingerprint(store: Store) -> str:
@@ -139,27 +220,27 @@ def files_fingerprint(
     return "files:" + digest([names, sizes.tobytes(), said, *(_head(paths[i], head) for i in picked)])
 
 
-def data_fingerprint(source: BatchSource) -> str:
-    """What identifies the rows of ``source``: a store's content (``store_fingerprint``), the source's
-    own ``content_fingerprint()`` when it has one (text and image sources: their store's, or a hash
-    of their input files), else the source's class and length; with the rows of each subset."""
-    inner: Any = source
-    parts: list[str] = []
-    while isinstance(inner, (Subset, StoreSource)):
-        if isinstance(inner, Subset):
-            parts.append(f"subset:{zlib.crc32(np.ascontiguousarray(inner.indices).tobytes())}")
-            inner = inner.dataset
-        else:
-            inner = inner.store
+def data_fingerprint(source: BatchSource | Store) -> str:
+    """What identifies the rows of ``source``: a store's content (``store_fingerprint``), arrays'
+    bytes (``arrays_fingerprint``), the source's own ``content_fingerprint()`` when it has one (text,
+    image, packed text and HDF5 sources; a ``Subset``: its indices and its parent's; a Dataset),
+    else the source's class and length. A fingerprint that raises (a file one rank cannot read) is
+    warned about and stands as the error's class, never raised: the other ranks would wait for
+    this one in ``all_gather``."""
+    inner: Any = source.store if isinstance(source, StoreSource) else source
     own = getattr(inner, "content_fingerprint", None)
-    if isinstance(inner, Store):
-        parts.append(store_fingerprint(inner))
-    elif callable(own):
-        parts.append(str(own()))
-    else:
-        kind = type(inner)
-        parts.append(f"{kind.__module__}.{kind.__qualname__}:{len(inner)}")
-    return ";".join(parts)
+    try:
+        if isinstance(inner, Store):
+            return store_fingerprint(inner)
+        if isinstance(inner, ArrayColumns):
+            return arrays_fingerprint(inner.columns)
+        if callable(own):
+            return str(own())
+    except Exception as exc:  # any error of user code or I/O: warned, then compared
+        warnings.warn(f"stoker: the data's fingerprint could not be taken on this rank: {exc!r}", stacklevel=2)
+        return f"unreadable:{type(exc).__qualname__}"
+    kind = type(inner)
+    return f"{kind.__module__}.{kind.__qualname__}:{len(inner)}"
 
 
 def _is_raw(value: Any) -> bool:

@@ -21,6 +21,7 @@ import numpy as np
 
 from stoker.device.buffers import BufferPool
 from stoker.errors import ConfigError
+from stoker.pipeline.ranks import data_fingerprint, digest
 from stoker.pipeline.schedule import Costs
 from stoker.pipeline.source import BatchSource, overrides
 from stoker.pipeline.store_source import StoreSource
@@ -76,6 +77,10 @@ class Subset(BatchSource):
                 raise IndexError(f"row {int(bad[0])} is out of range for a Subset of {n} rows")
             mapped.append(self.indices[idx])
         return self.source.read(mapped)
+
+    def content_fingerprint(self) -> str:
+        """What the ranks compare (``pipeline/ranks.py``): a hash of the indices, then the parent's fingerprint."""
+        return f"subset:{digest([np.asarray(self.indices, np.int64)])};{data_fingerprint(self.dataset)}"
 
     def upcoming(self, batches: list[np.ndarray]) -> None:
         """The batches announced ahead, as rows of the inner source (a remote store fetches their shards).

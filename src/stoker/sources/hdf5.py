@@ -38,6 +38,8 @@ the one named (external links, external storage, virtual datasets) are read only
 
 from __future__ import annotations
 
+import itertools
+import json
 import mmap as _mmap
 import os
 import threading
@@ -50,6 +52,7 @@ import numpy as np
 from stoker.errors import ConfigError, InputError, StoreNotFoundError
 from stoker.pipeline.columns import check_rows, gather_plan
 from stoker.pipeline.padding import pad_groups
+from stoker.pipeline.ranks import digest, row_runs, value_parts
 from stoker.pipeline.source import BatchSource
 from stoker.sources._common import PerThread
 from stoker.sources.hdf5_bounds import Bounds
@@ -224,6 +227,21 @@ class HDF5(BatchSource):
     def __repr__(self) -> str:
         cols = ", ".join(f"{i.key}: {i.dtype}{list(i.shape)}" for i in self.infos)
         return f"HDF5({str(self.path)!r}, rows={self._len}, keys={{{cols}}})"
+
+    def content_fingerprint(self) -> str:
+        """What the ranks compare (``pipeline/ranks.py``): rows, each dataset's key, dtype and row shape,
+        and the values of the rows ``row_runs`` picks, read as batches read them: every row up to
+        256 MiB, else 64 MiB in evenly spaced runs of whole chunks, and then each file's size too.
+        The names of files other than ``path`` count (they resolve links); ``path``'s does not, so
+        copies at other paths agree. 64 MiB of float32 rows, contiguous: 0.16 s on a 2-core VM;
+        gzip chunks: 0.5 s (decoding)."""
+        runs = row_runs(self._len, self.row_bytes, max(info.chunk_rows or 1 for info in self.infos))
+        whole = sum(b - a for a, b in runs) == self._len
+        sizes = [] if whole else [os.path.getsize(f) for f in self.files]
+        said = json.dumps([self._len, [(i.key, str(i.dtype), list(i.shape)) for i in self.infos], sizes, runs])
+        names = [os.path.basename(f) for f in self.files[1:]]
+        read = (value_parts(self.read_rows(np.arange(a, b, dtype=np.int64))) for a, b in runs)
+        return "hdf5:" + digest(itertools.chain([said, *names], *read))
 
     @property
     def row_bytes(self) -> int:
