@@ -49,7 +49,7 @@ class Docs:
 
 def ragged_docs(rag: Ragged) -> Docs:
     """``docs`` for :class:`PackedText` over documents held in memory; their fingerprint hashes every
-    id (1.1 GB/s: 0.02 s for 5M uint32 ids on a 2-core VM)."""
+    id (0.04 s for 5M uint32 ids on a 2-core VM)."""
     return Docs(lambda needed: (rag.values, rag.offsets[needed]), lambda: "ids:" + digest([rag.values, rag.offsets]))
 
 
