@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import pytest
 
@@ -36,6 +38,24 @@ def test_a_write_to_a_missing_bucket_is_a_short_store_not_found_error(client, tm
     assert isinstance(info.value, FileNotFoundError)  # `except FileNotFoundError` still catches it
     assert "s3://missing-bucket/x/" in text and "the bucket missing-bucket does not exist" in text
     assert not any(p.name.startswith("stoker-upload-") for p in tmp_path.iterdir())
+
+
+def test_a_writer_to_a_missing_bucket_fails_when_created_before_reading_a_row(client, tmp_path, monkeypatch):
+    # was: the writer was made, read and wrote every row, and failed at its first upload
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a writer's local work would go
+    with pytest.raises(StoreNotFoundError) as info:
+        stoker.StoreWriter("s3://missing-bucket/x")
+    assert "the bucket missing-bucket does not exist" in short_with_cause(info.value)
+    read: list[int] = []
+
+    def rows():
+        for i in range(100):
+            read.append(i)
+            yield {"x": np.full(4, i)}
+
+    with pytest.raises(StoreNotFoundError, match="missing-bucket does not exist"):
+        stoker.write("s3://missing-bucket/x", rows(), shard_size=64)
+    assert read == [] and not list(tmp_path.iterdir())  # no row read, no local work left
 
 
 def test_a_merge_and_a_conversion_to_a_missing_bucket_say_so_too(client, tmp_path):

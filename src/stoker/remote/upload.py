@@ -24,11 +24,12 @@ import json
 import os
 import shutil
 import tempfile
+import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from stoker.errors import ConfigError, StoreExistsError, StoreWriteError
+from stoker.errors import ConfigError, StoreExistsError, StoreNotFoundError, StoreWriteError
 from stoker.remote.location import Remote, remote
 from stoker.remote.reader import parse_manifest
 from stoker.store.format import MANIFEST_NAME, Column, Manifest, ShardInfo
@@ -43,13 +44,22 @@ def remote_name(info: ShardInfo) -> str:
 
 
 def existing(r: Remote, overwrite: bool) -> Manifest | None:
-    """The manifest of the store now at ``r``'s URL, or None; StoreExistsError without ``overwrite``."""
+    """The manifest of the store now at ``r``'s URL, or None; StoreExistsError without ``overwrite``.
+
+    One GET of the manifest, made when a writer is created: a missing object is no store, but a
+    missing bucket (S3's ``NoSuchBucket``, which a HEAD's empty reply cannot tell from a missing
+    object) is a StoreNotFoundError now, before any row is written, as opening the URL is.
+    """
     where = f"checking {r.url_of(MANIFEST_NAME)}"
-    if not r.call(where, lambda: r.fetcher.exists(MANIFEST_NAME)):
+    try:
+        raw = r.call(where, lambda: r.fetcher.read(MANIFEST_NAME))
+    except StoreNotFoundError as exc:
+        if "NoSuchBucket" in "".join(traceback.format_exception(exc)):  # the code, in the client's error
+            raise
         return None
     if not overwrite:
         raise StoreExistsError(f"{r.url} holds a store; pass overwrite=True (--overwrite) to replace it")
-    return parse_manifest(bytes(r.call(where, lambda: r.fetcher.read(MANIFEST_NAME))), r.url_of(MANIFEST_NAME))[0]
+    return parse_manifest(bytes(raw), r.url_of(MANIFEST_NAME))[0]
 
 
 def present(r: Remote, name: str, size: int) -> bool:
