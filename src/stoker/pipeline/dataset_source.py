@@ -11,6 +11,7 @@ read as :class:`~stoker.pipeline.columns.ArrayColumns`, one gather per tensor pe
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 from typing import Any
@@ -73,7 +74,8 @@ def dataset_fingerprint(data: Any) -> str:
     if callable(own):
         return str(own())
     kind = type(data)
-    reads = [data_fingerprint(v) for v in vars(data).values() if isinstance(v, (Store, BatchSource))]
+    held = getattr(data, "__dict__", {}).values()
+    reads = [data_fingerprint(v) for v in held if isinstance(v, (Store, BatchSource))]
     return ";".join([f"{kind.__module__}.{kind.__qualname__}:{len(data)}", *reads, sampled_items(data)])
 
 
@@ -81,9 +83,15 @@ def sampled_items(data: Any, count: int = SAMPLED_ITEMS) -> str:
     """A hash of ``count`` items spread evenly over ``data`` (``ranks.value_parts``), each read with
     the global seeds (torch, numpy, random) set to 0, and restored after, so that random transforms
     draw alike on every rank. Read twice: items that still differ (a generator of the dataset's own)
-    are left out ("not repeatable"). Cost: ``2 x count`` calls of ``__getitem__`` in this process."""
+    are left out ("not repeatable"). Cost: ``2 x count`` calls of ``__getitem__`` in this process,
+    on a shallow copy of ``data``: a handle that ``__getitem__`` opens on first use (an HDF5 file, an
+    LMDB environment) is opened on the copy, never left in this process for its forked workers."""
     picked = np.unique(np.linspace(0, len(data) - 1, num=min(count, len(data)), dtype=np.int64)).tolist()
-    first, again = (_items(data, picked) for _ in range(2))
+    try:
+        probe = copy.copy(data)
+    except (TypeError, copy.Error):  # an object that cannot be copied is read itself
+        probe = data
+    first, again = (_items(probe, picked) for _ in range(2))
     return first if first == again else "items:not repeatable"
 
 

@@ -82,6 +82,18 @@ def test_hdf5_hashes_the_values_read_not_the_path_or_layout(tmp_path, options):
     assert data_fingerprint(_h5(tmp_path / "b.h5", changed=True, **options)) != base
 
 
+@pytest.mark.parametrize("options", [{}, {"chunks": (16, 3), "compression": "gzip"}])
+def test_a_big_hdf5_file_is_sampled_in_whole_chunks(tmp_path, monkeypatch, options):
+    monkeypatch.setattr(ranks, "WHOLE_BYTES", 1000)  # 200 rows of 20 bytes: sampled
+    monkeypatch.setattr(ranks, "SAMPLE_BYTES", 1280)
+    monkeypatch.setattr(ranks, "SAMPLE_RUNS", 4)
+    base = data_fingerprint(_h5(tmp_path / "a.h5", **options))
+    assert data_fingerprint(_h5(tmp_path / "b.h5", **options)) == base
+    assert data_fingerprint(_h5(tmp_path / "c.h5", changed=True, **options)) != base  # row 123 is in the sample
+    assert row_runs(200, 20) == [(0, 16), (61, 77), (122, 138), (184, 200)]
+    assert row_runs(200, 20, unit=16) == [(0, 16), (48, 64), (112, 128), (176, 192)]  # whole chunks
+
+
 def test_a_subset_hashes_its_indices_and_its_parent(tmp_path):
     source = _h5(tmp_path / "a.h5")
     base = data_fingerprint(Subset(source, [3, 4, 5]))
@@ -158,6 +170,34 @@ class OwnGenerator(Squares):
 
 def test_items_that_differ_on_a_second_read_are_left_out():
     assert sampled_items(OwnGenerator()) == "items:not repeatable"
+
+
+class OpensOnFirstUse(Squares):
+    handle = None
+
+    def __getitem__(self, i):
+        if self.handle is None:
+            self.handle = object()  # as a Dataset opens an HDF5 file in its worker, on first use
+        return i
+
+
+def test_sampled_items_leave_no_handle_opened_in_the_dataset():
+    data = OpensOnFirstUse()
+    assert sampled_items(data).startswith("items:") and data.handle is None
+
+
+class Slotted:
+    __slots__ = ()
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return i
+
+
+def test_a_dataset_without_attributes_is_sampled_too():
+    assert data_fingerprint(DatasetSource(Slotted())).endswith(sampled_items(Slotted()))
 
 
 def test_a_dataset_over_a_store_adds_the_store_and_torch_subsets_their_indices(tmp_path):
