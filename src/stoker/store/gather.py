@@ -194,25 +194,26 @@ def take_across(sources: Mapping[int, np.ndarray], plan: Plan, out: np.ndarray) 
     during the gather). False, with nothing done, where an array is not contiguous, a row would be
     more than :data:`MAX_PIECES` elements, or a row lies past its shard's end.
     """
-    arrays = [out, *sources.values()]
+    arrays, shape = list(sources.values()), out.shape[1:]
     row_bytes = out.nbytes // max(plan.n, 1)
-    if not row_bytes or not all(a.flags.c_contiguous and a.dtype == out.dtype for a in arrays):
+    if not row_bytes or not out.flags.c_contiguous:
         return False
-    shards = list(sources)
-    ptrs = [sources[s].__array_interface__["data"][0] for s in shards]
+    if not all(a.flags.c_contiguous and a.dtype == out.dtype and a.shape[1:] == shape for a in arrays):
+        return False
+    ptrs = [a.ctypes.data for a in arrays]
     base = min(ptrs)
     size = math.gcd(row_bytes, *(p - base for p in ptrs))
     pieces = row_bytes // size
     if pieces > MAX_PIECES:
         return False
-    end = max(p + sources[s].nbytes for p, s in zip(ptrs, shards))
+    end = max(p + a.nbytes for p, a in zip(ptrs, arrays))
     span = np.asarray(_Span(base, (end - base) // size, size))
-    first, stop = np.zeros((2, max(shards) + 1), dtype=np.int64)
-    first[shards] = [(p - base) // size for p in ptrs]
-    stop[shards] = [(p + sources[s].nbytes - base) // size for p, s in zip(ptrs, shards)]
-    at = first[plan.shard] + plan.local * pieces
-    if not (at + pieces <= stop[plan.shard]).all():  # a row past its shard's end (never read between shards)
+    table = np.zeros((max(sources) + 1, 2), dtype=np.int64)  # per shard: first element, rows
+    table[list(sources)] = [((p - base) // size, len(a)) for p, a in zip(ptrs, arrays)]
+    first, rows = table[plan.shard].T
+    if not (plan.local < rows).all():  # a row past its shard's end (never read between shards)
         return False
+    at = first + plan.local * pieces
     if pieces > 1:
         at = (at[:, None] + np.arange(pieces)).reshape(-1)
     np.take(span, at, out=out.reshape(-1).view(span.dtype), mode="clip")
