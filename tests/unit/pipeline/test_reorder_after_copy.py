@@ -75,3 +75,23 @@ def test_a_loader_that_reorders_after_the_copy_hands_out_the_samplers_order(mixe
         assert batch["text"] == [f"row {i} é" for i in rows]
         want = store.gather(rows, ["image", "blob"])
         assert np.array_equal(batch["image"].numpy(), want["image"]) and batch["blob"] == want["blob"]
+
+
+def test_a_text_store_reordered_after_the_copy_gives_the_same_batches(tmp_path):
+    import stoker.convert
+    import stoker.text
+
+    texts = {
+        "text": [("word " * (i % 17 + 1)).strip() + f" n{i}" for i in range(200)],
+        "label": [i % 7 for i in range(200)],
+    }
+    store = str(stoker.convert.text(texts, tmp_path / "s", max_length=40).path)
+
+    def batches(reorders):
+        loader = stoker.text.Loader(store, batch_size=16, shuffle=True, seed=2, bucketing=False, with_index=True)
+        loader.transfer.reorders = reorders
+        assert reorders is False or loader.source.costs(16).copies  # so the loader does read sorted rows
+        return [(b["index"].tolist(), b["input_ids"].tolist(), b["labels"].tolist()) for b in loader]
+
+    got = batches(True)
+    assert got == batches(False) and any(rows != sorted(rows) for rows, _, _ in got)
