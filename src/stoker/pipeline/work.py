@@ -33,8 +33,9 @@ class Work:
 
     ``in_batch_order="storage"`` sorts each batch's rows before the read (``LoaderConfig``);
     ``"reorder"`` (the loader's choice for ``"sampled"``, :func:`read_order`) sorts them too, and
-    each batch travels as a :class:`Reordered` that the copy puts back in the sampler's order; ``with_index`` adds ``index`` (the batch's rows) to each dict batch (after the collate) that has
-    none of its own.
+    each batch travels as a :class:`Reordered` that the copy puts back in the sampler's order.
+    ``with_index`` adds ``index`` (the batch's rows) to each dict batch (after the collate) that
+    has none of its own.
     """
 
     def __init__(
@@ -109,7 +110,7 @@ class Reordered(NamedTuple):
 def read_order(in_batch_order: str, reorders: bool, source: BatchSource, collate: Any, batch_size: int) -> str:
     """How a loader's workers order a batch's rows: ``in_batch_order``, or :data:`REORDER` for
     ``"sampled"`` where the transfer ``reorders`` after the copy (on a GPU) and the source's reads
-    are gathers (a shuffled gather over several shards costs ~1.4x a sorted one on the host:
+    are gathers (a shuffled gather over several shards costs more than a sorted one on the host:
     docs/in-batch-order.md). Not with a user's ``collate_fn``, whose output may not be rows."""
     if in_batch_order == "sampled" and reorders and collate is None and source.costs(batch_size).copies:
         return REORDER
