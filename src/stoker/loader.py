@@ -48,7 +48,7 @@ from stoker.pipeline.slots import SlotBuffers, SlotPlan
 from stoker.pipeline.source import overrides
 from stoker.pipeline.state import Position
 from stoker.pipeline.store_source import StoreSource
-from stoker.pipeline.work import Work, begin_copy, finish_copy
+from stoker.pipeline.work import Work, begin_copy, finish_copy, read_order
 
 _LOADER_IDS = itertools.count(1)  # LoaderInfo.loader_id: unique in a process, unlike id(), which is reused
 
@@ -328,7 +328,7 @@ class Loader:
             None if not in_threads else partial(begin_copy, self.transfer),
             not in_threads,
             cfg.seed,
-            cfg.in_batch_order,
+            read_order(cfg.in_batch_order, self.transfer.reorders, self.source, self.collate_fn, cfg.batch_size),
             cfg.with_index,
         )
         batch_bytes = self.source.batch_bytes(cfg.batch_size)

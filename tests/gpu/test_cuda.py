@@ -38,3 +38,16 @@ def test_staging_buffers_are_pinned_and_recycled(mixed_store):
     buffers = [b for bufs in loader.transfer.pool._free.values() for b in bufs]
     assert buffers and len(buffers) <= 6
     assert all(torch.from_numpy(b).is_pinned() for b in buffers)
+
+
+@pytest.mark.parametrize("engine", ["threads", "processes"])
+def test_rows_are_read_sorted_and_put_back_in_the_samplers_order_on_the_device(mixed_store, engine):
+    loader = stoker.Loader(
+        mixed_store, batch_size=40, shuffle=True, seed=9, device="cuda", num_workers=2, engine=engine
+    )
+    assert loader.transfer.reorders  # the workers gather in storage order; index_select after the copy
+    ds = stoker.open(mixed_store)
+    for rows, batch in zip(loader.batch_sampler.batches(0), loader, strict=True):
+        assert batch["label"].is_cuda and batch["label"].cpu().tolist() == rows.tolist()
+        assert batch["text"] == [f"row {i} é" for i in rows]
+        np.testing.assert_array_equal(batch["image"].cpu().numpy(), ds.gather(rows, ["image"])["image"])

@@ -2,7 +2,7 @@
 
 Files:
     buffers.py   BufferPool: buffers reused only when nobody else holds them
-    transfer.py  Transfer: from_numpy on CPU; side-stream copies and events on CUDA
+    transfer.py  Transfer: from_numpy on CPU; side-stream copies (rows reordered after them) and events on CUDA
 """
 
 from stoker.device.buffers import BufferPool

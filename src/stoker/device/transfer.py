@@ -8,6 +8,10 @@ an event. The consumer waits for that event before the batch is handed out, and 
 caching allocator that the consumer's stream uses the memory (``record_stream``). The
 device tensors are fresh allocations, so nothing handed out is ever a later copy's target;
 the pinned staging buffer returns to the pool when the batch no longer references it.
+
+A batch gathered in storage order (fast on the host) is put back in the sampler's order after the
+copy: ``start(batch, order)`` takes its rows in ``order`` with ``index_select`` on the side stream,
+before the event, so the consumer gets sampled order at no host cost (:func:`reorder`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ class Transfer:
                 warnings.warn("pin_memory=True needs CUDA, which this torch does not see; not pinning", stacklevel=3)
             pin_memory = False
         self.pin_memory = cuda if pin_memory is None else bool(pin_memory)
+        # whether a loader reads in storage order and reorders here after the copy (free on a GPU)
+        self.reorders = cuda
         self.pool = BufferPool(_pinned if self.pin_memory else None)
         self._stream: torch.cuda.Stream | None = None  # made on first use
         self._stream_lock = threading.Lock()
@@ -76,10 +82,12 @@ class Transfer:
                 self._stream = torch.cuda.Stream(device=self.device)
             return self._stream
 
-    def start(self, batch: dict[str, Any]) -> PendingBatch:
-        """Turn numpy arrays into tensors and, on CUDA, start their copies (worker thread)."""
+    def start(self, batch: dict[str, Any], order: np.ndarray | None = None) -> PendingBatch:
+        """Turn numpy arrays into tensors and, on CUDA, start their copies (worker thread); then,
+        with ``order``, take the rows of every value in that order (:func:`reorder`)."""
         if not self.is_cuda:
-            return PendingBatch({k: _as_tensor(v) for k, v in batch.items()})
+            tensors = {k: _as_tensor(v) for k, v in batch.items()}
+            return PendingBatch(tensors if order is None else reorder(tensors, order))
         stream = self._side_stream()
         host = [v for v in batch.values() if isinstance(v, np.ndarray)]
         with torch.cuda.stream(stream):
@@ -91,6 +99,8 @@ class Transfer:
                         t = t.pin_memory()
                     t = t.to(self.device, non_blocking=True)
                 tensors[k] = t
+            if order is not None:
+                tensors = reorder(tensors, order)
             event = torch.cuda.Event()
             event.record(stream)
         return PendingBatch(tensors, event, host)
@@ -105,6 +115,33 @@ class Transfer:
                     t.record_stream(consumer)
             pending.host.clear()
         return pending.tensors
+
+
+def reorder(values: dict[str, Any], order: np.ndarray) -> dict[str, Any]:
+    """``values`` with row ``i`` of each being its row ``order[i]``: tensors by ``index_select``
+    on their own device (on CUDA, in the current stream), lists and tuples (strings, bytes) on the
+    host; scalars and other objects as they are. A value whose rows are not ``len(order)`` raises."""
+    n, index, picks = len(order), {}, None
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        if isinstance(v, torch.Tensor) and v.dim():
+            if v.device not in index:
+                index[v.device] = torch.from_numpy(np.array(order, dtype=np.int64)).to(v.device, non_blocking=True)
+            taken: Any = v.index_select(0, index[v.device]) if len(v) == n else None
+        elif isinstance(v, (list, tuple)):
+            picks = order.tolist() if picks is None else picks
+            taken = type(v)(v[i] for i in picks) if len(v) == n else None
+        else:
+            taken = v
+        if taken is None:
+            raise ConfigError(
+                f"batch value {k!r} has {len(v)} rows for a batch of {n}: the batch was read in storage order "
+                "and cannot be put back in the sampler's order; pass in_batch_order='storage', or make the "
+                "source's read return one row per index",
+                option="in_batch_order",
+            )
+        out[k] = taken
+    return out
 
 
 def _as_tensor(value: Any) -> Any:

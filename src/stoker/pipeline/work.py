@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from stoker.device.transfer import PendingBatch, Transfer
 from stoker.pipeline.collate import BF16, flatten, unflatten
 from stoker.pipeline.observe import Observers
 from stoker.pipeline.source import BatchSource
+from stoker.store.gather import ascending_order
 
 
 class Work:
@@ -31,8 +32,10 @@ class Work:
     worker, also makes the draws of a batch independent of which worker reads it.
 
     ``in_batch_order="storage"`` sorts each batch's rows before the read (``LoaderConfig``);
-    ``with_index`` adds ``index`` (the batch's rows) to each dict batch (after the collate) that has
-    none of its own.
+    ``"reorder"`` (the loader's choice for ``"sampled"``, :func:`read_order`) sorts them too, and
+    each batch travels as a :class:`Reordered` that the copy puts back in the sampler's order.
+    ``with_index`` adds ``index`` (the batch's rows) to each dict batch (after the collate) that
+    has none of its own.
     """
 
     def __init__(
@@ -49,7 +52,8 @@ class Work:
         self.source, self.collate, self.observers, self.start = source, collate, observers, start
         self.in_process = in_process  # return (batches, source.drain_report()): the counts travel back
         self.seed = seed
-        self.sort_rows, self.with_index = in_batch_order == "storage", with_index
+        self.sort_rows, self.with_index = in_batch_order in ("storage", REORDER), with_index
+        self.reorders = in_batch_order == REORDER
         self.epoch: int | None = None
         source.set_seed(seed)  # before the workers start: forked ones copy it
 
@@ -61,7 +65,11 @@ class Work:
             self.source.set_epoch(epoch)
             self.epoch = epoch
         span = self.observers.span
-        if self.sort_rows:
+        backs: list[np.ndarray | None] = []
+        if self.reorders:
+            pairs = [storage_order(rows) for rows in chunk]
+            chunk, backs = [rows for rows, _ in pairs], [back for _, back in pairs]
+        elif self.sort_rows:
             chunk = [np.sort(rows) for rows in chunk]
         with span("read"):
             batches = self.source.read(chunk)
@@ -70,6 +78,8 @@ class Work:
                 batches = [self.collate(b) for b in batches]
         if self.with_index:
             batches = [with_index(b, rows) for b, rows in zip(batches, chunk)]
+        if backs:
+            batches = [b if back is None else Reordered(b, back) for b, back in zip(batches, backs)]
         if self.start is not None:
             with span("transfer"):
                 batches = [self.start(b) for b in batches]
@@ -85,6 +95,37 @@ class Work:
         epoch, first, chunk = task
         which = f"batch {first}" if len(chunk) == 1 else f"batches {first}-{first + len(chunk) - 1}"
         return first, f"{which} of this pass (epoch {epoch})"
+
+
+REORDER = "reorder"
+
+
+class Reordered(NamedTuple):
+    """A batch read in storage order and ``back``, the rows that put it in the sampler's order."""
+
+    batch: Any
+    back: np.ndarray
+
+
+def read_order(in_batch_order: str, reorders: bool, source: BatchSource, collate: Any, batch_size: int) -> str:
+    """How a loader's workers order a batch's rows: ``in_batch_order``, or :data:`REORDER` for
+    ``"sampled"`` where the transfer ``reorders`` after the copy (on a GPU) and the source's reads
+    are gathers (a shuffled gather over several shards costs more than a sorted one on the host:
+    docs/in-batch-order.md). Not with a user's ``collate_fn``, whose output may not be rows."""
+    if in_batch_order == "sampled" and reorders and collate is None and source.costs(batch_size).copies:
+        return REORDER
+    return in_batch_order
+
+
+def storage_order(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``rows`` sorted, and ``back`` with ``sorted[back] == rows`` (None when already sorted)."""
+    rows = np.asarray(rows)
+    if ascending_order(rows):
+        return rows, None
+    order = np.argsort(rows, kind="stable")
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return rows[order], back
 
 
 def with_index(batch: Any, rows: np.ndarray) -> Any:
@@ -107,11 +148,15 @@ def seed_globals(seed: int, epoch: int, first: int) -> None:
 
 
 def begin_copy(transfer: Transfer, batch: Any) -> tuple[Any, PendingBatch]:
-    """Begin moving ``batch`` to the transfer's device: ``(spec to rebuild it or None, pending)``."""
+    """Begin moving ``batch`` to the transfer's device: ``(spec to rebuild it or None, pending)``.
+    A :class:`Reordered` batch is put back in the sampler's order after the copy."""
+    back = None
+    if isinstance(batch, Reordered):
+        batch, back = batch
     if isinstance(batch, dict) and not any(isinstance(v, (dict, tuple, BF16)) for v in batch.values()):
-        return None, transfer.start(batch)
+        return None, transfer.start(batch, back)
     leaves, spec = flatten(batch)
-    return spec, transfer.start({str(i): _leaf(x) for i, x in enumerate(leaves)})
+    return spec, transfer.start({str(i): _leaf(x) for i, x in enumerate(leaves)}, back)
 
 
 def finish_copy(transfer: Transfer, started: tuple[Any, PendingBatch]) -> Any:
@@ -131,4 +176,4 @@ def _leaf(value: Any) -> Any:
     return value
 
 
-__all__ = ["Work", "begin_copy", "finish_copy"]
+__all__ = ["REORDER", "Reordered", "Work", "begin_copy", "finish_copy", "read_order", "storage_order"]

@@ -27,7 +27,8 @@ from stoker.store.shards import ColumnView
 
 # run(rows, row_bytes, copy): calls copy(start, stop) over ranges covering 0..rows-1, then returns
 PartRunner = Callable[[int, int, Callable[[int, int], None]], None]
-VIEW_ROW_BYTES = 1024  # rows of several shards at least this large are copied as views, once each
+MAX_PIECES = 8  # a shuffled row is taken across shards as at most this many equal pieces (take_across)
+VIEW_ROW_BYTES = 1024  # else rows of several shards at least this large are copied as views, once each
 
 
 class Plan:
@@ -73,7 +74,11 @@ class Plan:
                 firsts = shard[bounds[:-1]].tolist()
                 self.runs = [(s, slice(a, b)) for s, a, b in zip(firsts, bounds[:-1], bounds[1:])]
         else:
-            self.runs = [(int(s), np.flatnonzero(shard == s)) for s in np.unique(shard)]
+            # each shard's positions, ascending: one stable argsort cut by the counts
+            order = np.argsort(shard, kind="stable")
+            counts = np.bincount(shard)
+            ends, sizes = np.cumsum(counts).tolist(), counts.tolist()
+            self.runs = [(s, order[ends[s] - sizes[s] : ends[s]]) for s in counts.nonzero()[0].tolist()]
 
     def part(self, start: int, stop: int) -> Plan:
         """The plan of requested rows ``start..stop-1`` alone (positions relative to ``start``)."""
@@ -143,11 +148,14 @@ def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) 
     """Rows of ``plan`` of one fixed-width column into ``out`` (``plan.n`` rows), in the plan's order.
 
     Rows in one run of a shard are one ``take`` into their slice of ``out``. Rows of several shards
-    interleaved (a shuffled batch in sampled order) are written once each, straight to their place:
-    rows of at least :data:`VIEW_ROW_BYTES` by one ``np.concatenate`` of the rows' views (a per-shard
-    take and a scatter would copy every byte twice); smaller rows by a take and a scatter per shard.
+    interleaved (a shuffled batch in sampled order) are one ``take`` over all the shards at once
+    (:func:`take_across`): each row copied once, straight to its place, with no Python per row.
+    Where that does not apply, rows of at least :data:`VIEW_ROW_BYTES` by one ``np.concatenate``
+    of the rows' views (one copy each), smaller rows by a take and a scatter per shard.
     """
     sources = {s: views[s].data for s, _ in plan.runs}
+    if not plan.sorted and plan.n and take_across(sources, plan, out):
+        return
     if (
         not plan.sorted
         and plan.n
@@ -165,6 +173,51 @@ def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) 
             src.take(plan.local[pos], axis=0, out=out[pos], mode="clip")
         else:
             out[pos] = np.take(src, plan.local[pos], axis=0)
+
+
+class _Span:
+    """Memory from address ``ptr`` on, as ``n`` read-only elements of ``size`` bytes (``np.asarray`` of it)."""
+
+    def __init__(self, ptr: int, n: int, size: int) -> None:
+        self.__array_interface__ = {"data": (ptr, True), "shape": (n,), "typestr": f"|V{size}", "version": 3}
+
+
+def take_across(sources: Mapping[int, np.ndarray], plan: Plan, out: np.ndarray) -> bool:
+    """Rows of ``plan`` from the shards' arrays ``sources`` into ``out`` with one ``np.take``.
+
+    The shards lie at different addresses. Seen as one array of ``g``-byte elements running from
+    the lowest shard's first row to the end of the highest shard, where ``g`` divides the row size
+    and every distance between two shards' first rows, each row is ``row_bytes // g`` consecutive
+    elements; one take of those elements, in the plan's order, fills ``out``. Only the indexed
+    elements are read: the memory between shards is never touched (the Store checked that every
+    row is in range, every row is checked to lie inside its shard here, and the shards stay mapped
+    during the gather). False, with nothing done, where an array is not contiguous, a row would be
+    more than :data:`MAX_PIECES` elements, or a row lies past its shard's end.
+    """
+    arrays, shape = list(sources.values()), out.shape[1:]
+    row_bytes = out.nbytes // max(plan.n, 1)
+    if not row_bytes or not out.flags.c_contiguous:
+        return False
+    if not all(a.flags.c_contiguous and a.dtype == out.dtype and a.shape[1:] == shape for a in arrays):
+        return False
+    ptrs = [a.ctypes.data for a in arrays]
+    base = min(ptrs)
+    size = math.gcd(row_bytes, *(p - base for p in ptrs))
+    pieces = row_bytes // size
+    if pieces > MAX_PIECES:
+        return False
+    end = max(p + a.nbytes for p, a in zip(ptrs, arrays))
+    span = np.asarray(_Span(base, (end - base) // size, size))
+    table = np.zeros((max(sources) + 1, 2), dtype=np.int64)  # per shard: first element, rows
+    table[list(sources)] = [((p - base) // size, len(a)) for p, a in zip(ptrs, arrays)]
+    first, rows = table[plan.shard].T
+    if not (plan.local < rows).all():  # a row past its shard's end (never read between shards)
+        return False
+    at = first + plan.local * pieces
+    if pieces > 1:
+        at = (at[:, None] + np.arange(pieces)).reshape(-1)
+    np.take(span, at, out=out.reshape(-1).view(span.dtype), mode="clip")
+    return True
 
 
 def gather_ragged(col: Column, views: Mapping[int, ColumnView], plan: Plan) -> Ragged:
@@ -231,4 +284,5 @@ __all__ = [
     "gather_ragged",
     "gather_tensor",
     "ramp",
+    "take_across",
 ]
