@@ -46,8 +46,8 @@ def tune(
     """Find the fastest loader setting for ``store`` under a simulated step of ``step_ms`` per batch.
 
     Args:
-        store: a store (or its path); its loader is the one ``stoker bench`` picks (images, text,
-            plain). None with ``make``: the loader ``make`` builds (on-the-fly text, a Dataset).
+        store: a store (or its path); its loader is the one its data is trained with (images,
+            text, plain). None with ``make``: the loader ``make`` builds (on-the-fly text, a Dataset).
         batch_size: rows per batch of every trial.
         step_ms: a pure-Python busy loop holding the GIL this long after each batch (0: none).
         trial_batches: batches timed per trial (after 2 warm-up batches).
