@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from stoker.pipeline.tuning import nbytes
+
 BLOCKS = 8  # runs of consecutive batches (batch means) the interval is computed over, at most
 CONFIDENCE = 0.90  # two-sided confidence of a trial's interval
 MIN_BLOCKS = 4  # no interval from fewer runs
@@ -72,19 +74,6 @@ def busy_step(ms: float) -> None:
     end = time.perf_counter() + ms / 1000.0
     while time.perf_counter() < end:
         pass
-
-
-def nbytes(value: Any) -> int:
-    """Bytes of a batch: tensors' and arrays' data, bytes and strings, through dicts and lists."""
-    if isinstance(value, dict):
-        return sum(nbytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(nbytes(v) for v in value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    return int(getattr(value, "nbytes", 0))
 
 
 def rows_of(batch: Any) -> int:

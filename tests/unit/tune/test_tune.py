@@ -300,7 +300,7 @@ def test_the_manifest_names_the_loader_kind(tmp_path):
 
 def test_batch_bytes_count_every_kind_of_column():
     """Issue 16 item 19: the bytes of binary and string columns count (a JPEG store read as bytes showed ~0 MB/s)."""
-    from stoker.tune.trial import nbytes
+    from stoker.pipeline.tuning import nbytes
 
     batch = {
         "x": torch.zeros((4, 3), dtype=torch.int32),  # 48
