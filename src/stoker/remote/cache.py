@@ -101,10 +101,8 @@ class ShardFiles:
     def first_map(self, info: ShardInfo) -> str:
         """What is wrong with cached shard ``info`` (:func:`shard_problem`), checked once per file per process.
 
-        The cost is one read of the file, whose pages the map that follows then finds in memory:
-        15 to 18 ms for a 64 MiB shard in the page cache (XXH3-128; sha256, format-1 stores: 69 ms;
-        measured once on a 2-core VM), plus reading it from disk where it is not cached. A file
-        is known by its inode: one put there since (a new download, or planted) is checked again.
+        The cost is one read of the file, whose pages the map that follows then finds in memory. A
+        file is known by its inode: one put there since (a new download, or planted) is checked again.
         """
         path = self.path(info.file)
         st = os.lstat(path)
