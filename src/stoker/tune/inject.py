@@ -96,15 +96,11 @@ class TrialRecorder(Observer):
         return {
             "done": done,
             "batches": self.seen,
-            "timed_batches": max(0, timed),
             "rows": self.rows,
-            "seconds": elapsed,
             "rows_per_s": self.rows / elapsed if elapsed > 0 else None,
-            "steps_per_s": timed / elapsed if elapsed > 0 else None,
             "wait_share": self.waited / elapsed if elapsed > 0 else None,
             "batch_bytes": self.size * self.rows // max(1, timed),
             "loader": self.loaders.get(self.key) if self.key is not None else None,
-            "loaders": list(self.loaders.values()),
             "given": self.given,
         }
 

@@ -78,7 +78,6 @@ class ScriptRun:
     trial: Trial
     loader: dict[str, Any] | None  # the timed loader's options as built (after the setting)
     given: list[dict[str, Any]]  # per stoker loader built: the script's own values of the set keywords
-    steps_per_s: float | None
 
 
 def run_script(trials: ScriptTrials, setting: dict[str, Any]) -> ScriptRun:
@@ -154,10 +153,9 @@ def _outcome(
             rows=int(found["rows"]),
             batch_bytes=int(found["batch_bytes"]),
         )
-        return ScriptRun(trial, loader, given, found.get("steps_per_s"))
-    return ScriptRun(
-        Trial(setting, None, None, seconds, error=_why(trials, found, code, timed_out, stderr)), loader, given, None
-    )
+        return ScriptRun(trial, loader, given)
+    error = _why(trials, found, code, timed_out, stderr)
+    return ScriptRun(Trial(setting, None, None, seconds, error=error), loader, given)
 
 
 def _why(trials: ScriptTrials, found: dict[str, Any] | None, code: int, timed_out: bool, stderr: str) -> str:
