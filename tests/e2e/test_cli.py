@@ -10,8 +10,6 @@ import sys
 import numpy as np
 import pytest
 
-import stoker
-import stoker.convert
 from stoker.cli.main import build_parser, main
 
 
@@ -22,7 +20,7 @@ def run(*args):
 
 
 def test_help_on_every_command():
-    for cmd in ([], ["inspect"], ["bench"], ["convert"], ["demo"]):
+    for cmd in ([], ["inspect"], ["tune"], ["convert"], ["demo"]):
         code, out, _ = run(*cmd, "--help")
         assert code == 0 and "usage: stoker" in out
 
@@ -65,92 +63,14 @@ def _table_rows(out):
     return [[c.strip() for c in line.strip("│ ").split("│")] for line in out.splitlines() if line.startswith("│")]
 
 
-def test_bench(tmp_path):
-    stoker.write(tmp_path / "s", {"x": np.zeros((500, 16), np.float32), "y": np.arange(500)})
-    code, out, err = run("bench", str(tmp_path / "s"), "--batch-size", "64", "--workers", "0,2", "--seconds", "0.3")
-    assert code == 0, err
-    rows = _table_rows(out)
-    assert [r[0] for r in rows] == ["0", "2"]
-    assert all(float(r[1].replace(",", "")) > 0 for r in rows)
-    # like with like: the median of interleaved rounds, inside the range of the rounds, and the verdict
-    for r in rows:
-        low, high = (float(x.replace(",", "")) for x in r[4].split("-"))
-        assert low <= float(r[1].replace(",", "")) <= high
-    assert "fastest: workers=" in out and "median of 3 interleaved rounds" in out
-
-
-def test_inspect_and_bench_print_rich_tables(mixed_store):
+def test_inspect_prints_rich_tables(mixed_store):
     """Issue 16 item 23: rich tables, as the doctor prints, not dashes under plain columns."""
-    for argv in (
-        ["inspect", str(mixed_store), "--shards"],
-        ["bench", str(mixed_store), "--workers", "0", "--seconds", "0.1"],
-    ):
-        code, out, err = run(*argv)
-        assert code == 0, err
-        assert "┃" in out and "└" in out and "---" not in out  # no dash rules (a "--verify" hint is fine)
-        assert _table_rows(out)
+    code, out, err = run("inspect", str(mixed_store), "--shards")
+    assert code == 0, err
+    assert "┃" in out and "└" in out and "---" not in out  # no dash rules (a "--verify" hint is fine)
+    assert _table_rows(out)
     code, out, _ = run("inspect", str(mixed_store), "--json")
     assert code == 0 and json.loads(out)["num_rows"] == 300  # --json stays plain JSON
-
-
-def test_bench_counts_binary_columns(tmp_path):
-    """Issue 16 item 19: MB/s counts the bytes of binary columns (a JPEG store read as bytes showed ~0 MB/s)."""
-    row = 100_000
-    stoker.write(tmp_path / "s", {"blob": [bytes([i % 256]) * row for i in range(64)]})
-    code, out, err = run("bench", str(tmp_path / "s"), "--batch-size", "8", "--workers", "0", "--seconds", "0.3")
-    assert code == 0, err
-    ((_, samples, mb, _, _),) = _table_rows(out)
-    samples, mb = float(samples.replace(",", "")), float(mb.replace(",", ""))
-    assert samples > 0 and mb == pytest.approx(samples * row / 1e6, rel=0.01, abs=0.1)
-
-
-@pytest.fixture
-def image_store(tmp_path):
-    pytest.importorskip("PIL")
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for c in ("cat", "dog"):
-        (tmp_path / "img" / c).mkdir(parents=True)
-        for i in range(6):
-            Image.fromarray(rng.integers(0, 255, (40, 50, 3), dtype=np.uint8)).save(tmp_path / "img" / c / f"{i}.jpg")
-    stoker.convert.images(tmp_path / "img", tmp_path / "jpeg", progress=False)
-    return tmp_path / "jpeg"
-
-
-def test_bench_times_an_image_store_as_images(image_store):
-    """Issue 16 item 19: an encoded image store is decoded and cropped (ImageSource), not read as bytes."""
-    argv = ("bench", str(image_store), "--batch-size", "4", "--workers", "1", "--seconds", "0.2", "--size", "32")
-    code, out, err = run(*argv)
-    assert code == 0, err
-    assert (
-        "stoker.vision.ImageSource (RandomResizedCrop(32) + RandomHorizontalFlip" in out and "[a images store]" in out
-    )
-    ((_, samples, mb, _, _),) = _table_rows(out)
-    samples, mb = float(samples.replace(",", "")), float(mb.replace(",", ""))
-    assert samples > 0 and mb == pytest.approx(samples * (3 * 32 * 32 + 8) / 1e6, rel=0.01, abs=0.1)  # uint8 + label
-    code, out, err = run(*argv[:-2], "--mode", "plain")
-    assert code == 0 and "stoker.Loader  [--mode plain]" in out
-    code, _, err = run(*argv, "--columns", "image")
-    assert code == 1 and "--columns selects the columns of a plain store" in err
-
-
-def test_bench_times_a_text_store_as_text(tmp_path):
-    """Issue 16 item 19: a store of tokenized text is padded by stoker.text.Loader."""
-    pytest.importorskip("tokenizers")
-    (tmp_path / "c.txt").write_text("".join(f"line number {i} of the corpus\n" for i in range(64)))
-    stoker.convert.text(tmp_path / "c.txt", tmp_path / "t", progress=False)
-    code, out, err = run("bench", str(tmp_path / "t"), "--batch-size", "8", "--workers", "0", "--seconds", "0.2")
-    assert code == 0, err
-    assert "stoker.text.Loader" in out and "[a text store]" in out
-    code, _, err = run("bench", str(tmp_path / "t"), "--size", "32", "--seconds", "0.1")
-    assert code == 1 and "--size 32 sets the crop of an image store" in err
-
-
-@pytest.mark.parametrize("workers", ["x", "-1", ""])
-def test_bench_bad_workers(tmp_path, workers):
-    stoker.write(tmp_path / "s", {"y": np.arange(5)})
-    assert main(["bench", str(tmp_path / "s"), "--workers", workers, "--seconds", "0.1"]) == 1
 
 
 def test_bad_option_is_usage_error():
@@ -186,7 +106,6 @@ def _closed_pipe_run(*args, cwd=None):
     [
         ["inspect", "{store}", "--shards"],
         ["inspect", "{store}", "--json"],
-        ["bench", "{store}", "--workers", "0", "--seconds", "0.1"],
         ["convert", "arrays", "a.npz", "out", "--no-progress"],
         ["--help"],
     ],
@@ -212,7 +131,7 @@ def test_errors_name_flags_not_keywords(tmp_path, capsys):
     assert main(["convert", "table", str(tmp_path / "t.data"), str(tmp_path / "t")]) == 1
     err = capsys.readouterr().err
     assert "pass --format parquet, csv or json" in err and "format=" not in err
-    assert main(["bench", str(tmp_path / "s"), "--batch-size", "0", "--seconds", "0.1"]) == 1
+    assert main(["tune", str(tmp_path / "s"), "--batch-size", "0"]) == 1
     assert "stoker: error: --batch-size must be" in capsys.readouterr().err
 
 

@@ -2,11 +2,10 @@
 
 Files:
     main.py     the entry point and the list of commands
-    output.py   printing helpers (rich tables, sizes) and the progress bar
+    output.py   printing helpers (rich tables, sizes)
     flags.py    library error messages in flag words (--overwrite, not overwrite=True)
     helptext.py reST markup taken out of every --help
     inspect.py  stoker inspect STORE [--verify] [--json]
-    bench.py    stoker bench STORE (bench_loaders.py: the loader it times, by store kind)
     convert.py  stoker convert KIND ...: one module per kind registers itself here
     demo.py     stoker demo: the README's main job (sections: demo_mnist.py, ...)
 """

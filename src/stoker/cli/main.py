@@ -22,7 +22,6 @@ from stoker.errors import StokerError
 
 COMMANDS = (
     "stoker.cli.inspect",
-    "stoker.cli.bench",
     "stoker.cli.convert",
     "stoker.cli.demo",
     "stoker.cli.doctor",

@@ -1,4 +1,4 @@
-"""Printing helpers shared by the commands: sizes, rich tables like the doctor's, the progress bar."""
+"""Printing helpers shared by the commands: sizes, rich tables like the doctor's."""
 
 from __future__ import annotations
 
@@ -68,12 +68,3 @@ def fields(pairs: Iterable[tuple[str, Any]], file: TextIO | None = None) -> None
 
 def _is_number(cell: str) -> bool:
     return cell == "-" or cell.replace(",", "").replace(".", "").replace("x", "").strip().isdigit()
-
-
-def progress(total: int | None = None, desc: str = "", unit: str = "it", disable: bool | None = None):
-    """A tqdm progress bar on stderr, off when stderr is not a terminal unless asked."""
-    from tqdm.auto import tqdm
-
-    if disable is None:
-        disable = not sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, unit=unit, disable=disable, file=sys.stderr, dynamic_ncols=True)

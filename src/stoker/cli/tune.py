@@ -15,8 +15,8 @@ from typing import Any
 from stoker.cli.output import console, fields, human_bytes, table
 
 DESCRIPTION = (
-    "Search the settings of the loader a store is trained with (the one 'stoker bench' picks: images, "
-    "text or plain) for the fastest: workers, engine (threads or processes) and prefetch depth, by "
+    "Search the settings of the loader a store is trained with (images, text or plain, "
+    "from what wrote it) for the fastest: workers, engine (threads or processes) and prefetch depth, by "
     "coordinate descent from the defaults, a few short trials (each ends once its rate is stable) "
     "instead of the whole grid. --step-ms N runs a simulated training step per batch: a pure-Python "
     "loop holding the GIL N ms. pin_memory is only searched for a CUDA --device. Or give your training "

@@ -173,11 +173,15 @@ class Decision:
 
 
 def nbytes(batch: Any) -> int:
-    """Bytes of the arrays and tensors of a batch (any nest of dicts, lists and tuples)."""
+    """Bytes of a batch: arrays' and tensors' data, bytes and strings (UTF-8), through dicts, lists and tuples."""
     if isinstance(batch, dict):
         return sum(nbytes(v) for v in batch.values())
     if isinstance(batch, (list, tuple)):
         return sum(nbytes(v) for v in batch)
+    if isinstance(batch, (bytes, bytearray, memoryview)):
+        return len(batch)
+    if isinstance(batch, str):
+        return len(batch.encode("utf-8"))
     return int(getattr(batch, "nbytes", 0) or 0)
 
 

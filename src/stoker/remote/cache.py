@@ -45,7 +45,7 @@ from stoker.remote.cachedir import CACHE_DIR_ENV, default_root, new_part, open_l
 from stoker.store.format import ShardInfo
 from stoker.store.replace import pid_alive
 from stoker.store.shardfile import file_checksum
-from stoker.store.sizes import parse_size
+from stoker.store.sizes import parse_size, size_text
 
 DEFAULT_CACHE_LIMIT = 50 * 2**30
 SPACE_WAIT_S = 60.0  # how long a download waits for other downloads to free the room it needs
@@ -101,10 +101,8 @@ class ShardFiles:
     def first_map(self, info: ShardInfo) -> str:
         """What is wrong with cached shard ``info`` (:func:`shard_problem`), checked once per file per process.
 
-        The cost is one read of the file, whose pages the map that follows then finds in memory:
-        15 to 18 ms for a 64 MiB shard in the page cache (XXH3-128; sha256, format-1 stores: 69 ms;
-        measured once on a 2-core VM), plus reading it from disk where it is not cached. A file
-        is known by its inode: one put there since (a new download, or planted) is checked again.
+        The cost is one read of the file, whose pages the map that follows then finds in memory. A
+        file is known by its inode: one put there since (a new download, or planted) is checked again.
         """
         path = self.path(info.file)
         st = os.lstat(path)
@@ -171,8 +169,8 @@ class ShardFiles:
         """
         if size > self.limit:
             raise StoreError(
-                f"cache_limit of {_fmt(self.limit)} cannot hold shard {name} ({_fmt(size)}); cache_dir "
-                f"{self.directory.parent}: give cache_limit of at least {_fmt(size)} (room for a few shards lets "
+                f"cache_limit of {size_text(self.limit)} cannot hold shard {name} ({size_text(size)}); cache_dir "
+                f"{self.directory.parent}: give cache_limit of at least {size_text(size)} (room for a few shards lets "
                 "downloads run ahead of the reader), or write the store with a smaller shard_size",
                 path=self.directory,
             )
@@ -187,9 +185,9 @@ class ShardFiles:
                     return
             if time.monotonic() > deadline:
                 raise StoreError(
-                    f"cache_dir {self.directory.parent} is full: cache_limit {_fmt(self.limit)} has no room for shard "
-                    f"{name} ({_fmt(size)}) beside the shards being read or downloaded now; raise cache_limit (to "
-                    f"at least {_fmt(max(4 * size, 2 * self.limit))}) or use fewer readers on this cache",
+                    f"cache_dir {self.directory.parent} is full: cache_limit {size_text(self.limit)} has no room for shard "
+                    f"{name} ({size_text(size)}) beside the shards being read or downloaded now; raise cache_limit (to "
+                    f"at least {size_text(max(4 * size, 2 * self.limit))}) or use fewer readers on this cache",
                     path=self.directory,
                 )
             time.sleep(delay)
@@ -377,13 +375,6 @@ def _unlink(path: Path) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
-
-
-def _fmt(n: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"
 
 
 __all__ = [

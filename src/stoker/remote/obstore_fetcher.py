@@ -1,8 +1,7 @@
 """The obstore fetcher: the default for ``s3://``, ``gs://``, ``az://``, ``https://`` and ``http://`` stores.
 
-obstore (Rust, its own connection pool) measured 1.15x s3fs's download rate on one thread and
-2.49x on four (``benchmarks/bench_object_clients.py``). It serves a store wherever it can take the
-store's credentials and options; where it cannot, :func:`obstore_fetcher` raises ``Unfit`` and
+It serves a store wherever it can take the store's credentials and options (the speed against
+s3fs: ``benchmarks/bench_object_clients.py``, docs/design-notes.md); where it cannot, :func:`obstore_fetcher` raises ``Unfit`` and
 fsspec serves the store (``registry.py``; ``STOKER_REMOTE_CLIENT=obstore`` makes that a ConfigError
 naming the key instead):
 

@@ -19,21 +19,11 @@ Other datasets (lzf, szip, blosc and the other ``hdf5plugin`` filters, fletcher3
 storage, chunked files that define no fill value) are read through h5py, a chunk-sized slab at
 a time; ``mmap=False`` sends every dataset through h5py.
 
-Column kinds (the full table is in ``hdf5_types.py``): numbers, bool, enums and complex become
-``tensor`` columns in native byte order (big-endian data is swapped once, when read), sub-array
-dtypes append their shape; a compound dataset gives one column per field, ``<dataset>.<field>``
-(nested: ``<dataset>.<field>.<subfield>``; ``.`` is the separator, padding gaps are not read);
-UTF-8 strings become ``string`` columns (lists of ``str`` in a batch), ASCII strings and opaque
-data ``binary`` ones (lists of ``bytes``); variable-length numbers become ``sequence`` columns,
-padded per batch with ``<name>_lengths``. Rows of fixed-size types (compound tables of numbers
-and null-padded or null-terminated strings included: ``hdf5_types.fixed_layout``) take the fast
-paths above, then are cut into their columns; variable-length, space-padded string and cast
-datasets are read through h5py and cut the same way. Dtypes torch has no tensor for (long double)
-are refused at open unless ``cast=`` names a dtype for them; so is a filter whose plugin is
-not installed, naming the filter and where it comes from (``hdf5_describe.py``). Files other than
-the one named (external links, external storage, virtual datasets) are read only from directories
-``allow_external`` names, and a dataset declaring far more rows than were ever written only with
-``allow_fill=True`` (``hdf5_bounds.py``).
+Column kinds: the table in ``hdf5_types.py`` (a compound dataset gives one column per field,
+``<dataset>.<field>``). Rows of fixed-size types (``hdf5_types.fixed_layout``) take the fast paths
+above, then are cut into their columns; variable-length, space-padded string and cast datasets are
+read through h5py and cut the same way. A filter whose plugin is not installed is refused at open
+(``hdf5_describe.py``); so are other files and unwritten rows unless allowed (``hdf5_bounds.py``).
 """
 
 from __future__ import annotations

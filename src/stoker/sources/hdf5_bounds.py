@@ -35,22 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ConfigError, InputError
+from stoker.store.sizes import size_text
 
 FILL_LIMIT = 64 * 2**20  # never-written bytes a dataset may read as its fill value without allow_fill=True
 _PREFIXES = ("HDF5_EXT_PREFIX", "HDF5_EXTFILE_PREFIX", "HDF5_VDS_PREFIX")  # where HDF5 also looks
 _DEPTH = 4  # virtual datasets whose sources are virtual, checked this deep
 
 PathLike = str | os.PathLike[str]
-
-
-def size_text(n: int) -> str:
-    """``n`` bytes in words: ``64.0 GiB``."""
-    value = float(n)
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} bytes"  # pragma: no cover - the loop always returns
 
 
 @dataclass(frozen=True)

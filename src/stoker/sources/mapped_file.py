@@ -85,8 +85,7 @@ class MappedFile:
         """Share of the pages of a byte range in the page cache (1.0 where ``mincore`` is unavailable).
 
         ``sample``: look at :data:`_SAMPLE_WINDOWS` evenly spaced windows of the range, not all
-        of it: ``mincore`` took about 4 ms per 256 MB here (cProfile), which the conversion's main
-        thread paid before every slab.
+        of it (the conversion's main thread asks before every slab).
         """
         lo = offset - offset % mmap.PAGESIZE
         length = offset + size - lo
@@ -112,9 +111,8 @@ class MappedFile:
         """``madvise`` on a page-aligned range of the map, without holding the GIL.
 
         Python's ``mmap.madvise`` keeps the GIL through the call, and ``MADV_POPULATE_READ`` on
-        a cold file waits for the disk: every other thread of the process stopped with it
-        (an ad-hoc probe: during a page-in of 256 MB, another thread stood still 144-155 ms in all).
-        Through ctypes the call releases the GIL (0 ms). Raises OSError as ``mmap.madvise`` does.
+        a cold file waits for the disk; through ctypes the call releases the GIL. Raises OSError as
+        ``mmap.madvise`` does.
         """
         if _LIBC is not None and self._base:
             if _LIBC.madvise(self._base + start, length, advice) != 0:

@@ -9,19 +9,10 @@ store of 10 shards or 100,000.
 
 Opening a store reads the manifest and checks each shard's size (one ``stat``), nothing more.
 A shard is memory-mapped, parsed and checked against the manifest the first time a gather
-touches it (``ShardCache``); at most ``STOKER_MAX_MAPPED_SHARDS`` shards stay mapped, the
-least recently used unmapped first, so a store of any shard count stays under the kernel's
-``vm.max_map_count``. The default cap follows the machine (:func:`mapped_shards_cap`): half of
-``/proc/sys/vm/max_map_count`` (65,530 → 32,765), never below 1,024, read when a store is opened;
-:data:`DEFAULT_MAX_MAPPED_SHARDS` (8,192) where that file cannot be read. An evicted shard touched
-again is mapped and validated again (the file may have changed on disk), so random reads over more
-shards than the cap cost a remap each: a cap as large as the kernel allows keeps that rare.
-
-A local store holds its directory open (``PinnedDir``) and checks, after each shard it maps, that
-its path still names that directory: a store rewritten (``overwrite=True``) while it is read gives
-the rows of the version opened until a shard must be mapped, then a ShardError saying it was
-rewritten, never rows of both versions. A copy pickled to another process checks that it opened
-the same version (its shard checksums).
+touches it; at most ``STOKER_MAX_MAPPED_SHARDS`` shards stay mapped (``shards.py``: ``ShardCache``,
+:func:`mapped_shards_cap`), and an evicted shard touched again is mapped and validated again. A
+local store rewritten while it is read is an error, never rows of both versions (``PinnedDir``);
+a copy pickled to another process checks that it opened the same version (its shard checksums).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Sizes given as numbers of bytes or as strings: ``268435456``, ``"256MB"``, ``"1 GiB"`` (binary units)."""
+"""Sizes given as numbers of bytes or as strings: ``268435456``, ``"256MB"``, ``"1 GiB"`` (binary units),
+and sizes said in words for messages (``size_text``)."""
 
 from __future__ import annotations
 
@@ -44,4 +45,14 @@ def parse_size(size: int | str) -> int:
     return value
 
 
-__all__ = ["parse_size"]
+def size_text(n: int) -> str:
+    """``n`` bytes in words: ``64.0 GiB``."""
+    value = float(n)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024:
+            return f"{int(value)} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+__all__ = ["parse_size", "size_text"]

@@ -3,7 +3,7 @@ into the script's loaders, the script's own steps measured, the script ended aft
 
 ``stoker tune`` runs the script with this module's :data:`HOOKS` (through ``stoker.boot``) and
 ``STOKER_TUNE_TRIAL`` set to a JSON object: ``setting`` (loader keywords), ``out`` (the file
-the trial's result is written to) and how the trial ends (``batches``, ``warmup``,
+the trial's result is written to) and ``ending``, how the trial ends (``batches``, ``warmup``,
 ``min_seconds``, ``stable``, ``max_seconds``: see ``trial.py``'s :class:`Ending`). The boot hook
 calls :func:`install_from_env` once the script imports stoker, and :func:`watch_torch` once it
 imports torch.
@@ -49,13 +49,7 @@ class TrialRecorder(Observer):
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
-        self.ending = Ending(
-            batches=int(spec["batches"]),
-            warmup=int(spec.get("warmup", 2)),
-            min_seconds=float(spec.get("min_seconds", 0.0)),
-            stable=spec.get("stable"),
-            max_seconds=spec.get("max_seconds"),
-        )
+        self.ending = Ending(**spec["ending"])
         self.loaders: dict[int, dict[str, Any]] = {}
         self.given: list[dict[str, Any]] = []
         self.key: int | None = None
@@ -96,15 +90,11 @@ class TrialRecorder(Observer):
         return {
             "done": done,
             "batches": self.seen,
-            "timed_batches": max(0, timed),
             "rows": self.rows,
-            "seconds": elapsed,
             "rows_per_s": self.rows / elapsed if elapsed > 0 else None,
-            "steps_per_s": timed / elapsed if elapsed > 0 else None,
             "wait_share": self.waited / elapsed if elapsed > 0 else None,
             "batch_bytes": self.size * self.rows // max(1, timed),
             "loader": self.loaders.get(self.key) if self.key is not None else None,
-            "loaders": list(self.loaders.values()),
             "given": self.given,
         }
 

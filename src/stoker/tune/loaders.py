@@ -1,13 +1,10 @@
 """The loader a store is trained with, built with any tune setting, and the call that builds it.
 
-The same choice as ``stoker bench`` (``cli/bench_loaders.py``), made from the store's manifest:
-a store written by ``stoker convert images`` is read through ``stoker.vision.ImageSource`` with
-the training transforms (RandomResizedCrop + RandomHorizontalFlip, uint8 on the CPU, Normalize
-on a GPU), one written by ``stoker convert text`` through ``stoker.text.Loader``, any other
-through ``stoker.Loader``. Batches are shuffled, as in training, with a fixed ``seed``.
-
-``store_kind``, ``image_crop`` and ``image_transforms`` are that choice, shared with ``stoker bench``
-(``cli/bench_loaders.py`` imports them from here: cli may import tune, never the other way).
+The choice is made from the store's manifest: a store written by ``stoker convert images`` is read
+through ``stoker.vision.ImageSource`` with the training transforms (RandomResizedCrop +
+RandomHorizontalFlip, uint8 on the CPU, Normalize on a GPU), one written by ``stoker convert text``
+through ``stoker.text.Loader``, any other through ``stoker.Loader``. Batches are shuffled, as in
+training, with a fixed ``seed``.
 """
 
 from __future__ import annotations
@@ -18,9 +15,8 @@ from typing import Any
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
 
-DEFAULT_CROP = 224  # the training crop of an encoded image store (stoker tune, and stoker bench without --size)
+DEFAULT_CROP = 224  # the training crop of an encoded image store
 IMAGE_OPTIONS = ("reduced_decode", "decode_device")  # tune settings that are ImageSource options
-TEXT_LOADER = "stoker.text.Loader (padded input_ids, attention_mask)"  # the line saying which loader a text store gets
 
 
 def store_kind(store: Store) -> str:
@@ -34,28 +30,6 @@ def store_kind(store: Store) -> str:
     return "plain"
 
 
-def image_crop(store: Store, size: int | None = None) -> int:
-    """The training crop of an image store: ``size`` when given, else the smaller side of a resized
-    store's images, else :data:`DEFAULT_CROP`."""
-    if size is not None:
-        return size
-    stored = store.metadata.get("size") if store.metadata.get("mode") == "resized" else None
-    return min(stored) if stored else DEFAULT_CROP
-
-
-def normalizes(device: str) -> bool:
-    """Whether the training transforms end with Normalize: uint8 over the bus, and on a GPU the float
-    cast and Normalize run on the device."""
-    return device != "cpu"
-
-
-def image_transforms(crop: int, device: str) -> Any:
-    """The training transforms of an image store: RandomResizedCrop(crop) + RandomHorizontalFlip (+ Normalize)."""
-    from stoker import vision
-
-    return vision.train_transforms(crop, normalize=normalizes(device))
-
-
 @dataclass(frozen=True)
 class LoaderPlan:
     """How to build the loader of ``store`` for a tune setting, and to write that call out."""
@@ -65,7 +39,6 @@ class LoaderPlan:
     batch_size: int
     device: str = "cpu"
     seed: int = 0
-    crop: int | None = None
 
     def options(self, setting: dict[str, Any]) -> dict[str, Any]:
         """The loader keywords of ``setting``: shuffled, seeded, on ``device`` (an image source's
@@ -88,21 +61,25 @@ class LoaderPlan:
 
             return stoker.text.Loader(self.store, batch_size=self.batch_size, **opts)
         if self.kind == "images":
-            return stoker.Loader(self._image_source(setting), self.batch_size, **opts)
+            from stoker import vision
+
+            transforms = vision.train_transforms(self.crop, normalize=self.normalize)
+            source = vision.ImageSource(self.store, transforms, **self.source_options(setting))
+            return stoker.Loader(source, self.batch_size, **opts)
         return stoker.Loader(self.store, self.batch_size, **opts)
 
-    def _image_source(self, setting: dict[str, Any]) -> Any:
-        from stoker import vision
-
-        transforms = image_transforms(self._crop(), self.device)
-        return vision.ImageSource(self.store, transforms, **self.source_options(setting))
+    @property
+    def normalize(self) -> bool:
+        """Whether the training transforms end with Normalize: uint8 over the bus, and on a GPU the
+        float cast and Normalize run on the device."""
+        return self.device != "cpu"
 
     @property
-    def _normalize(self) -> bool:
-        return normalizes(self.device)
-
-    def _crop(self) -> int:
-        return image_crop(self.store, self.crop)
+    def crop(self) -> int:
+        """The training crop of an image store: the smaller side of a resized store's images, else
+        :data:`DEFAULT_CROP`."""
+        stored = self.store.metadata.get("size") if self.store.metadata.get("mode") == "resized" else None
+        return min(stored) if stored else DEFAULT_CROP
 
     def call(self, setting: dict[str, Any]) -> str:
         """The exact Python call that builds this loader with ``setting``, to paste into a script."""
@@ -111,7 +88,7 @@ class LoaderPlan:
         if self.kind == "text":
             return f"stoker.text.Loader({store}, batch_size={self.batch_size}, {kw})"
         if self.kind == "images":
-            transforms = f"stoker.vision.train_transforms({self._crop()}, normalize={self._normalize})"
+            transforms = f"stoker.vision.train_transforms({self.crop}, normalize={self.normalize})"
             own = "".join(f", {k}={v!r}" for k, v in self.source_options(setting).items())
             return (
                 f"stoker.Loader(stoker.vision.ImageSource({store}, {transforms}{own}), "
@@ -122,9 +99,9 @@ class LoaderPlan:
     def describe(self) -> str:
         """One line saying which loader this is."""
         if self.kind == "images":
-            return f"stoker.vision.ImageSource (RandomResizedCrop({self._crop()}) + RandomHorizontalFlip)"
+            return f"stoker.vision.ImageSource (RandomResizedCrop({self.crop}) + RandomHorizontalFlip)"
         if self.kind == "text":
-            return TEXT_LOADER
+            return "stoker.text.Loader (padded input_ids, attention_mask)"
         return "stoker.Loader"
 
 

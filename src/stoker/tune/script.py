@@ -22,33 +22,27 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from stoker.boot import child_env
 from stoker.errors import ConfigError
 from stoker.tune.inject import HOOKS, TRIAL_ENV
-from stoker.tune.trial import Trial
+from stoker.tune.trial import Ending, Trial
 
 TAIL = 600  # characters of the script's stderr kept in a failed trial's error
 
 
 @dataclass(frozen=True)
 class ScriptTrials:
-    """How each trial of a script runs: the command, steps timed, their ending, and the time bound.
-
-    ``batches``, ``warmup``, ``min_seconds``, ``stable`` and ``max_seconds`` are a trial's
-    :class:`~stoker.tune.trial.Ending`; ``timeout`` bounds the whole run of the script (start-up,
-    imports and building its data included) in seconds.
+    """How each trial of a script runs: the command, when its timed steps end (an
+    :class:`~stoker.tune.trial.Ending`), and ``timeout``, the bound on the whole run of the script
+    (start-up, imports and building its data included) in seconds.
     """
 
     argv: tuple[str, ...]
-    batches: int = 30
-    warmup: int = 5
-    min_seconds: float = 0.5
-    stable: float | None = 0.10
-    max_seconds: float | None = 10.0
+    ending: Ending
     timeout: float = 300.0
 
     def __post_init__(self) -> None:
@@ -60,15 +54,7 @@ class ScriptTrials:
             raise ConfigError(f"timeout must be a number of seconds > 0, got {self.timeout!r}", option="timeout")
 
     def spec(self, setting: dict[str, Any], out: str) -> dict[str, Any]:
-        return {
-            "setting": setting,
-            "out": out,
-            "batches": self.batches,
-            "warmup": self.warmup,
-            "min_seconds": self.min_seconds,
-            "stable": self.stable,
-            "max_seconds": self.max_seconds,
-        }
+        return {"setting": setting, "out": out, "ending": asdict(self.ending)}
 
 
 @dataclass(frozen=True)
@@ -78,7 +64,6 @@ class ScriptRun:
     trial: Trial
     loader: dict[str, Any] | None  # the timed loader's options as built (after the setting)
     given: list[dict[str, Any]]  # per stoker loader built: the script's own values of the set keywords
-    steps_per_s: float | None
 
 
 def run_script(trials: ScriptTrials, setting: dict[str, Any]) -> ScriptRun:
@@ -154,15 +139,15 @@ def _outcome(
             rows=int(found["rows"]),
             batch_bytes=int(found["batch_bytes"]),
         )
-        return ScriptRun(trial, loader, given, found.get("steps_per_s"))
-    return ScriptRun(
-        Trial(setting, None, None, seconds, error=_why(trials, found, code, timed_out, stderr)), loader, given, None
-    )
+        return ScriptRun(trial, loader, given)
+    error = _why(trials, found, code, timed_out, stderr)
+    return ScriptRun(Trial(setting, None, None, seconds, error=error), loader, given)
 
 
 def _why(trials: ScriptTrials, found: dict[str, Any] | None, code: int, timed_out: bool, stderr: str) -> str:
     """Why a trial gave no rate, in words, with the end of the script's stderr."""
-    need = trials.warmup + trials.batches
+    end = trials.ending
+    need = end.warmup + end.batches
     got = int(found["batches"]) if found else 0
     tail = stderr.strip()[-TAIL:]
     after = f"; its stderr ends: {tail}" if tail else ""
@@ -189,10 +174,10 @@ def _why(trials: ScriptTrials, found: dict[str, Any] | None, code: int, timed_ou
             f"the script ended after {got} batches of its first stoker loader; a trial needs {need} "
             "(lower --trial-batches, or let the script run longer)"
         )
-    cap = f" (or {trials.max_seconds:g} s)" if trials.max_seconds else ""
-    stable = f" and a rate known within {trials.stable:.0%}{cap}" if trials.stable else ""
+    cap = f" (or {end.max_seconds:g} s)" if end.max_seconds else ""
+    stable = f" and a rate known within {end.stable:.0%}{cap}" if end.stable else ""
     return (
         f"the script ended after {got} batches of its first stoker loader, before the trial's end: "
-        f"{trials.batches} timed batches over at least {trials.min_seconds:g} s{stable} (lower --trial-seconds, "
+        f"{end.batches} timed batches over at least {end.min_seconds:g} s{stable} (lower --trial-seconds, "
         "pass --stable 0, or let the script run longer)"
     )

@@ -1,29 +1,15 @@
 """Coordinate descent over a :class:`~stoker.tune.space.Space`: few trials, not the grid.
 
-From the start setting, each keyword in turn (the engine first: the best worker count depends on
-it) is varied with the others held: a numeric one (workers, prefetch depth) climbs from its
-current value to the neighbour that is faster and goes on that way while the rate keeps rising. A
-keyword in :data:`MODES_AT_ZERO` (the worker count) also tries 0 when its climb stops short of
-it: no workers is a mode of its own (the consumer reads inline; no pool starts each pass), which
-can be the fastest where one worker is the slowest (a user Dataset on short epochs: a process pool
-costs a pass tens of milliseconds before its first batch). A
-keyword in :data:`DEEPER` (the prefetch depth) tries its largest value first: a deeper buffer
-costs memory, not speed, and a loader that gains only at the deepest value (one worker thread on
-on-the-fly text) would be dropped on its shallower steps; if the deepest does not beat the best,
-the climb goes up step by step as for the others. A categorical one (engine) tries each value (from
-no workers, with the fewest workers: an engine needs workers; so is the prefetch depth). A
-move must beat the current best by ``min_gain`` (3 %) to count, so that noise does not walk
-the search away from a setting as good. Passes repeat until one changes nothing (at most
-``passes``). The search also stops as soon as a rate is within ``near`` (5 %) of ``ceiling``
-(the step's own bound: the consumer cannot take batches faster than its step, so no setting can
-gain more than that). Every setting is measured once (the tuner's trials end as soon as their
-rate is known); a candidate is told the rate it must beat (the best so far plus ``min_gain``),
-and a ``race`` measure may end its trial as soon as it is clearly below that; then the fastest, and the runner-up when within ``close`` (10 %) of it, are
-measured once more (a setting that then leads on one trial gets its second), and the best is the
-fastest by mean: one short trial on a shared machine can be off by tens of percent, and a setting
-clearly slower is not worth a second trial. ``Trials(full=...)`` gives the second trials another
-measure (e.g. longer ones). A failed trial counts as no rate and the search goes on.
-:func:`grid` measures every setting instead (the benchmark's reference).
+From the start setting, each keyword in turn (the engine first) is varied with the others held. A
+numeric one climbs to the faster neighbour and goes on that way while the rate keeps rising; the
+worker count (:data:`MODES_AT_ZERO`) also tries 0 when its climb stops short of it, and the prefetch
+depth (:data:`DEEPER`) tries its largest value first. A categorical one (engine) tries each value
+(from no workers, with the fewest workers). A move must beat the best by ``min_gain`` (3 %) to
+count. Passes repeat until one changes nothing (at most ``passes``), or a rate is within ``near``
+(5 %) of ``ceiling`` (the step's own bound). Each setting is measured once, told the rate it must
+beat (a ``race`` measure may end below it); then the fastest, and the runner-up within ``close``
+(10 %) of it, are measured once more, and the best is the fastest by mean. A failed trial counts as
+no rate. :func:`grid` measures every setting instead.
 """
 
 from __future__ import annotations
@@ -36,8 +22,7 @@ from stoker.tune.space import LOADER_DEFAULTS, Space, normalize
 from stoker.tune.trial import Trial
 
 DEEPER = frozenset({"prefetch_factor"})  # keywords whose larger values cost memory, not speed: tried deepest first
-# keywords whose lowest value is a mode of its own, not the end of a climb: no workers (the consumer reads
-# inline, with no pool to start each pass) can be the fastest where one worker is the slowest
+# keywords whose lowest value is a mode of its own (no workers: inline reads), not the end of a climb
 MODES_AT_ZERO = frozenset({"num_workers"})
 
 Measure = Callable[[dict[str, Any]], Trial]
@@ -48,30 +33,21 @@ class Trials:
     """The trials measured so far, one per setting, in order; the best one."""
 
     def __init__(
-        self,
-        measure: Measure,
-        on_trial: Callable[[Trial], None] | None = None,
-        full: Measure | None = None,
-        race: Race | None = None,
+        self, measure: Measure, on_trial: Callable[[Trial], None] | None = None, race: Race | None = None
     ) -> None:
         self._measure = measure
-        self._full = full or measure
         self._race = race
         self._on_trial = on_trial
         self.done: list[Trial] = []
 
     def rate(self, setting: dict[str, Any], again: bool = False, beat: float | None = None) -> float:
-        """The rate of ``setting`` (measured now unless already, or ``again``: then with ``full``,
-        the full-length trial): 0 for a failed trial. A setting measured more than once has the
-        mean of its rates. ``beat``: the rate it must exceed to matter; with ``race``, its trial
-        may end as soon as it is clearly below that."""
-        if not again:
-            known = self.mean(setting)
-            if known is not None:
-                return known
-        if again:
-            trial = self._full(setting)
-        elif beat is not None and self._race is not None:
+        """The rate of ``setting`` (measured now unless already, or ``again``): 0 for a failed trial.
+        A setting measured more than once has the mean of its rates. ``beat``: the rate it must
+        exceed to matter; with ``race``, its trial may end as soon as it is clearly below that."""
+        known = None if again else self.mean(setting)
+        if known is not None:
+            return known
+        if beat is not None and self._race is not None and not again:
             trial = self._race(setting, beat)
         else:
             trial = self._measure(setting)
@@ -150,14 +126,13 @@ def descend(
     *,
     min_gain: float = 0.03,
     passes: int = 2,
-    confirm: bool = True,
     ceiling: float | None = None,
     close: float = 0.10,
     near: float = 0.05,
 ) -> None:
     """Coordinate descent from ``start``; the trials land in ``trials``. It stops early once a rate
-    reaches ``ceiling * (1 - near)``. With ``confirm``, the fastest setting and the runner-up
-    when within ``close`` of it are measured once more at the end, and the best is chosen by mean."""
+    reaches ``ceiling * (1 - near)``. The fastest setting and the runner-up when within ``close`` of
+    it are measured once more at the end, and the best is chosen by mean."""
     current = start_setting(space, start)
     best = trials.rate(current)
     enough = None if ceiling is None else ceiling * (1 - near)
@@ -176,17 +151,16 @@ def descend(
                 current, best, moved = found, rate, True
         if not moved:
             break
-    if confirm:
-        ranked = trials.ranked()[:2]
-        top = trials.mean(ranked[0]) if ranked else None
-        for setting in ranked:
-            if setting is ranked[0] or (top and (trials.mean(setting) or 0.0) >= top * (1 - close)):
-                trials.rate(setting, again=True)
-        for _ in range(2):  # a setting that leads only by others' second trials gets its own
-            lead = trials.ranked()[:1]
-            if not lead or trials.count(lead[0]) >= 2:
-                break
-            trials.rate(lead[0], again=True)
+    ranked = trials.ranked()[:2]
+    top = trials.mean(ranked[0]) if ranked else None
+    for setting in ranked:
+        if setting is ranked[0] or (top and (trials.mean(setting) or 0.0) >= top * (1 - close)):
+            trials.rate(setting, again=True)
+    for _ in range(2):  # a setting that leads only by others' second trials gets its own
+        lead = trials.ranked()[:1]
+        if not lead or trials.count(lead[0]) >= 2:
+            break
+        trials.rate(lead[0], again=True)
 
 
 def _vary(

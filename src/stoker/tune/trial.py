@@ -1,43 +1,20 @@
 """One trial: a loader built with one setting, a few batches read with a simulated step, measured.
 
 The trial reads ``warmup`` batches first (worker start, first reads) and then times ``batches``
-batches (more while ``min_seconds`` have not passed: short trials are noisy): the rate counts rows
-per second over them, and the *wait share* is the part of that time the consumer spent waiting for
-the next batch rather than in its step. The step is a pure-Python busy loop holding the GIL for
-``step_ms`` per batch, as a Python-heavy training step does. An epoch shorter than the trial
-starts the next one, and that start (the previous pass's close, the new pass's workers and first
-reads) is timed like any step: a trial measures what consecutive epochs deliver, which is what a
-user whose epochs are that short gets (``persistent_workers`` is what saves those starts). Leaving
-the starts out, as trials once did, also left out whatever a loader prefetched during them: on
-short epochs that made deep prefetch look fastest (a worker thread at prefetch 8 measured 1.4x the
-inline default on 8,000 lines of on-the-fly text, where whole epochs ran at 0.72x of it). When the
-trial goes on past its first pass, that whole pass is warm-up (its timed batches are dropped and
-the timing starts again with the next pass): a first epoch fills caches (on-the-fly text's token
-cache, the page cache) and runs slower than the epochs after it, a transient that a short trial
-would count and a long one would not.
+batches (more while ``min_seconds`` have not passed): the rate counts rows per second over them,
+and the *wait share* is the part of that time the consumer spent waiting for the next batch rather
+than in its step. The step is a pure-Python busy loop holding the GIL for ``step_ms`` per batch. An
+epoch shorter than the trial starts the next one, and that start (the previous pass's close, the
+new pass's workers and first reads) is timed like any step. When the trial goes on past its first
+pass, that whole pass is warm-up (its timed batches are dropped and the timing starts again).
 
-A trial given ``stable`` (a screening trial) ends as soon as it knows its rate well enough: the
-timed batches are cut into up to :data:`BLOCKS` runs of consecutive batches (batch means: runs
-of several batches, so that the bursts of a prefetching loader average out inside a run), and
-the confidence interval of the mean batch interval (Student's t at :data:`CONFIDENCE`) is
-narrower than ``stable`` of it. A noisy but flat rate narrows its interval as batches come and
-ends; a drifting one does not. Given ``beat`` (the rate it must exceed to matter, rows/s), it
-also ends as soon as its interval's top is below ``beat`` (after half of its batches and half of
-``min_seconds``, and once the interval's half-width is under :data:`RACE_SPREAD`): a candidate
-clearly slower than the best so far needs no more batches. The check runs after every batch, so
-a wide interval would sooner or later dip below ``beat`` at a slow moment of a bursty loader (one
-worker thread handing out chunks of batches): a screen whose rate swings more than that runs on to
-``max_seconds`` instead. A screen looks at its interval after every batch at first and then after
-every 1/:data:`LOOK_EVERY` more batches (a few dozen looks in all, not one per batch): the
-bookkeeping of a look is Python time in the consumer, which a loader handing out tens of thousands
-of batches a second (a worker thread holding the GIL beside it) would otherwise pay in its rate,
-and fewer looks are fewer chances to race on a dip. Once it has its minimum batches and
-``min_seconds``, a screen ends at ``max_seconds`` of its whole cost (its loader's build, the warm-up,
-and a first pass dropped as warm-up count, not only the timed span):
-the cap bounds what a screen costs the search, which a setting that never settles would otherwise
-double (a worker pool's start and a dropped first pass on top of a timed span of ``max_seconds``). Any
-exception while building or reading (``MemoryError`` included) makes a failed trial that carries the error;
-``KeyboardInterrupt`` is not caught.
+A trial given ``stable`` (a screen) ends as soon as the confidence interval of its mean batch
+interval (Student's t at :data:`CONFIDENCE`, over up to :data:`BLOCKS` runs of consecutive
+batches) is narrower than ``stable`` of it; given ``beat`` (rows/s), also as soon as its interval's
+top is below ``beat`` (:meth:`Ending.behind`). A screen looks at its interval after every
+1/:data:`LOOK_EVERY` more batches, and ends at ``max_seconds`` of its whole cost (build and
+warm-up included). Any exception while building or reading (``MemoryError`` included) makes a
+failed trial that carries the error; ``KeyboardInterrupt`` is not caught.
 """
 
 from __future__ import annotations
@@ -46,6 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from stoker.pipeline.tuning import nbytes
 
 BLOCKS = 8  # runs of consecutive batches (batch means) the interval is computed over, at most
 CONFIDENCE = 0.90  # two-sided confidence of a trial's interval
@@ -95,19 +74,6 @@ def busy_step(ms: float) -> None:
     end = time.perf_counter() + ms / 1000.0
     while time.perf_counter() < end:
         pass
-
-
-def nbytes(value: Any) -> int:
-    """Bytes of a batch: tensors' and arrays' data, bytes and strings, through dicts and lists."""
-    if isinstance(value, dict):
-        return sum(nbytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(nbytes(v) for v in value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return len(value)
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    return int(getattr(value, "nbytes", 0))
 
 
 def rows_of(batch: Any) -> int:

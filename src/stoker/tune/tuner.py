@@ -23,7 +23,7 @@ from stoker.tune.loaders import LoaderPlan, plan_for
 from stoker.tune.result import TuneResult
 from stoker.tune.search import Trials, coerce, descend, grid
 from stoker.tune.space import IMAGE_ONLY, LOADER_DEFAULTS, Space, custom_space, default_space
-from stoker.tune.trial import Trial, run_trial
+from stoker.tune.trial import Ending, Trial, run_trial
 
 NEAR = 0.05  # the search stops within this share of the step's bound
 
@@ -46,8 +46,8 @@ def tune(
     """Find the fastest loader setting for ``store`` under a simulated step of ``step_ms`` per batch.
 
     Args:
-        store: a store (or its path); its loader is the one ``stoker bench`` picks (images, text,
-            plain). None with ``make``: the loader ``make`` builds (on-the-fly text, a Dataset).
+        store: a store (or its path); its loader is the one its data is trained with (images,
+            text, plain). None with ``make``: the loader ``make`` builds (on-the-fly text, a Dataset).
         batch_size: rows per batch of every trial.
         step_ms: a pure-Python busy loop holding the GIL this long after each batch (0: none).
         trial_batches: batches timed per trial (after 2 warm-up batches).
@@ -251,15 +251,8 @@ def tune_script(
         raise ConfigError(f"trial_batches must be an integer >= 3, got {trial_batches!r}", option="trial_batches")
     if not isinstance(trial_seconds, (int, float)) or isinstance(trial_seconds, bool) or trial_seconds < 0:
         raise ConfigError(f"trial_seconds must be a number >= 0, got {trial_seconds!r}", option="trial_seconds")
-    screening = ScriptTrials(
-        tuple(command),
-        trial_batches,
-        5,
-        trial_seconds / 4 if stable else trial_seconds,
-        stable,
-        trial_seconds if stable else None,
-        timeout,
-    )
+    minimum, cap = (trial_seconds / 4, trial_seconds) if stable else (trial_seconds, None)
+    screening = ScriptTrials(tuple(command), Ending(trial_batches, 5, minimum, stable, cap), timeout)
     cores = usable_cores()
     chosen = default_space("plain", "cpu", cores) if space is None else custom_space("plain", space, "cpu", cores)
     runs: list[ScriptRun] = []

@@ -18,6 +18,7 @@ import stoker
 from stoker.errors import ConfigError
 from stoker.tune import tune_script
 from stoker.tune.script import ScriptTrials, run_script
+from stoker.tune.trial import Ending
 
 TRAIN = """
 import json, sys
@@ -50,7 +51,7 @@ def script(tmp_path):
 
 
 def short(argv, **kw):
-    return ScriptTrials(tuple(argv), batches=5, warmup=2, min_seconds=0.0, stable=None, max_seconds=None, **kw)
+    return ScriptTrials(tuple(argv), Ending(5, warmup=2), **kw)
 
 
 def test_the_setting_reaches_the_scripts_loader_and_the_script_ends_cleanly(script):
@@ -117,7 +118,7 @@ def test_a_script_with_the_batches_but_not_the_seconds_is_told_the_seconds(tmp_p
             pass
         """)
     )
-    trials = ScriptTrials((sys.executable, str(path)), batches=5, warmup=2, min_seconds=1000.0, stable=None)
+    trials = ScriptTrials((sys.executable, str(path)), Ending(5, warmup=2, min_seconds=1000.0))
     run = run_script(trials, {})
     assert not run.trial.ok and "ended after 8 batches" in run.trial.error
     assert "at least 1000 s" in run.trial.error and "--trial-seconds" in run.trial.error

@@ -287,3 +287,25 @@ def test_a_trial_whose_worker_process_is_killed_is_failed_and_the_search_goes_on
     assert all("SIGKILL" in t.error for t in failed)
     assert result.best is not None and result.best.setting.get("engine") == "threads"
     assert any(t.ok and t.setting == {"num_workers": 1, "engine": "threads"} for t in result.trials)
+
+
+def test_the_manifest_names_the_loader_kind(tmp_path):
+    from stoker.tune.loaders import store_kind
+
+    stoker.write(tmp_path / "p", {"x": np.arange(4)})
+    stoker.write(tmp_path / "i", {"x": np.arange(4)}, metadata={"kind": "images", "mode": "encoded"})
+    stoker.write(tmp_path / "t", {"x": np.arange(4)}, metadata={"stoker.text": {"name": "bert"}})
+    assert [store_kind(stoker.open(tmp_path / k)) for k in "pit"] == ["plain", "images", "text"]
+
+
+def test_batch_bytes_count_every_kind_of_column():
+    """Issue 16 item 19: the bytes of binary and string columns count (a JPEG store read as bytes showed ~0 MB/s)."""
+    from stoker.pipeline.tuning import nbytes
+
+    batch = {
+        "x": torch.zeros((4, 3), dtype=torch.int32),  # 48
+        "blob": [b"abc", bytearray(b"de")],  # 5
+        "text": ["é", "ab"],  # 2 + 2 (UTF-8)
+        "nested": {"a": np.zeros(2, np.float64), "b": (b"z",)},  # 16 + 1
+    }
+    assert nbytes(batch) == 48 + 5 + 4 + 17
