@@ -4,19 +4,13 @@
 shard; :func:`gather_columns` copies every asked column along it. Fixed-width (tensor)
 columns are copied with one ``np.take`` per shard run straight into the output buffer;
 sequence columns become a :class:`Ragged`, binary and string columns lists.
-
-The tensor copy of a batch can be cut into row ranges: ``gather_columns(..., parts=run)``
-hands ``run(rows, row_bytes, copy)`` a ``copy(start, stop)`` that fills output rows
-``start..stop-1`` of every tensor column, each range reading only its own rows and writing only
-its own slice of the output. The caller decides which threads run which ranges (the store
-starts no threads: see :mod:`stoker.pipeline.parts`); ``run`` returns once every row is copied.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,8 +19,6 @@ from stoker.store.columns import Ragged
 from stoker.store.format import Column
 from stoker.store.shards import ColumnView
 
-# run(rows, row_bytes, copy): calls copy(start, stop) over ranges covering 0..rows-1, then returns
-PartRunner = Callable[[int, int, Callable[[int, int], None]], None]
 MAX_PIECES = 8  # a shuffled row is taken across shards as at most this many equal pieces (take_across)
 VIEW_ROW_BYTES = 1024  # else rows of several shards at least this large are copied as views, once each
 
@@ -80,12 +72,6 @@ class Plan:
             ends, sizes = np.cumsum(counts).tolist(), counts.tolist()
             self.runs = [(s, order[ends[s] - sizes[s] : ends[s]]) for s in counts.nonzero()[0].tolist()]
 
-    def part(self, start: int, stop: int) -> Plan:
-        """The plan of requested rows ``start..stop-1`` alone (positions relative to ``start``)."""
-        if start == 0 and stop == self.n:
-            return self
-        return Plan._of(self.shard[start:stop], self.local[start:stop])
-
 
 def ascending_order(idx: np.ndarray) -> bool:
     """Whether the rows ``idx`` never decrease (a loader's batches are sorted before the gather)."""
@@ -98,28 +84,19 @@ def gather_columns(
     shards: Mapping[int, Any],
     plan: Plan,
     out: Mapping[str, np.ndarray] | None = None,
-    parts: PartRunner | None = None,
 ) -> dict[str, Any]:
     """Columns ``names`` of the rows of ``plan`` from ``shards`` (shard number -> opened shard).
 
     ``out`` may hold preallocated arrays for tensor columns, shaped ``(plan.n, *row_shape)``;
-    they are filled and returned. ``parts`` runs the tensor copy in row ranges (module docstring).
+    they are filled and returned.
     """
     tensors = [name for name in names if schema[name].kind == "tensor"]
     targets = {name: _target(schema[name], plan.n, None if out is None else out.get(name)) for name in tensors}
     views = {name: {s: shard.columns[name] for s, shard in shards.items()} for name in names}
 
-    def copy(start: int, stop: int) -> None:
-        sub = plan.part(start, stop)
+    if plan.n:
         for name in tensors:
-            gather_tensor(views[name], sub, targets[name][start:stop])
-
-    if tensors and plan.n:
-        if parts is None:
-            copy(0, plan.n)
-        else:
-            row_bytes = sum(t.itemsize * math.prod(t.shape[1:]) for t in targets.values())
-            parts(plan.n, row_bytes, copy)
+            gather_tensor(views[name], plan, targets[name])
     result: dict[str, Any] = {}
     for name in names:
         col = schema[name]
@@ -277,7 +254,6 @@ def gather_blobs(views: Mapping[int, ColumnView], plan: Plan, as_text: bool) -> 
 
 __all__ = [
     "Plan",
-    "PartRunner",
     "ascending_order",
     "gather_blobs",
     "gather_columns",

@@ -30,7 +30,7 @@ import xxhash
 
 from stoker.errors import ConfigError, ShardError, StoreError, StoreNotFoundError
 from stoker.store.format import Column, Manifest
-from stoker.store.gather import PartRunner, Plan, ascending_order, gather_columns
+from stoker.store.gather import Plan, ascending_order, gather_columns
 from stoker.store.not_a_store import hint
 from stoker.store.provider import ShardProvider
 from stoker.store.replace import recover
@@ -292,15 +292,11 @@ class Store:
         indices: np.ndarray,
         columns: Sequence[str] | None = None,
         out: Mapping[str, np.ndarray] | None = None,
-        parts: PartRunner | None = None,
     ) -> dict[str, Any]:
         """Read rows ``indices`` (in that order) of ``columns`` (default: all).
 
         ``out`` may hold preallocated arrays for tensor columns, shaped ``(len(indices), *shape)``;
-        they are filled and returned. Sorted indices take the fastest path. ``parts`` runs the
-        copy of the tensor columns in row ranges, each into its own slice of the output: it is
-        called as ``parts(rows, row_bytes, copy)`` and calls ``copy(start, stop)`` over ranges that
-        cover every row (from any threads; see ``store/gather.py``) before it returns.
+        they are filled and returned. Sorted indices take the fastest path.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         ascending: bool | None = ascending_order(idx)  # a loader's batch: the first and last row bound the rest
@@ -318,7 +314,7 @@ class Store:
         plan = Plan(idx, self._starts, ascending)
         # only the shards this batch touches, held until the gather returns (eviction cannot unmap them)
         shards = {s: self._cache.get(s) for s, _ in plan.runs}
-        return gather_columns(self.schema, names, shards, plan, out, parts)
+        return gather_columns(self.schema, names, shards, plan, out)
 
 
 _OPEN_TRIES = 3  # times a store rewritten while it is being opened is opened again
