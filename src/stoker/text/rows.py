@@ -301,6 +301,8 @@ def bulk_rows(source: Any, columns: TextColumns) -> Bulk | None:
         texts = source[columns.text]
         pairs = source[columns.pair] if columns.pair else None
         labels = source[label] if label else None
+        if not isinstance(texts, (list, tuple)) or not all(v is None or hasattr(v, "__len__") for v in (pairs, labels)):
+            return None  # texts in an array, or a generator: read row by row
         sizes = {len(texts), *(len(v) for v in (pairs, labels) if v is not None)}
         if len(sizes) > 1 or not only(texts, str):
             return None

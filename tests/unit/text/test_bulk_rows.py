@@ -111,3 +111,12 @@ def test_inputs_the_row_readers_must_name_are_left_to_them(tmp_path, data):
 def test_names_read_from_a_file_are_coded_by_a_lookup_each():
     t = read_table({"text": ["a", "b", "c"], "label": ["pos", "neg", "pos"]})
     assert t.labels.dtype == np.int64 and t.labels.tolist() == [1, 0, 1] and t.label_names == ("neg", "pos")
+
+
+def test_array_labels_are_read_whole_and_generators_row_by_row():
+    labels = np.array([3, 1, 3])
+    assert bulk_rows({"text": ["a", " ", "c"], "label": labels}, TextColumns()) is not None
+    for keep_empty in (True, False):
+        same({"text": ["a", " ", "c"], "label": labels}, TextColumns(keep_empty=keep_empty))
+    assert bulk_rows({"text": (t for t in ["a", "b"])}, TextColumns()) is None
+    assert read_table({"text": (t for t in ["a", "b"])}).texts == ["a", "b"]
