@@ -3,7 +3,8 @@
 Memory is measured over the contender's process tree (this process and its workers) with
 ``stoker/pipeline/memory.py``, loaded by path so that peers' environments need no stoker: the
 peak PSS (shared pages counted once; sampled every ``MEMORY_EVERY`` s while loading) and the peak
-USS (pages each process alone maps), beside the summed peak RSS of each process.
+USS (pages each process alone maps), beside the summed peak RSS of each process. The format is
+written by another run of this script (``--prepare-only``), so the writer's heap is not counted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import traceback
@@ -100,6 +102,7 @@ def main() -> None:
     ap.add_argument(
         "--keep", action="store_true", help="keep the written format, and load one kept by an earlier --keep run"
     )
+    ap.add_argument("--prepare-only", action="store_true", help="write the format into its directory, then exit")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     w = WORKLOADS[args.workload]
@@ -109,12 +112,24 @@ def main() -> None:
     try:
         _, prepare, load = contenders_for(w.name)[args.contender]
         ready = work / ".prepared"
+        if args.prepare_only:
+            t0 = time.perf_counter()
+            prepare(w, raw, work)
+            print(json.dumps({"write_s": time.perf_counter() - t0}), flush=True)
+            os._exit(0)
         if not (args.keep and ready.is_file()):
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
-            t0 = time.perf_counter()
-            prepare(w, raw, work)
-            out["write_s"] = time.perf_counter() - t0
+            # in a process of its own: what the writer leaves on this process's heap (a conversion's
+            # buffers, freed but kept by malloc) would otherwise count in the loader's memory, and be
+            # shared into its forked workers
+            done = subprocess.run(
+                [sys.executable, __file__, *sys.argv[1:], "--prepare-only"], capture_output=True, text=True
+            )
+            said = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+            if done.returncode or not said:
+                raise RuntimeError(said[-1]["error"] if said else done.stderr.strip()[-300:])
+            out["write_s"] = said[-1]["write_s"]  # the writer's own time, not the process start
             out["bytes_on_disk"] = du(work)
             ready.write_text("ok")
         out["import_s"] = warm_imports(args.contender)
@@ -150,10 +165,12 @@ def main() -> None:
         out["error"] = f"{type(exc).__name__}: {exc}"
         out["traceback"] = traceback.format_exc()[-2000:]
     finally:
-        if not args.keep:
+        if not args.keep and not args.prepare_only:
             shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(out), flush=True)
-    os._exit(0)  # do not wait for loaders' worker processes to wind down
+    os._exit(
+        1 if args.prepare_only else 0
+    )  # prepare-only: it exits 0 above once written  # do not wait for loaders' worker processes to wind down
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def work_dir(root: Path, workload: str, contender: str) -> Path:
 def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
     """One row per (workload, contender) from the rows of each round: the first round's row (its
     write time, disk size) with ``samples_per_s``, ``first_batch_s`` and ``cpu_us_per_sample`` the medians
-    of the rounds that measured it, ``rounds`` the per-round rates, ``load_averages`` the loads, and
+    of the rounds that measured it, ``rounds`` the per-round rates, ``first_batch_rounds`` the per-round first batches, ``load_averages`` the loads, and
     for stoker ``vs_peers``: per peer, the median of the per-round ratios stoker / peer."""
     merged: dict[tuple[str, str], dict] = {}
     per: dict[tuple[str, str], list[dict]] = {}
@@ -189,7 +189,7 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
             row["cpu_us_per_sample"] = float(np.median(cpu))
         first = [r["first_batch_s"] for r in ok if "first_batch_s" in r]
         if first:
-            row["first_batch_s"] = float(np.median(first))
+            row["first_batch_s"], row["first_batch_rounds"] = float(np.median(first)), first
         row["load_averages"] = [r["load_average"] for r in ok if "load_average" in r]
         for k in ("write_s", "bytes_on_disk", "first_batch_s", "peak_rss_mb", "peak_pss_mb", "peak_uss_mb"):
             if k not in row and any(k in r for r in ok):
@@ -229,6 +229,11 @@ def print_table(rows: list[dict]) -> None:
                 f"{r.get('bytes_on_disk', 0) / 1e6:>8.0f} {opt('first_batch_s', '{:.2f}'):>11} {opt('peak_pss_mb', '{:.0f}'):>7} {opt('peak_uss_mb', '{:.0f}'):>7} {opt('peak_rss_mb', '{:.0f}'):>10}"
                 f" {opt('cpu_us_per_sample', '{:.2f}'):>13}"
                 + (f"  rounds: {', '.join(f'{x:,.0f}' for x in r['rounds'])}" if len(r.get("rounds", ())) > 1 else "")
+                + (
+                    f"; 1st batch: {', '.join(f'{x:.2f}' for x in r['first_batch_rounds'])}"
+                    if len(r.get("first_batch_rounds", ())) > 1
+                    else ""
+                )
             )
 
 

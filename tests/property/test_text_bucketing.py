@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stoker.text.bucketing import LEAD_RUN, LengthBuckets
+from stoker.text.bucketing import LEAD_CUTS, LengthBuckets
 
 
 @settings(max_examples=60, deadline=None)
@@ -35,9 +35,9 @@ def _reference_epoch(
     lengths: np.ndarray, batch_size: int, window: int, shuffle: bool, seed: int, epoch: int
 ) -> list[np.ndarray]:
     """The fixed-batch_size epoch written plainly: the batch order (windows in a shuffled order, each
-    window's batches by a random key; in the first of several windows its first LEAD_RUN batches
-    first), then the rows of each group of batches sorted by length: a window, or in the first of
-    several windows its first LEAD_RUN batches and the others."""
+    window's batches by a random key; in the first of several windows its runs cut after batches
+    1, 2, 4, 8, 16 and 32 of the window, run by run), then the rows of each group of batches sorted by
+    length: a window, or in the first of several windows one of its runs."""
     rng = np.random.default_rng([seed, epoch])
     n = len(lengths)
     order = rng.permutation(n) if shuffle else np.arange(n)
@@ -50,15 +50,24 @@ def _reference_epoch(
         for w in window_order.tolist():
             delivery += sorted(range(w * window, min((w + 1) * window, count)), key=lambda b: keys[b])
     lead = delivery[0] // window
-    cut = min(lead * window + LEAD_RUN, (lead + 1) * window, count) if count > window else 0
+    top = min((lead + 1) * window, count)
+    runs = (
+        [lead * window]
+        + ([lead * window + c for c in (1, 2, 4, 8, 16, 32) if lead * window + c < top] if count > window else [])
+        + [top]
+    )
+
+    def run_of(b):
+        return max(k for k in range(len(runs) - 1) if runs[k] <= b)
+
     head = [b for b in delivery if b // window == lead]
-    delivery = [b for b in head if b < cut] + [b for b in head if b >= cut] + delivery[len(head) :]
+    delivery = sorted(head, key=run_of) + delivery[len(head) :]
     out = []
     for b in delivery:
         w = b // window
         start, stop = w * window, min((w + 1) * window, count)
         if w == lead:
-            start, stop = (start, cut) if b < cut else (cut, stop)
+            start, stop = runs[run_of(b)], runs[run_of(b) + 1]
         rows = order[start * batch_size : stop * batch_size]
         rows = rows[np.argsort(lengths[rows], kind="stable")]
         out.append(rows[(b - start) * batch_size : (b - start + 1) * batch_size])
@@ -137,15 +146,18 @@ def test_streamed_lengths_give_the_batches_of_known_ones(lengths, batch_size, wi
         assert streamed.fingerprint() == known.fingerprint()
 
 
-def test_the_first_batch_waits_for_lead_run_batches_then_windows_come_whole():
-    """Streamed lengths: the first batch needs LEAD_RUN batches' lengths (not a window's, nor the
-    corpus'), then the epoch goes window by window; the batches are those of the lengths as an array."""
+def test_the_first_batch_waits_for_its_own_rows_then_runs_then_windows_come_whole():
+    """Streamed lengths: the first batch needs only its own rows' lengths (not a window's, nor the
+    corpus'), the first window comes in runs of 1, 1, 2, 4, 8, 16 batches and the rest, then the
+    epoch goes window by window; the batches are those of the lengths as an array."""
     lengths = np.random.default_rng(1).integers(1, 200, size=5000)
     streamed = Streamed(lengths)
     batches = LengthBuckets(streamed, 16, None, True, 3, 50).batches(0)
     first = next(batches)
-    assert streamed.known_rows.sum() == LEAD_RUN * 16
-    assert [len(p) for p in streamed.planned[:3]] == [LEAD_RUN * 16, (50 - LEAD_RUN) * 16, 50 * 16]
+    assert streamed.known_rows.sum() == 16
+    runs = [1, 1, 2, 4, 8, 16, 50 - 32]
+    assert [len(p) for p in streamed.planned[:8]] == [r * 16 for r in runs] + [50 * 16]
+    assert list(LEAD_CUTS) == [1, 2, 4, 8, 16, 32]
     rest = [next(batches) for _ in range(50 - 1)]  # the rest of the first window
     assert streamed.known_rows.sum() == 50 * 16
     want = LengthBuckets(lengths, 16, None, True, 3, 50).epoch_batches(0)

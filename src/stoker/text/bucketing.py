@@ -8,10 +8,11 @@ lengths. :class:`LengthBuckets` makes such batches and still changes them every 
   batches; deliver the windows in a shuffled order, each window's batches shuffled. A window's
   rows are a uniform sample of the corpus, so its batches mix the corpus as a global batch
   shuffle would, and each window's batches need only that window's lengths. When there are
-  several windows, the rows of the first ``LEAD_RUN`` (8) batches of the epoch's first window are
-  sorted apart from the window's others and delivered first: with streamed lengths the first
-  batch waits for 8 batches' worth of tokenizing, not a window's (those 8 batches pad a little
-  more). Every epoch has ``ceil(rows / batch_size)`` batches.
+  several windows, the epoch's first window is cut at ``LEAD_CUTS`` (after its batches 1, 2, 4,
+  8, 16 and 32, by number): runs of 1, 1, 2, 4, 8 and 16 batches, each sorted apart and delivered
+  before the next, then the rest of the window. With streamed lengths the first batch waits for
+  its own rows' tokenizing only, and each run is tokenized while the runs before it are handed
+  out (those runs pad a little more). Every epoch has ``ceil(rows / batch_size)`` batches.
 * ``max_tokens`` (a token budget per batch, ``rows x longest <= max_tokens``): sort all rows
   by length with ties broken at random by ``(seed, epoch)``, cut batches greedily at
   boundaries computed once from the sorted lengths (so every epoch has the same number of
@@ -50,7 +51,7 @@ import numpy as np
 from stoker.errors import ConfigError, StateError
 from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
 
-LEAD_RUN = 8  # batches sorted apart, and delivered first, in the epoch's first window
+LEAD_CUTS = np.array([1, 2, 4, 8, 16, 32])  # the epoch's first window is cut after these batches (by number)
 
 
 def window_major(rng: np.random.Generator, count: int, window: int) -> np.ndarray:
@@ -231,31 +232,33 @@ class LengthBuckets(BatchSampler):
         Rows are shuffled, cut into windows of ``window`` batches, each window sorted by length
         (stable) and cut into batches; the windows come in a shuffled order, each window's batches
         shuffled among themselves (:func:`window_major`). In the epoch's first window (of several),
-        its first :data:`LEAD_RUN` batches are sorted apart from the rest and come first. Neither shuffle
-        needs a length, so rows are sorted only when their first batch is due, and streamed lengths
-        are told the runs in the order they will be needed: the first batch waits for
-        ``LEAD_RUN`` batches' lengths, and then each window tokenized is a window of batches.
+        its runs cut at :data:`LEAD_CUTS` are sorted apart and come first, one after the other. Neither
+        shuffle needs a length, so rows are sorted only when their first batch is due, and streamed
+        lengths are told the runs in the order they will be needed: the first batch waits for its
+        own rows' lengths, and then each window tokenized is a window of batches.
         """
         rng = np.random.default_rng([self.seed, epoch])
         n, size = len(self.lengths), self._fixed_size
         order = rng.permutation(n) if self.shuffle else np.arange(n)
         count = -(-n // size)
         full = window_major(rng, count, self.window) if self.shuffle else np.arange(count)
-        # the epoch's first window (of several): its first LEAD_RUN batches (by number) are sorted apart
-        # and come first, so the first batch waits for LEAD_RUN batches' lengths, not a window's
+        # the epoch's first window (of several) is cut into runs (by batch number), delivered run by run
         lead = int(full[0]) // self.window
-        cut = min(lead * self.window + LEAD_RUN, (lead + 1) * self.window, count) if count > self.window else 0
+        first, top = lead * self.window, min((lead + 1) * self.window, count)
+        cuts = np.unique(np.minimum(first + LEAD_CUTS, top)) if count > self.window else np.array([], dtype=np.int64)
+        edges = np.concatenate([[first], cuts[cuts < top], [top]])  # the runs: edges[k] .. edges[k + 1]
         head = full[: np.count_nonzero(full // self.window == lead)]  # window-major: the lead window's batches
-        full[: len(head)] = np.concatenate([head[head < cut], head[head >= cut]])
+        full[: len(head)] = head[np.argsort(np.searchsorted(edges, head, side="right"), kind="stable")]
         wanted = full[positions]
         windows = wanted // self.window
         begin = windows * self.window
-        early = (windows == lead) & (wanted < cut)
-        starts = np.where(windows == lead, np.where(early, begin, cut), begin)
-        ends = np.where(early, cut, np.minimum(begin + self.window, count))
+        run = np.clip(np.searchsorted(edges, wanted, side="right"), 1, len(edges) - 1)
+        lead_run = windows == lead
+        starts = np.where(lead_run, edges[run - 1], begin)
+        ends = np.where(lead_run, edges[run], np.minimum(begin + self.window, count))
         if self._known is None:
-            _, first = np.unique(starts, return_index=True)
-            need = np.sort(first).tolist()
+            _, first_of = np.unique(starts, return_index=True)
+            need = np.sort(first_of).tolist()
             self.lengths.plan(order[starts[i] * size : ends[i] * size] for i in need)
         ready: dict[int, np.ndarray] = {}
         for b, a, e in zip(wanted.tolist(), starts.tolist(), ends.tolist()):
@@ -312,7 +315,12 @@ class LengthBuckets(BatchSampler):
         """Every field but the rank and the world size (a position is global); the lengths as
         the CRC-32 of their int64 bytes (streamed ones: waits for all); ``order``: the batch order's
         rule (a state saved under the earlier global batch shuffle is refused, not resumed wrong)."""
-        out = field_fingerprint(self, kind="LengthBuckets", rows=len(self.lengths), order="window-major")
+        out = field_fingerprint(
+            self,
+            kind="LengthBuckets",
+            rows=len(self.lengths),
+            order="window-major, first window in runs of 1-1-2-4-8-16",
+        )
         del out["rank"], out["world_size"]
         if "lengths" in out:  # streamed: the same CRC an array of these lengths gives
             del out["lengths"]
@@ -320,4 +328,4 @@ class LengthBuckets(BatchSampler):
         return out
 
 
-__all__ = ["LEAD_RUN", "LengthBuckets", "StreamedLengths", "window_major"]
+__all__ = ["LEAD_CUTS", "LengthBuckets", "StreamedLengths", "window_major"]

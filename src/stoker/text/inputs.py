@@ -15,6 +15,8 @@ JSONL/CSV/TSV file holds no example (as pandas and HF datasets read it) and is c
 
 from __future__ import annotations
 
+import itertools
+import operator
 import os
 import warnings
 from collections.abc import Iterator
@@ -26,7 +28,7 @@ import numpy as np
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.text.columns import AUTO, TextColumns
 from stoker.text.labels import LabelCoder
-from stoker.text.rows import BLANK, FORMATS, NO_LABEL, example_rows
+from stoker.text.rows import BLANK, FORMATS, NO_LABEL, Bulk, bulk_rows, example_rows
 
 BLOCK_ROWS = 8192
 WARNED_LINES = 5  # keep_empty=False: the first lines skipped, named in the warning
@@ -101,12 +103,9 @@ def iter_blocks(
             block.skipped_empty += 1
             continue
         line, text, pair, label = row
-        if label is not None and not str(label).strip() and not text.strip() and not (pair or "").strip():
-            block.skipped_empty += 1  # a labelled file's row of empty fields (``\t``): blank, not a class ""
-            continue
-        if not columns.keep_empty and not text.strip():
+        if not text.strip() and (skip := skipped_as(text, pair, label, columns.keep_empty)):
             block.skipped_empty += 1
-            if warn and len(skipped) <= WARNED_LINES:
+            if skip == NAMED and warn and len(skipped) <= WARNED_LINES:
                 skipped.append(line)
             continue
         block.texts.append(text)
@@ -138,6 +137,47 @@ def _warn_skipped(source: Any, lines: list[int]) -> None:
     )
 
 
+SILENT, NAMED = 1, 2  # an empty example skipped: a labelled row of empty fields; an empty text (keep_empty=False)
+
+
+def skipped_as(text: str, pair: str | None, label: Any, keep_empty: bool) -> int:
+    """Whether an example whose text is blank is skipped: 0 kept, :data:`SILENT` (a labelled row whose
+    fields are all empty, ``\\t``: blank, not a class ""), :data:`NAMED` (``keep_empty=False``: named
+    in the warning)."""
+    if label is not None and label is not NO_LABEL and not str(label).strip() and not (pair or "").strip():
+        return SILENT
+    return 0 if keep_empty else NAMED
+
+
+def whole_block(source: Any, columns: TextColumns, bulk: Bulk) -> TextBlock:
+    """``bulk`` as one :class:`TextBlock`, empty examples handled as :func:`iter_blocks` does."""
+    labels = bulk.labels
+    drop: list[int] = []
+    named: list[int] = []
+    blank = map(operator.not_, map(str.strip, bulk.texts))  # C-level loops: no Python call per row
+    for i in itertools.compress(range(len(bulk.texts)), blank):
+        skip = skipped_as(
+            bulk.texts[i],
+            None if bulk.pairs is None else bulk.pairs[i],
+            NO_LABEL if labels is None else labels[i],
+            columns.keep_empty,
+        )
+        if skip:
+            drop.append(i)
+            if skip == NAMED and len(named) <= WARNED_LINES:
+                named.append(bulk.lines[i])
+    if named:
+        _warn_skipped(source, named)
+    if not drop:
+        return TextBlock(bulk.texts, bulk.pairs, labels, bulk.blanks, 0, bulk.lines)
+    gone = set(drop)
+    kept = [i for i in range(len(bulk.texts)) if i not in gone]
+    pairs = None if bulk.pairs is None else [bulk.pairs[i] for i in kept]
+    labels = None if labels is None else [labels[i] for i in kept]
+    texts, lines = [bulk.texts[i] for i in kept], [bulk.lines[i] for i in kept]
+    return TextBlock(texts, pairs, labels, bulk.blanks + len(drop), 0, lines)
+
+
 def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable:
     """The whole source in memory (labels coded: see :mod:`stoker.text.labels`), for loading on the fly."""
     texts: list[str] = []
@@ -146,7 +186,9 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
     has_labels = False
     lines: list[int] = []
     skipped = replaced = 0
-    for block in iter_blocks(source, columns):
+    bulk = bulk_rows(source, columns)
+    blocks = iter_blocks(source, columns) if bulk is None else [whole_block(source, columns, bulk)]
+    for block in blocks:
         texts.extend(block.texts)
         lines.extend(block.lines)
         if pairs is not None and block.pairs is not None:

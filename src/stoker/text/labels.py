@@ -38,15 +38,20 @@ def label_kind(value: Any) -> str:
 def kind_of(values: Iterable[Any], where: str) -> str | None:
     """The one kind of ``values`` (ints among floats count as floats); names mixed with numbers are refused."""
     values = values if isinstance(values, (list, tuple)) else list(values)
-    types = {type(v) for v in values}  # plain ints and floats: decided without a call per label
+    types = set(map(type, values))  # plain ints and floats: decided without a call per label
     if types and types <= {int, float}:
         return "float" if float in types else "int"
-    kinds = {label_kind(v) for v in values}
+    kinds = {label_kind(v) for v in (set(values) if types == {str} else values)}  # names: each once
     if "int" in kinds and "float" in kinds:
         kinds.discard("int")
     if len(kinds) > 1:
         raise InputError(f"{where}: labels mix numbers and names ({sorted(kinds)}); use one kind of label")
     return kinds.pop() if kinds else None
+
+
+def only(values: Iterable[Any], kind: type) -> bool:
+    """Whether every value is exactly of type ``kind`` (one C-level pass, no Python call per value)."""
+    return set(map(type, values)) <= {kind}
 
 
 class LabelCoder:
@@ -69,7 +74,7 @@ class LabelCoder:
             return cls(names, given=True)
         values = list(values)
         if kind_of(values, where) == "name":
-            return cls(sorted({str(v) for v in values}))
+            return cls(sorted(set(map(str, values))))
         return cls(None)
 
     def encode(self, values: list[Any], lines: Sequence[int], where: str, unit: str = "line") -> np.ndarray:
@@ -80,8 +85,12 @@ class LabelCoder:
                 raise InputError(f"{where}: labels mix numbers and names; use one kind of label")
             if kind == "float":
                 return np.asarray([float(v) for v in values], dtype=np.float32)
-            return np.asarray([int(v) for v in values], dtype=np.int64)
+            return np.asarray(values if only(values, int) else [int(v) for v in values], dtype=np.int64)
         ids = self._ids
+        if only(values, str):  # names read from a file: one lookup each, no loop
+            codes = list(map(ids.get, values))
+            if None not in codes:
+                return np.asarray(codes, dtype=np.int64)
         out = np.empty(len(values), dtype=np.int64)
         for k, v in enumerate(values):
             code = ids.get(str(v))
@@ -103,4 +112,4 @@ class LabelCoder:
         return self.names
 
 
-__all__ = ["LabelCoder", "kind_of", "label_kind", "label_map"]
+__all__ = ["LabelCoder", "kind_of", "label_kind", "label_map", "only"]

@@ -11,11 +11,13 @@ import csv
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stoker.errors import ConfigError, EmptyDatasetError, InputError
 from stoker.text.columns import AUTO, TextColumns
+from stoker.text.labels import only
 
 FORMATS = {
     ".txt": "lines",
@@ -29,6 +31,18 @@ FORMATS = {
 
 NO_LABEL = object()  # an example without a label
 BLANK = object()  # a blank line of a JSONL/CSV/TSV file: no example at all, counted as empty
+
+
+@dataclass
+class Bulk:
+    """A whole source's examples as columns (:func:`bulk_rows`): where each is, its text, second text
+    and raw label (``labels`` None: no label column), and the blank lines that held no example."""
+
+    lines: list[int]
+    texts: list[str]
+    pairs: list[str] | None
+    labels: list[Any] | None
+    blanks: int = 0
 
 
 def example_rows(source: Any, columns: TextColumns, replaced: list[int]) -> Iterable[Any]:
@@ -273,3 +287,102 @@ def _list_rows(source: list[Any] | tuple[Any, ...], columns: TextColumns) -> Ite
                 "{'text': [...], 'label': [...]}"
             )
         yield row
+
+
+def bulk_rows(source: Any, columns: TextColumns) -> Bulk | None:
+    """The examples of ``source`` as columns, read with a few whole-list operations instead of a
+    generator per row, where that gives what :func:`example_rows` gives: a list of strings, a dict
+    of columns whose texts are all strings, a .txt or .tsv file that is valid UTF-8 and whose rows
+    all have the header's fields. ``None`` otherwise (the row-by-row readers then read it, and say
+    what is wrong where)."""
+    if isinstance(source, Mapping):
+        label = _label_name(columns, source)
+        _pick(dict.fromkeys(source, ""), columns, label, "the dict of columns", source)
+        texts = source[columns.text]
+        pairs = source[columns.pair] if columns.pair else None
+        labels = source[label] if label else None
+        if not isinstance(texts, (list, tuple)) or not all(v is None or hasattr(v, "__len__") for v in (pairs, labels)):
+            return None  # texts in an array, or a generator: read row by row
+        sizes = {len(texts), *(len(v) for v in (pairs, labels) if v is not None)}
+        if len(sizes) > 1 or not only(texts, str):
+            return None
+        return Bulk(
+            list(range(len(texts))), list(texts), None if pairs is None else list(map(str, pairs)), _list(labels)
+        )
+    if isinstance(source, (list, tuple)):
+        if columns.pair or not only(source, str):
+            return None
+        return Bulk(list(range(len(source))), list(source), None, None)
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    path = Path(source)
+    fmt = FORMATS.get(path.suffix.lower()) if path.is_file() else None
+    if fmt not in ("lines", "tsv") or (fmt == "lines" and (columns.pair or columns.label not in (None, AUTO))):
+        return None
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if fmt == "tsv" and data and b"\r" not in data and b"\n\n" not in data and not data.startswith(b"\n"):
+        return _flat_tsv(path, data, text, columns)
+    lines = text.split("\n") if text else []
+    if text.endswith("\n"):
+        lines.pop()
+    if "\r" in text:
+        lines = [line.rstrip("\r") for line in lines]
+    if fmt == "lines":
+        return Bulk(list(range(1, len(lines) + 1)), lines, None, None)
+    return _bulk_tsv(path, lines, columns)
+
+
+_NOT_SEPARATORS = bytes(b for b in range(256) if b not in b"\t\n")
+
+
+def _flat_tsv(path: Path, data: bytes, text: str, columns: TextColumns) -> Bulk | None:
+    """:func:`bulk_rows` of a TSV file with no blank line and no carriage return: when its tabs and
+    newlines alone (one C-level ``translate``) are the header's tabs on every line, the fields of
+    every line are one ``split`` of the text, and each column a slice of it (no list per row)."""
+    end = text.find("\n")
+    header = (text if end < 0 else text[:end]).split("\t")
+    label = _label_name(columns, header)
+    _pick(dict.fromkeys(header, ""), columns, label, f"{path}, header (line 1)", header)
+    width = len(header)
+    seps = data.translate(None, _NOT_SEPARATORS)
+    seps = seps[:-1] if data.endswith(b"\n") else seps  # the last line's own newline
+    lines = seps.count(b"\n") + 1  # the header's included
+    row = b"\t" * (width - 1)
+    if seps != (row + b"\n") * (lines - 1) + row:
+        return None  # a row with another number of fields: read row by row, which names it
+    flat = text.replace("\n", "\t").split("\t")
+    if text.endswith("\n"):
+        flat.pop()
+    pos = {name: width + i for i, name in enumerate(header)}  # the first row's fields follow the header's
+    pairs = flat[pos[columns.pair] :: width] if columns.pair else None
+    labels = flat[pos[label] :: width] if label else None
+    return Bulk(list(range(2, lines + 1)), flat[pos[columns.text] :: width], pairs, labels)
+
+
+def _list(values: Any) -> list[Any] | None:
+    return None if values is None else list(values)
+
+
+def _bulk_tsv(path: Path, lines: list[str], columns: TextColumns) -> Bulk | None:
+    """:func:`bulk_rows` of a TSV file's lines (the header first)."""
+    if not lines or not lines[0]:
+        return None
+    header = lines[0].split("\t")
+    label = _label_name(columns, header)
+    _pick(dict.fromkeys(header, ""), columns, label, f"{path}, header (line 1)", header)
+    pos = {name: i for i, name in enumerate(header)}
+    body = lines[1:]
+    rows = [line.split("\t") for line in body if line]
+    if any(len(row) != len(header) for row in rows):
+        return None
+    numbers = list(range(2, len(body) + 2))
+    if len(rows) < len(body):
+        numbers = [n for n, line in zip(numbers, body) if line]
+    at = pos[columns.text]
+    pairs = [row[pos[columns.pair]] for row in rows] if columns.pair else None
+    labels = [row[pos[label]] for row in rows] if label else None
+    return Bulk(numbers, [row[at] for row in rows], pairs, labels, len(body) - len(rows))

@@ -86,30 +86,34 @@ def smallest_uint(vocab_size: int) -> np.dtype:
 
 
 def wordpiece_from_vocab(path: str | os.PathLike[str], lowercase: bool = True) -> Any:
-    """A BERT WordPiece tokenizer built from a ``vocab.txt`` (as BertTokenizerFast builds it)."""
+    """A BERT WordPiece tokenizer built from a ``vocab.txt`` (as BertTokenizerFast builds it).
+
+    The file is read once, by the Rust model (``WordPiece.from_file``): no Python dict of the
+    vocabulary is made."""
     tk = _tokenizers()
     from tokenizers import decoders, normalizers, pre_tokenizers, processors
     from tokenizers.models import WordPiece
 
-    vocab = WordPiece.read_file(str(path))
+    model = WordPiece.from_file(str(path), unk_token="[UNK]", max_input_chars_per_word=100)
+    ids = {t: model.token_to_id(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
     for special in ("[CLS]", "[SEP]", "[UNK]"):
-        if special not in vocab:
+        if ids[special] is None:
             raise ConfigError(
                 f"{path}: a BERT vocab.txt must contain {special}; this one does not (is it a WordPiece vocabulary?)",
                 option="tokenizer",
             )
-    tok = tk.Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
+    tok = tk.Tokenizer(model)
     tok.normalizer = normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
     )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    cls, sep = vocab["[CLS]"], vocab["[SEP]"]
     tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
     )
     tok.decoder = decoders.WordPiece(prefix="##")
-    specials = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") if t in vocab]
-    tok.add_special_tokens([tk.AddedToken(t, special=True) for t in specials])
+    tok.add_special_tokens([tk.AddedToken(t, special=True) for t, i in ids.items() if i is not None])
     return tok
 
 
@@ -282,6 +286,7 @@ def resolve(
         )
     tk = _tokenizers()
     hinted_pad: int | None = None
+    longest: int | None = None  # the longest vocabulary entry, where a vocab.txt was read
     if isinstance(tokenizer, tk.Tokenizer):
         tok, name = tk.Tokenizer.from_str(tokenizer.to_str()), "tokenizers.Tokenizer"
     elif hasattr(tokenizer, "backend_tokenizer"):  # transformers fast tokenizer
@@ -295,7 +300,7 @@ def resolve(
             option="tokenizer",
         )
     elif isinstance(tokenizer, (str, os.PathLike)):
-        tok, name = _from_name_or_path(tokenizer, lowercase)
+        tok, name, longest = _from_name_or_path(tokenizer, lowercase)
     else:
         raise ConfigError(
             f"tokenizer must be a name ('bert-base-uncased'), a path to tokenizer.json or vocab.txt, a tokenizers.Tokenizer "
@@ -320,7 +325,7 @@ def resolve(
         )
     if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)) or pad_id < 0:
         raise ConfigError(f"pad_id must be an integer >= 0, got {pad_id!r}", option="pad_id")
-    return TextTokenizer(tok, int(pad_id), name, max_length, cut_bound(tok, max_length))
+    return TextTokenizer(tok, int(pad_id), name, max_length, cut_bound(tok, max_length, longest))
 
 
 # the parts of a tokenizer under which a prefix ending before " " tokenizes as the line's first words
@@ -339,15 +344,21 @@ def _parts(spec: Any, key: str) -> list[dict[str, Any]]:
     return [spec]
 
 
-def cut_bound(tok: Any, max_length: int | None) -> int | None:
+def _spec(part: Any) -> Any:
+    """The JSON spec of one part of a tokenizer (normalizer, pre-tokenizer), without the vocabulary."""
+    return None if part is None else json.loads(part.__getstate__())
+
+
+def cut_bound(tok: Any, max_length: int | None, longest: int | None = None) -> int | None:
     """The length in characters above which a single text may be tokenized from a prefix (see the
     module doc), or None when ``max_length`` is None or the tokenizer is not one whose words are
-    tokenized independently of what follows them."""
+    tokenized independently of what follows them. ``longest``: the longest vocabulary entry when
+    the caller read it (a ``vocab.txt``), else taken from the tokenizer's vocabulary. The parts are
+    read one by one: the vocabulary is never dumped to JSON."""
     if max_length is None:
         return None
-    spec = json.loads(tok.to_str())
-    norms = _parts(spec.get("normalizer"), "normalizers")
-    pres = _parts(spec.get("pre_tokenizer"), "pretokenizers")
+    norms = _parts(_spec(tok.normalizer), "normalizers")
+    pres = _parts(_spec(tok.pre_tokenizer), "pretokenizers")
     if not pres or any(n.get("type") not in _LOCAL_NORMALIZERS for n in norms):
         return None
     for pre in pres:
@@ -356,11 +367,14 @@ def cut_bound(tok: Any, max_length: int | None) -> int | None:
             continue
         if kind not in _WORD_PRE_TOKENIZERS or (kind == "ByteLevel" and not pre.get("use_regex", True)):
             return None
-    if (spec.get("model") or {}).get("type") not in _WORD_MODELS:
+    if type(tok.model).__name__ not in _WORD_MODELS:
         return None
-    if any(any(ch.isspace() for ch in t.get("content", " ")) for t in spec.get("added_tokens") or []):
+    added = [t.content for t in tok.get_added_tokens_decoder().values()]
+    if any(any(ch.isspace() for ch in t) for t in added):
         return None
-    longest = max((len(token) for token in tok.get_vocab(with_added_tokens=True)), default=1)
+    if longest is None:
+        longest = max(map(len, tok.get_vocab(with_added_tokens=True)), default=1)
+    longest = max([longest, *map(len, added)])
     return max(1024, (max_length + 1) * (longest + 1))
 
 
@@ -388,12 +402,13 @@ def _prefix(text: str, limit: int) -> str:
     return text[:c] if c > 0 else ""
 
 
-def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[Any, str]:
+def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[Any, str, int | None]:
+    """The tokenizer named or found at ``spec``, its name, and (for a ``vocab.txt``) its longest entry."""
     tk = _tokenizers()
     if isinstance(spec, str) and spec in BUNDLED:
         ref = resources.files("stoker.text") / "data" / BUNDLED[spec]
         with resources.as_file(ref) as path:
-            return wordpiece_from_vocab(path, lowercase=True), spec
+            return wordpiece_from_vocab(path, lowercase=True), spec, longest_entry(path)
     path = Path(spec)
     if path.is_dir():
         for candidate in ("tokenizer.json", "vocab.txt"):
@@ -412,10 +427,16 @@ def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[A
         )
     if path.suffix == ".json":
         try:
-            return tk.Tokenizer.from_file(str(path)), str(path)
+            return tk.Tokenizer.from_file(str(path)), str(path), None
         except Exception as exc:  # tokenizers raises a bare Exception on malformed files
             raise ConfigError(f"{path}: not a Hugging Face tokenizer.json ({exc})", option="tokenizer") from exc
-    return wordpiece_from_vocab(path, lowercase), str(path)
+    return wordpiece_from_vocab(path, lowercase), str(path), longest_entry(path)
+
+
+def longest_entry(path: str | os.PathLike[str]) -> int:
+    """The longest entry of a ``vocab.txt`` in characters (one C-level split of the file; an entry
+    holding a space counts as its longest part: the bound it feeds is only where cutting starts)."""
+    return max(map(len, Path(path).read_text(encoding="utf-8", errors="replace").split()), default=1)
 
 
 __all__ = [

@@ -90,3 +90,16 @@ def test_bundled_vocab_ships_its_notice():
     notice = (resources.files("stoker.text") / "data" / "NOTICE").read_text()
     assert "Apache License" in notice and "MIT License" in notice
     assert stoker.text.resolve("bert-base-uncased").vocab_size == 30522
+
+
+def test_the_longest_entry_read_from_vocab_txt_gives_the_bound_the_vocabulary_gives(tmp_path):
+    """resolve() reads a vocab.txt's longest entry from the file (no dict of the vocabulary): the
+    same cut bound as the tokenizer's own vocabulary gives, for the bundled file and another."""
+    from stoker.text.tokenizer import cut_bound
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##é\nextraordinarilylongwordpiece\n")
+    for spec in ("bert-base-uncased", vocab):
+        tok = resolve(spec, max_length=128)
+        assert tok.cut_at == cut_bound(tok.tokenizer, 128)  # without longest: from get_vocab
+    assert resolve(vocab, max_length=128).cut_at == 129 * (len("extraordinarilylongwordpiece") + 1)
