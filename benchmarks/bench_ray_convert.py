@@ -65,6 +65,7 @@ def noop(row, job=None):
 
 def warm(row):
     """A worker's first import of the text converter (seconds of torch and tokenizers), done before timing."""
+    import stoker.convert.from_images  # noqa: F401
     import stoker.convert.from_text  # noqa: F401
 
     return row
@@ -87,6 +88,9 @@ def main() -> None:
     ap.add_argument("--tb", type=float, default=10.0)
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--cores", type=int, default=16)
+    ap.add_argument("--kinds", default="tsv,text,images", help="which inputs: tsv, text, images (comma-separated)")
+    ap.add_argument("--partitions", type=int, default=None, help="Ray partitions (default: on_ray's)")
+    ap.add_argument("--predict", action=argparse.BooleanOptionalAction, default=True, help="the cluster model")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     import ray
@@ -103,33 +107,13 @@ def main() -> None:
         ray.data.from_items([{"index": i} for i in range(2)], override_num_blocks=2).map(warm, num_cpus=1).take_all()
         # the 2 workers started and stoker's converter imported in each, as on a cluster that runs before a job
 
-        times: dict[str, list[float]] = {"single machine": [], "on Ray": []}
-        runs = {
-            "single machine": lambda out: stoker.convert.text(corpus, out, max_length=MAX_LENGTH, progress=False),
-            "on Ray": lambda out: on_ray.text(corpus, out, max_length=MAX_LENGTH),
-        }
-        rows = {}
-        for r in range(args.rounds):
-            order = list(runs) if r % 2 == 0 else list(reversed(runs))
-            for name in order:
-                out = work / f"store-{name.replace(' ', '-')}"
-                t = time.perf_counter()
-                result = runs[name](out)
-                times[name].append(time.perf_counter() - t)
-                rows[name] = result.rows
-                if name == "on Ray":
-                    parts = result.report["partitions"]
-                    phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.report["phase_seconds"].items())
-                    tasks = ", ".join(f"{v:.1f}" for v in result.report["partition_seconds"].values())
-                    print(f"  on Ray: {phases}; each partition's conversion in its task: {tasks} s")
-                shutil.rmtree(out)
-            print(f"round {r + 1}: " + ", ".join(f"{n} {times[n][-1]:.1f} s" for n in runs))
-        assert rows["single machine"] == rows["on Ray"], rows
-        single, onray = (statistics.median(times[n]) for n in runs)
-        print(
-            f"median: single machine {single:.1f} s, on Ray {onray:.1f} s ({parts} partitions); "
-            f"speed ratio on Ray / single = {single / onray:.2f}x (target >= 0.8); load average {os.getloadavg()}"
-        )
+        parts, onray = 0, 0.0
+        for kind in args.kinds.split(","):
+            got = compare(kind, corpus, Path(args.data), work, args.rounds, args.partitions)
+            if kind == "tsv":
+                parts, onray = got
+        if not args.predict:
+            return
 
         # -- the parts of the prediction ---------------------------------------------------------
         fixed = statistics.median(map_seconds(ray, 1) for _ in range(3))
@@ -181,6 +165,61 @@ def main() -> None:
     finally:
         ray.shutdown()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def inputs(kind: str, corpus: Path, data: Path, work: Path) -> tuple[object, dict, str]:
+    """The input of ``kind`` (tsv: the labelled corpus; text: friends.txt lines; images: the photos folder),
+    the keywords of both conversions, and the unit counted."""
+    if kind == "tsv":
+        return corpus, {"max_length": MAX_LENGTH}, "rows"
+    if kind == "text":
+        src = data / "text" / "friends.txt"
+        if not src.is_file():
+            raise SystemExit(f"missing {src}: run python scripts/fetch_data.py text --out {data}")
+        return src, {"max_length": MAX_LENGTH}, "lines"
+    if kind == "images":
+        src = data / "images" / "photos"
+        if not src.is_dir():
+            raise SystemExit(f"missing {src}: run python scripts/fetch_data.py images --out {data}")
+        return src, {"mode": "resized", "size": 224}, "images"
+    raise SystemExit(f"unknown kind {kind!r}: tsv, text or images")
+
+
+def compare(kind: str, corpus: Path, data: Path, work: Path, rounds: int, partitions: int | None):
+    """Single machine (2 threads) against Ray (2 slots), ``rounds`` interleaved rounds; (partitions, Ray median)."""
+    src, kw, unit = inputs(kind, corpus, data, work)
+    single_fn = stoker.convert.text if kind != "images" else stoker.convert.images
+    ray_fn = on_ray.text if kind != "images" else on_ray.images
+    runs = {
+        "single machine": lambda out: single_fn(src, out, progress=False, **kw),
+        "on Ray": lambda out: ray_fn(src, out, partitions=partitions, **kw),
+    }
+    times: dict[str, list[float]] = {n: [] for n in runs}
+    rows, parts = {}, 0
+    for r in range(rounds):
+        order = list(runs) if r % 2 == 0 else list(reversed(runs))
+        for name in order:
+            out = work / f"store-{kind}-{name.replace(' ', '-')}"
+            t = time.perf_counter()
+            result = runs[name](out)
+            times[name].append(time.perf_counter() - t)
+            rows[name] = result.rows
+            if name == "on Ray":
+                parts = result.report["partitions"]
+                phases = ", ".join(f"{k} {v:.2f} s" for k, v in result.report.get("phase_seconds", {}).items())
+                tasks = ", ".join(f"{v:.2f}" for v in result.report.get("partition_seconds", {}).values())
+                print(f"  {kind} on Ray: {phases}; each partition's conversion in its task: {tasks} s")
+            shutil.rmtree(out)
+        print(f"{kind} round {r + 1}: " + ", ".join(f"{n} {times[n][-1]:.2f} s" for n in runs))
+    assert rows["single machine"] == rows["on Ray"], rows
+    single, onray = (statistics.median(times[n]) for n in runs)
+    best_s, best_r = (min(times[n]) for n in runs)
+    print(
+        f"{kind} ({rows['on Ray']:,} {unit}, {parts} partitions): median single {single:.2f} s, Ray {onray:.2f} s "
+        f"-> {single / onray:.2f}x; best single {best_s:.2f} s, Ray {best_r:.2f} s -> {best_s / best_r:.2f}x "
+        f"(target >= 0.8); load average {os.getloadavg()}"
+    )
+    return parts, onray
 
 
 def _store_ratio(work: Path, part) -> float:
