@@ -124,7 +124,7 @@ def main() -> None:
         t = time.perf_counter()
         scan_text_part(corpus, part, columns, work)
         r_scan = (part.stop - part.start) / (time.perf_counter() - t)
-        path, _, _ = materialize(corpus, part, work)
+        path, _, _, _ = materialize(corpus, part, work)
         t = time.perf_counter()
         from_text.convert(
             path,

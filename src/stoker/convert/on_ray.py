@@ -52,6 +52,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from stoker.convert.inputs import TextFiles, image_objects, image_skeleton, is_url, source_options
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.partitions import (
     clear,
@@ -115,20 +116,23 @@ def text(
 
     t0 = time.perf_counter()
     ray = ray_data()
-    path = _local(src, "src")
-    target = _Target.of(store, staging, storage_options, overwrite)
+    files = TextFiles.of(src, storage_options)  # a local file, or text objects read by ranges in the tasks
+    target = _Target.of(store, staging, source_options(src, store, storage_options), overwrite)
     _check_run(partitions, cpus_per_task, retries)
     columns = TextColumns.of(
         text_column, pair_column, label_column, keep_empty, encoding_errors, label_names, class_to_idx
     )
     options = ConvertOptions(overwrite, shard_size, False, cpus_per_task, metadata)
     tok = resolve(tokenizer, max_length=max_length)
-    stat = path.stat() if path.is_file() else None
+    local = None if files.objects else Path(files.src)
     key = {
         "kind": "text",
-        "src": str(path.resolve()),
-        "size": None if stat is None else stat.st_size,
-        "mtime_ns": None if stat is None else stat.st_mtime_ns,
+        "src": files.src if local is None else str(local.resolve()),
+        "size": sum(files.sizes),
+        "mtime_ns": None if local is None else local.stat().st_mtime_ns,
+        "objects": None
+        if local is not None
+        else _digest("\n".join(f"{n}\t{z}" for n, z in zip(files.names, files.sizes))),
         "tokenizer": tok.describe(),
         "columns": dataclasses.asdict(columns),
         "shard_size": options.shard_size,
@@ -137,17 +141,15 @@ def text(
         "store": str(target.dest),
     }
     stage, dest = target.staging, target.dest
-    job: dict[str, Any] = {"kind": "text", "src": str(path), "columns": columns, **target.job()}
+    job: dict[str, Any] = {"kind": "text", "src": files.src, "files": files, "columns": columns, **target.job()}
     plan = load_plan(stage, key, overwrite)
     phases = {"plan": time.perf_counter() - t0}
     if plan is None:
-        count = partitions or max(
-            math.ceil((stat.st_size if stat else 0) / TEXT_PARTITION_BYTES), slots(ray, cpus_per_task)
-        )
-        parts = plan_text(path, count)
+        count = partitions or max(math.ceil(sum(files.sizes) / TEXT_PARTITION_BYTES), slots(ray, cpus_per_task))
+        parts = plan_text(files, count)
         stage.mkdir(parents=True, exist_ok=True)
         job["parts"] = [part_json(p) for p in parts]
-        scans = run_map(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, path, dest)
+        scans = run_map(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, src, dest)
         plan = {"key": key, "parts": job["parts"], "scans": [scans[p.index] for p in parts]}
         save_plan(stage, plan)
     phases["pre-pass"] = time.perf_counter() - t0 - sum(phases.values())
@@ -172,7 +174,7 @@ def text(
         raise EmptyDatasetError(
             f"{describe_source(src)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
         )
-    results = run_map(ray, convert_task, wanted, job, cpus_per_task, retries, stage, path, dest)
+    results = run_map(ray, convert_task, wanted, job, cpus_per_task, retries, stage, src, dest)
     phases["convert"] = time.perf_counter() - t0 - sum(phases.values())
     summaries = [_summary(stage, i) for i in wanted]
     report = {
@@ -226,8 +228,6 @@ def images(
     ``staging``, ``storage_options``: as for :func:`text`. ``report``: ``skipped``, ``ignored`` and
     ``classes`` as ``stoker.convert.images`` gives them, plus ``partitions`` and ``reused_partitions``.
     """
-    import xxhash
-
     from stoker.convert.from_images import ImageStoreOptions
     from stoker.labels import label_map
     from stoker.vision.finder import find_images
@@ -235,21 +235,27 @@ def images(
 
     t0 = time.perf_counter()
     ray = ray_data()
-    target = _Target.of(store, staging, storage_options, overwrite)
+    target = _Target.of(store, staging, source_options(src, store, storage_options), overwrite)
     _check_run(partitions, cpus_per_task, retries)
     stage, dest = target.staging, target.dest
-    found = find_images(src, labels, names=label_map(label_names, class_to_idx))
+    objects, folder = None, src
+    if is_url(src):  # the driver needs only the layout (labels files fetched): each task downloads its images
+        objects = image_objects(src, storage_options)
+        folder = image_skeleton(objects, stage / ".part-layout")
+        metadata = {"root": os.fspath(src), **(metadata or {})}
+    found = find_images(folder, labels, names=label_map(label_names, class_to_idx))
     if len(found) == 0:
         raise EmptyDatasetError(f"no image files found in {src!r}")
     opts = ImageStoreOptions(mode, size, max_side, quality, on_error, max_pixels)
     options = ConvertOptions(overwrite, shard_size, False, cpus_per_task, metadata)
-    listing = "\n".join(f"{p}\t{'' if found.labels is None else found.labels[i]}" for i, p in enumerate(found.paths))
+    files = found.paths if objects is None else [found.name(i) for i in range(len(found))]
+    listing = "\n".join(f"{p}\t{'' if found.labels is None else found.labels[i]}" for i, p in enumerate(files))
     key = {
         "kind": "images",
         "files": len(found),
-        "listing": xxhash.xxh3_128_hexdigest(listing.encode("utf-8", "surrogateescape")),
+        "listing": _digest(listing),
         "classes": found.classes,
-        "root": found.root,
+        "root": found.root if objects is None else os.fspath(src),
         "store_options": dataclasses.asdict(opts),
         "shard_size": options.shard_size,
         "metadata": options.metadata,
@@ -262,7 +268,7 @@ def images(
         plan = {"key": key, "ranges": even_ranges(len(found), count)}
         save_plan(stage, plan)
     ranges = [tuple(r) for r in plan["ranges"]]
-    job = {"kind": "images", "images": found, "ranges": ranges, "opts": opts, **target.job()}
+    job = {"kind": "images", "images": found, "objects": objects, "ranges": ranges, "opts": opts, **target.job()}
     job["options"] = dataclasses.replace(options, overwrite=True)
     indices = list(range(len(ranges)))
     results = run_map(ray, convert_task, indices, job, cpus_per_task, retries, stage, src, dest)
@@ -303,6 +309,12 @@ def _local(path: Any, option: str) -> Path:
             option=option,
         )
     return Path(path)
+
+
+def _digest(text: str) -> str:
+    import xxhash
+
+    return str(xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogateescape")))
 
 
 def _check_run(partitions: int | None, cpus: int, retries: int) -> None:

@@ -46,7 +46,7 @@ def scan_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     index = int(row["index"])
     part = TextPart(**job["parts"][index])
     with tempfile.TemporaryDirectory(prefix="stoker-ray-") as tmp:
-        scan = scan_text_part(Path(job["src"]), part, job["columns"], Path(tmp))
+        scan = scan_text_part(job["files"], part, job["columns"], Path(tmp))
     return {"index": index, "result": json.dumps(scan), "error": b""}
 
 
@@ -74,7 +74,8 @@ def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
 def _where(job: dict[str, Any], index: int) -> str:
     if job["kind"] == "text":
         part, offset = job["parts"][index], job["offsets"][index]
-        return f"bytes {part['start']}..{part['stop']} of {job['src']}; its line numbers + {offset} are the file's"
+        where = job["files"].where(part.get("file", 0))
+        return f"bytes {part['start']}..{part['stop']} of {where}; its line numbers + {offset} are the input's"
     a, b = job["ranges"][index]
     return f"files {a}..{b - 1} of the image list"
 
@@ -84,7 +85,7 @@ def _text_part(job: dict[str, Any], index: int, target: Path) -> dict[str, Any]:
 
     part = TextPart(**job["parts"][index])
     with tempfile.TemporaryDirectory(prefix="stoker-ray-") as tmp:
-        path, _, _ = materialize(Path(job["src"]), part, Path(tmp))
+        path, _, _, _ = materialize(job["files"], part, Path(tmp))
         result = from_text.convert(
             path,
             target,
@@ -93,6 +94,7 @@ def _text_part(job: dict[str, Any], index: int, target: Path) -> dict[str, Any]:
             job["columns"],
             job["options"],
             line_offset=job["offsets"][index],
+            source_name=job["src"],
         )
     return {"rows": result.rows, "report": dict(result.report)}
 
@@ -103,17 +105,21 @@ def _image_part(job: dict[str, Any], index: int, target: Path) -> dict[str, Any]
     from stoker.convert import from_images
     from stoker.vision.finder import ImageList
 
-    found = job["images"]
+    found, objects = job["images"], job.get("objects")
     a, b = job["ranges"][index]
-    part = ImageList(
-        found.paths[a:b], None if found.labels is None else found.labels[a:b], found.classes, found.root, ()
-    )
-    try:
-        result = from_images.convert(part, target, None, job["opts"], job["options"])
-        rows, bad = result.rows, list(result.report["skipped"])
-    except EmptyDatasetError:  # every file of this partition was skipped: record which, and why
-        rows = 0
-        bad = from_images._Converter(part, job["opts"])(np.arange(len(part)))[1]
+    with tempfile.TemporaryDirectory(prefix="stoker-ray-images-") as tmp:
+        paths, root = found.paths[a:b], found.root
+        if objects is not None:  # this partition's objects, downloaded here (the driver listed only their layout)
+            where, number = objects.remote(), {n: i for i, n in enumerate(objects.names)}
+            names = [found.name(r) for r in range(a, b)]
+            paths, root = [str(objects.download(where, number[n], Path(tmp))) for n in names], tmp
+        part = ImageList(paths, None if found.labels is None else found.labels[a:b], found.classes, root, ())
+        try:
+            result = from_images.convert(part, target, None, job["opts"], job["options"])
+            rows, bad = result.rows, list(result.report["skipped"])
+        except EmptyDatasetError:  # every file of this partition was skipped: record which, and why
+            rows = 0
+            bad = from_images._Converter(part, job["opts"])(np.arange(len(part)))[1]
     return {"rows": rows, "skipped": [{"row": a + s.row, "file": s.file, "reason": s.reason} for s in bad]}
 
 
