@@ -88,6 +88,7 @@ def main() -> None:
     ap.add_argument("--tb", type=float, default=10.0)
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--cores", type=int, default=16)
+    ap.add_argument("--cpus", type=int, default=2, help="Ray CPUs, and the single machine's converter threads")
     ap.add_argument("--kinds", default="tsv,text,images", help="which inputs: tsv, text, images (comma-separated)")
     ap.add_argument("--partitions", type=int, default=None, help="Ray partitions (default: on_ray's)")
     ap.add_argument("--predict", action=argparse.BooleanOptionalAction, default=True, help="the cluster model")
@@ -101,15 +102,16 @@ def main() -> None:
         size = corpus.stat().st_size
         print(f"input: {corpus.name}, {size / 2**20:.1f} MiB; load average {os.getloadavg()}")
         t0 = time.perf_counter()
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
         ray.data.DataContext.get_current().enable_progress_bars = False
-        print(f"ray.init (2 CPUs): {time.perf_counter() - t0:.1f} s (not counted below)")
-        ray.data.from_items([{"index": i} for i in range(2)], override_num_blocks=2).map(warm, num_cpus=1).take_all()
+        print(f"ray.init ({args.cpus} CPUs): {time.perf_counter() - t0:.1f} s (not counted below)")
+        warmers = ray.data.from_items([{"index": i} for i in range(args.cpus)], override_num_blocks=args.cpus)
+        warmers.map(warm, num_cpus=1).take_all()
         # the 2 workers started and stoker's converter imported in each, as on a cluster that runs before a job
 
         parts, onray = 0, 0.0
         for kind in args.kinds.split(","):
-            got = compare(kind, corpus, Path(args.data), work, args.rounds, args.partitions)
+            got = compare(kind, corpus, Path(args.data), work, args.rounds, args.partitions, args.cpus)
             if kind == "tsv":
                 parts, onray = got
         if not args.predict:
@@ -118,7 +120,7 @@ def main() -> None:
         # -- the parts of the prediction ---------------------------------------------------------
         fixed = statistics.median(map_seconds(ray, 1) for _ in range(3))
         many = statistics.median(map_seconds(ray, 64) for _ in range(3))
-        per_task = max(many - fixed, 0.0) * 2 / 64  # seconds of one slot per task
+        per_task = max(many - fixed, 0.0) * args.cpus / 64  # seconds of one slot per task
         part = plan_text(corpus, 4)[1]
         columns = TextColumns()
         t = time.perf_counter()
@@ -146,8 +148,8 @@ def main() -> None:
             f"(partition of {(part.stop - part.start) / 2**20:.1f} MiB); merge {per_shard * 1000:.2f} ms per shard"
         )
 
-        here = 2 * fixed + size / 2 * (1 / r_scan + 1 / r_convert) + 2 * math.ceil(parts / 2) * per_task
-        print(f"the model for this input on these 2 slots: {here:.1f} s (measured: median {onray:.1f} s)")
+        here = 2 * fixed + size / args.cpus * (1 / r_scan + 1 / r_convert) + 2 * math.ceil(parts / args.cpus) * per_task
+        print(f"the model for this input on these {args.cpus} slots: {here:.1f} s (measured: median {onray:.1f} s)")
         total = args.tb * 1e12
         slots = args.nodes * args.cores
         partitions = math.ceil(total / on_ray.TEXT_PARTITION_BYTES)
@@ -185,13 +187,13 @@ def inputs(kind: str, corpus: Path, data: Path, work: Path) -> tuple[object, dic
     raise SystemExit(f"unknown kind {kind!r}: tsv, text or images")
 
 
-def compare(kind: str, corpus: Path, data: Path, work: Path, rounds: int, partitions: int | None):
-    """Single machine (2 threads) against Ray (2 slots), ``rounds`` interleaved rounds; (partitions, Ray median)."""
+def compare(kind: str, corpus: Path, data: Path, work: Path, rounds: int, partitions: int | None, cpus: int):
+    """Single machine (``cpus`` threads) against Ray (``cpus`` slots), interleaved rounds; (partitions, Ray median)."""
     src, kw, unit = inputs(kind, corpus, data, work)
     single_fn = stoker.convert.text if kind != "images" else stoker.convert.images
     ray_fn = on_ray.text if kind != "images" else on_ray.images
     runs = {
-        "single machine": lambda out: single_fn(src, out, progress=False, **kw),
+        "single machine": lambda out: single_fn(src, out, progress=False, workers=cpus, **kw),
         "on Ray": lambda out: ray_fn(src, out, partitions=partitions, **kw),
     }
     times: dict[str, list[float]] = {n: [] for n in runs}
@@ -208,7 +210,9 @@ def compare(kind: str, corpus: Path, data: Path, work: Path, rounds: int, partit
                 parts = result.report["partitions"]
                 phases = ", ".join(f"{k} {v:.2f} s" for k, v in result.report.get("phase_seconds", {}).items())
                 tasks = ", ".join(f"{v:.2f}" for v in result.report.get("partition_seconds", {}).values())
+                windows = ", ".join(f"{a:.2f}-{b:.2f}" for a, b in result.report.get("partition_windows", {}).values())
                 print(f"  {kind} on Ray: {phases}; each partition's conversion in its task: {tasks} s")
+                print(f"  {kind} on Ray: each task's start-end since the map began: {windows} s")
             shutil.rmtree(out)
         print(f"{kind} round {r + 1}: " + ", ".join(f"{n} {times[n][-1]:.2f} s" for n in runs))
     assert rows["single machine"] == rows["on Ray"], rows

@@ -44,7 +44,6 @@ step uploads the one manifest last (``stoker.merge`` to a URL).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -64,7 +63,7 @@ from stoker.convert.partitions import (
     save_plan,
     staging_dir,
 )
-from stoker.convert.ray_map import ray_data, run_map, slots
+from stoker.convert.ray_map import collected, ray_data, run_map, slots
 from stoker.convert.ray_tasks import convert_task, scan_task
 from stoker.errors import ConfigError, EmptyDatasetError, InputError, StoreExistsError
 from stoker.remote.merge import url_holds_store
@@ -109,7 +108,8 @@ def text(
     ``staging``: the directory of the parts (default ``.NAME.ray-parts`` beside a local store; needed
     for a URL store); ``storage_options``: for a URL store. ``report``: the ``"stoker.text"``
     metadata, plus ``partitions``, ``reused_partitions``, ``phase_seconds`` (plan, pre-pass, convert,
-    merge: wall time of each) and ``partition_seconds`` (each partition's conversion in its task).
+    merge: wall time of each), ``partition_seconds`` (each partition's conversion in its task) and
+    ``partition_windows`` (each task's start and end, in seconds since the conversion map began).
     """
     from stoker.text.inputs import TextColumns, describe_source
     from stoker.text.tokenizer import resolve
@@ -174,9 +174,10 @@ def text(
         raise EmptyDatasetError(
             f"{describe_source(src)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
         )
+    began = time.time()
     results = run_map(ray, convert_task, wanted, job, cpus_per_task, retries, stage, src, dest)
     phases["convert"] = time.perf_counter() - t0 - sum(phases.values())
-    summaries = [_summary(stage, i) for i in wanted]
+    summaries, windows = collected(stage, wanted, began)
     report = {
         **summaries[0]["report"],
         "source": describe_source(src),
@@ -194,6 +195,7 @@ def text(
         "reused_partitions": sorted(i for i, r in results.items() if r),
         "phase_seconds": phases,
         "partition_seconds": {i: s.get("seconds") for i, s in zip(wanted, summaries, strict=True)},
+        "partition_windows": windows,
     }
     return ConvertResult(Path(dest), rows, skipped, report=out, seconds=time.perf_counter() - t0)
 
@@ -226,7 +228,8 @@ def images(
     (None: one per 4096 files, at least one per task slot of the cluster); ``cpus_per_task``: Ray
     CPUs of each task, and its decoding threads; ``retries``: attempts after a dead worker;
     ``staging``, ``storage_options``: as for :func:`text`. ``report``: ``skipped``, ``ignored`` and
-    ``classes`` as ``stoker.convert.images`` gives them, plus ``partitions`` and ``reused_partitions``.
+    ``classes`` as ``stoker.convert.images`` gives them, plus ``partitions``, ``reused_partitions``,
+    ``phase_seconds`` (plan, convert, merge) and ``partition_seconds``, as for :func:`text`.
     """
     from stoker.convert.from_images import ImageStoreOptions
     from stoker.labels import label_map
@@ -271,8 +274,11 @@ def images(
     job = {"kind": "images", "images": found, "objects": objects, "ranges": ranges, "opts": opts, **target.job()}
     job["options"] = dataclasses.replace(options, overwrite=True)
     indices = list(range(len(ranges)))
+    phases = {"plan": time.perf_counter() - t0}
+    began = time.time()
     results = run_map(ray, convert_task, indices, job, cpus_per_task, retries, stage, src, dest)
-    summaries = [_summary(stage, i) for i in indices]
+    phases["convert"] = time.perf_counter() - t0 - phases["plan"]
+    summaries, windows = collected(stage, indices, began)
     skipped = [Skipped(s["row"], s["file"], s["reason"]) for summary in summaries for s in summary["skipped"]]
     written = [i for i in indices if summaries[i]["rows"]]
     if not written:
@@ -293,6 +299,9 @@ def images(
         "classes": tuple(found.classes or ()),
         "partitions": len(ranges),
         "reused_partitions": sorted(i for i, r in results.items() if r),
+        "phase_seconds": {**phases, "merge": time.perf_counter() - t0 - sum(phases.values())},
+        "partition_seconds": {i: s.get("seconds") for i, s in enumerate(summaries)},
+        "partition_windows": windows,
     }
     rows = sum(s["rows"] for s in summaries)
     return ConvertResult(Path(dest), rows, len(skipped), report=report, seconds=time.perf_counter() - t0)
@@ -378,7 +387,3 @@ def _agreed_labels(scans: list[dict[str, Any]], columns: Any, where: str) -> tup
     if "name" not in kinds:
         return None
     return tuple(sorted({n for s in scans for n in s["label_names"] or ()}))
-
-
-def _summary(staging: Path, index: int) -> dict[str, Any]:
-    return dict(json.loads((staging / f"{part_name(index)}.json").read_text(encoding="utf-8")))

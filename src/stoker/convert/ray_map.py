@@ -16,11 +16,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from stoker.convert.partitions import attempts, done_parts
+from stoker.convert.partitions import attempts, done_parts, part_name
 from stoker.convert.ray_tasks import note
 from stoker.errors import ConfigError, WorkerError
 
-__all__ = ["ray_data", "run_map", "slots"]
+__all__ = ["collected", "ray_data", "run_map", "slots"]
 
 
 def ray_data() -> Any:
@@ -74,6 +74,14 @@ def run_map(
         note(error, f"in the Ray conversion of {src} into {dest}: {_resume(indices, staging)}")
         raise error
     return {int(r["index"]): json.loads(r["result"]) for r in rows}
+
+
+def collected(staging: Path, indices: list[int], began: float) -> tuple[list[dict[str, Any]], dict[int, list[float]]]:
+    """What each partition of ``indices`` reported (its marker), and each task's start and end in seconds since
+    ``began`` (the map's start, wall clock; partitions reused from an earlier run have none)."""
+    summaries = [json.loads((staging / f"{part_name(i)}.json").read_text(encoding="utf-8")) for i in indices]
+    windows = {i: [w - began for w in s["window"]] for i, s in zip(indices, summaries, strict=True) if "window" in s}
+    return summaries, windows
 
 
 def _resume(indices: list[int], staging: Path) -> str:

@@ -52,6 +52,7 @@ def scan_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
 
 def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     """Ray Data map function: partition ``row["index"]`` into its part-store, unless it is finished already."""
+    started = time.time()  # wall clock: the driver places the task in its map (the report's partition_windows)
     index = int(row["index"])
     staging = Path(job["staging"])
     if done_summary(staging, index) is not None:
@@ -67,6 +68,7 @@ def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     except StokerError as exc:  # sent back as it is (Ray Data would wrap it, its type and message lost)
         note(exc, f"in partition {index} of the Ray conversion ({_where(job, index)})")
         return {"index": index, "result": json.dumps(None), "error": pickle.dumps(exc)}
+    summary["window"] = [started, time.time()]
     mark_done(staging, index, summary)
     return {"index": index, "result": json.dumps(False), "error": b""}
 
