@@ -23,7 +23,7 @@ the shared options of :class:`ConvertOptions` as keywords, with one meaning for 
 Every function returns a :class:`ConvertResult` (``path``, ``rows``, ``skipped``, ``report``,
 ``seconds``), which can be passed where a path goes (``stoker.open(result)``). The
 ``stoker convert KIND`` commands call these functions; ``stoker.convert.on_ray.text`` and
-``.images`` run the same conversions as Ray Data tasks over partitions of the input. The work
+``.images`` run the same conversions as Ray tasks over partitions of the input. The work
 lives in this package's ``from_*.py`` modules, imported when a function is first called so that ``import stoker``
 stays light (see README.md in this directory for the file map).
 """

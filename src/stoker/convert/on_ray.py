@@ -1,4 +1,4 @@
-"""``stoker.convert.on_ray``: a conversion run as tasks of Ray Data over partitions of its input.
+"""``stoker.convert.on_ray``: a conversion run as Ray tasks over partitions of its input.
 
     import ray, stoker
     ray.init(address="auto")                       # the cluster (without it: a local Ray)
@@ -12,12 +12,12 @@ input is cut into), ``cpus_per_task`` (Ray CPUs and converter threads per task) 
 1. **Plan** (driver). A text file is cut into byte ranges ending at newlines; an image folder's file
    list into ranges of files (``partitions.py``). The plan is kept in the staging directory
    ``.NAME.ray-parts`` beside the store, with what identifies the input and the options.
-2. **Pre-pass** (text; one Ray Data task per partition): each partition's newlines, examples and
+2. **Pre-pass** (text; one Ray task per partition): each partition's newlines, examples and
    label names. Label names are agreed before any part is written (sorted over the whole input, as
    the single-machine conversion numbers them, or the ``label_names=`` given) and every task gets
    them, so codes mean the same in every part; line numbers get each partition's offset. Images
    need none: the driver lists the files and their classes once.
-3. **Convert** (one Ray Data task per partition, all run as one map by ``ray_map.py``): the
+3. **Convert** (one Ray task per partition, all run by ``ray_map.py``): the
    single-machine converter (``from_text.convert`` / ``from_images.convert``) writes partition K's
    rows as the complete store ``part-K`` (whole shards), then a ``part-K.json`` marker. A task whose marker is there and
    whose part-store matches its checksums returns at once: a re-run converts only what is missing.
@@ -29,13 +29,15 @@ cut elsewhere). A task that fails ends the conversion with its StokerError (note
 partition), or, when its worker died ``retries + 1`` times, with a WorkerError naming the
 partition; finished partitions are kept for the re-run.
 
-Why Ray Data and not Dask: Ray is already stoker's cluster extra (``stoker[ray]``), its tasks are
+Why Ray and not Dask: Ray is already stoker's cluster extra (``stoker[ray]``), its tasks are
 retried when a worker or node dies, scheduled by the resources they declare (``num_cpus``), and
-the same ``ray.init(address=...)`` reaches a laptop, a cluster or an autoscaling one; a Ray Data
-map over a dataset of partitions is the whole scheduler this needs, with no cluster of our own.
+the same ``ray.init(address=...)`` reaches a laptop, a cluster or an autoscaling one; one Ray task
+per partition is the whole scheduler this needs, with no cluster of our own (plain tasks, not a Ray
+Data map, which started its tasks late: ``ray_map.py``).
 
-Every node must see the input and the staging directory at the same paths (a shared file system:
-NFS, Lustre, EFS). The store may be an object-store URL (``s3://bucket/prefix``, with
+Every node must see the staging directory at the same path (a shared file system: NFS, Lustre,
+EFS), and the input there too unless it is in an object store (``s3://bucket/prefix/``: each task
+reads its own range of the objects, ``inputs.py``). The store may be an object-store URL (``s3://bucket/prefix``, with
 ``storage_options=`` as for ``stoker.write``) given a shared ``staging=`` directory: each task then
 uploads its own part's shards (content-named, so a re-run uploads nothing twice) and the commit
 step uploads the one manifest last (``stoker.merge`` to a URL).
@@ -63,7 +65,7 @@ from stoker.convert.partitions import (
     save_plan,
     staging_dir,
 )
-from stoker.convert.ray_map import collected, ray_data, run_map, slots
+from stoker.convert.ray_map import collected, ray_module, run_map, slots
 from stoker.convert.ray_tasks import convert_task, scan_task
 from stoker.errors import ConfigError, EmptyDatasetError, InputError, StoreExistsError
 from stoker.remote.merge import url_holds_store
@@ -103,7 +105,7 @@ def text(
     """Tokenize the text file ``src`` (.txt, .jsonl, .csv, .tsv) into ``store`` on Ray; see the module docstring.
 
     The keywords of ``stoker.convert.text`` mean the same here. ``partitions``: byte ranges the file
-    is cut into (None: one per 64 MiB, at least one per task slot of the cluster); ``cpus_per_task``:
+    is cut into (None: one per 64 MiB, rounded up to whole waves of the task slots); ``cpus_per_task``:
     Ray CPUs of each task, and its tokenizing threads; ``retries``: attempts after a dead worker;
     ``staging``: the directory of the parts (default ``.NAME.ray-parts`` beside a local store; needed
     for a URL store); ``storage_options``: for a URL store. ``report``: the ``"stoker.text"``
@@ -115,7 +117,7 @@ def text(
     from stoker.text.tokenizer import resolve
 
     t0 = time.perf_counter()
-    ray = ray_data()
+    ray = ray_module()
     files = TextFiles.of(src, storage_options)  # a local file, or text objects read by ranges in the tasks
     target = _Target.of(store, staging, source_options(src, store, storage_options), overwrite)
     _check_run(partitions, cpus_per_task, retries)
@@ -145,7 +147,7 @@ def text(
     plan = load_plan(stage, key, overwrite)
     phases = {"plan": time.perf_counter() - t0}
     if plan is None:
-        count = partitions or max(math.ceil(sum(files.sizes) / TEXT_PARTITION_BYTES), slots(ray, cpus_per_task))
+        count = partitions or waves(math.ceil(sum(files.sizes) / TEXT_PARTITION_BYTES), slots(ray, cpus_per_task))
         parts = plan_text(files, count)
         stage.mkdir(parents=True, exist_ok=True)
         job["parts"] = [part_json(p) for p in parts]
@@ -225,7 +227,7 @@ def images(
     """Image files (a folder, a list of paths, an ImageFolder object) into ``store`` on Ray; see the module docstring.
 
     The keywords of ``stoker.convert.images`` mean the same here. ``partitions``: ranges of files
-    (None: one per 4096 files, at least one per task slot of the cluster); ``cpus_per_task``: Ray
+    (None: one per 4096 files, rounded up to whole waves of the task slots); ``cpus_per_task``: Ray
     CPUs of each task, and its decoding threads; ``retries``: attempts after a dead worker;
     ``staging``, ``storage_options``: as for :func:`text`. ``report``: ``skipped``, ``ignored`` and
     ``classes`` as ``stoker.convert.images`` gives them, plus ``partitions``, ``reused_partitions``,
@@ -237,7 +239,7 @@ def images(
     from stoker.vision.readers import Skipped
 
     t0 = time.perf_counter()
-    ray = ray_data()
+    ray = ray_module()
     target = _Target.of(store, staging, source_options(src, store, storage_options), overwrite)
     _check_run(partitions, cpus_per_task, retries)
     stage, dest = target.staging, target.dest
@@ -267,7 +269,7 @@ def images(
     }
     plan = load_plan(stage, key, overwrite)
     if plan is None:
-        count = partitions or max(math.ceil(len(found) / IMAGE_PARTITION_FILES), slots(ray, cpus_per_task))
+        count = partitions or waves(math.ceil(len(found) / IMAGE_PARTITION_FILES), slots(ray, cpus_per_task))
         plan = {"key": key, "ranges": even_ranges(len(found), count)}
         save_plan(stage, plan)
     ranges = [tuple(r) for r in plan["ranges"]]
@@ -318,6 +320,13 @@ def _local(path: Any, option: str) -> Path:
             option=option,
         )
     return Path(path)
+
+
+def waves(least: int, slots: int) -> int:
+    """The default partition count: at least ``least``, a whole number of waves of the cluster's ``slots`` tasks
+    (a last wave partly empty would take as long as a full one: 1,700 partitions of 64 MiB on 1,600 slots take
+    two waves of 64 MiB, 3,200 of 34 MiB two waves of 34)."""
+    return slots * max(1, math.ceil(least / slots))
 
 
 def _digest(text: str) -> str:

@@ -1,4 +1,4 @@
-"""The tasks of a Ray conversion (``on_ray.py``), run on Ray workers as Ray Data map functions.
+"""The tasks of a Ray conversion (``on_ray.py``), run on Ray workers as Ray tasks.
 
 Each takes one row ``{"index": K}`` and the conversion's ``job`` (a dict: the input,
 the staging directory, the options) and returns ``{"index", "result": JSON, "error": bytes}``:
@@ -7,7 +7,7 @@ the staging directory, the options) and returns ``{"index", "result": JSON, "err
 - :func:`convert_task`: partition K converted by the single-machine converter into the part-store
   ``part-K`` (and, for a URL store, its shards uploaded), then its marker written; a partition
   whose marker and checksums hold returns at once. A StokerError is sent back pickled (as Ray
-  pickles everything it sends), with the partition noted, instead of raised: Ray Data would wrap
+  pickles everything it sends), with the partition noted, instead of raised: Ray would wrap
   it and lose its type and message.
 """
 
@@ -42,7 +42,7 @@ def note(exc: BaseException, text: str) -> None:
 
 
 def scan_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
-    """Ray Data map function of the pre-pass: one text partition's newlines, examples and labels."""
+    """The Ray task of the pre-pass: one text partition's newlines, examples and labels."""
     index = int(row["index"])
     part = TextPart(**job["parts"][index])
     with tempfile.TemporaryDirectory(prefix="stoker-ray-") as tmp:
@@ -51,7 +51,7 @@ def scan_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
 
 
 def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
-    """Ray Data map function: partition ``row["index"]`` into its part-store, unless it is finished already."""
+    """The Ray task of a conversion: partition ``row["index"]`` into its part-store, unless it is finished already."""
     started = time.time()  # wall clock: the driver places the task in its map (the report's partition_windows)
     index = int(row["index"])
     staging = Path(job["staging"])
@@ -65,7 +65,7 @@ def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
         summary["seconds"] = time.perf_counter() - t0  # the partition's own conversion, for the report
         if job["url"] is not None and summary["rows"]:  # this part's shards go up from here, beside the others'
             upload_part(target, job["url"], job["storage_options"], verify=False)
-    except StokerError as exc:  # sent back as it is (Ray Data would wrap it, its type and message lost)
+    except StokerError as exc:  # sent back as it is (Ray would wrap it in a RayTaskError)
         note(exc, f"in partition {index} of the Ray conversion ({_where(job, index)})")
         return {"index": index, "result": json.dumps(None), "error": pickle.dumps(exc)}
     summary["window"] = [started, time.time()]
