@@ -1,23 +1,26 @@
-"""Ray conversion (``stoker.convert.on_ray.text``) on a local 2-CPU Ray against the single-machine conversion.
+"""Ray conversion (``stoker.convert.on_ray``) on a local Ray of ``--cpus`` CPUs against the single-machine one.
 
-Data: the 20 Newsgroups TSVs (train then test, one header; ``scripts/fetch_data.py text``), written
-``--repeat`` times into one labelled TSV; bert-base-uncased, ``max_length=128``. Contenders, each run
-``--rounds`` times, alternating which goes first: ``stoker.convert.text`` (2 tokenizing threads) and
-``stoker.convert.on_ray.text`` (default partitions, 1 CPU and 1 tokenizing thread per task) on a
-Ray started once before (its start is printed apart: a cluster is running before a job). Prints
-median seconds and the speed ratio single/ray (target >= 0.8).
+Inputs (``--kinds``): ``tsv``, the 20 Newsgroups TSVs (train then test, one header; ``scripts/fetch_data.py
+text``) written ``--repeat`` times into one labelled TSV; ``text``, friends.txt (61,563 lines); ``images``, the
+1,224 photos resized to 224. bert-base-uncased, ``max_length=128``. Contenders, each run ``--rounds`` times,
+alternating which goes first: ``stoker.convert.text``/``images`` (``--cpus`` threads) and ``on_ray.text``/
+``images`` (default partitions, 1 CPU and 1 thread per task) on a Ray started once before (its start is
+printed apart: a cluster is running before a job). Prints best and median seconds and the speed ratio
+single/ray (target >= 0.8), each Ray run's phases and each task's start and end.
 
-Then the parts of a prediction for a cluster: the fixed cost of one Ray Data map (1 no-op task),
-the cost per task (64 no-op tasks over the 2 slots), the pre-pass and conversion rates of one core
+Then the parts of a prediction for a cluster: the fixed cost of one map of Ray tasks (1 no-op task),
+the cost per task (64 no-op tasks over the slots), the pre-pass and conversion rates of one core
 (one partition's scan, one partition converted with 1 thread), and the cost per shard of the merge
 (100 one-shard parts linked); and the model
 
-    T = 2 F + S / (N C) * (1 / r_scan + 1 / r_convert) + 2 (P / (N C)) o + P k m
+    T = 2 F + S / (N C) * (1 / r_scan + 1 / r_convert) + 2 W o + P k (m + n)
 
-(F fixed cost of a map, S input bytes, N nodes, C cores per node, P partitions of 64 MiB, o per-task
-cost, k shards per partition, m merge cost per shard), evaluated for ``--tb`` TB on ``--nodes`` x
-``--cores``. It is a prediction: it assumes a shared file system that keeps up (the bandwidth it
-needs is printed) and cores as fast as these.
+(F fixed cost of a map, S input bytes, N nodes, C cores per node, P partitions of about 64 MiB in
+W = P / (N C) whole waves, o per-task cost, k shards per partition, m merge cost per shard here,
+n the metadata cost per shard assumed for a network file system, ``--nfs-ms``), evaluated for
+``--tb`` TB on ``--nodes`` x ``--cores``. It is a prediction: it assumes a shared file system that
+keeps up (the bandwidth it needs is printed) and cores as fast as these. ``--cpus 1`` gives the
+curve's other point (Ray on 1 CPU against one converter thread).
 
     flock /tmp/stoker-bench.lock python benchmarks/bench_ray_convert.py [--data data] [--repeat 1] [--rounds 4]
 """
@@ -40,6 +43,7 @@ import stoker
 from stoker.convert import from_text, on_ray
 from stoker.convert.options import ConvertOptions
 from stoker.convert.partitions import materialize, plan_text, scan_text_part
+from stoker.convert.ray_map import run_map
 from stoker.text.inputs import TextColumns
 
 MAX_LENGTH = 128
@@ -60,23 +64,24 @@ def build_corpus(data: Path, out: Path, repeat: int) -> Path:
 
 
 def noop(row, job=None):
-    return {"index": row["index"], "result": "", "error": b""}
+    return {"index": row["index"], "result": "null", "error": b""}
 
 
-def warm(row):
-    """A worker's first import of the text converter (seconds of torch and tokenizers), done before timing."""
+def warm(i):
+    """A worker's first import of the converters (seconds of torch and tokenizers), done before timing."""
+    import time
+
     import stoker.convert.from_images  # noqa: F401
     import stoker.convert.from_text  # noqa: F401
 
-    return row
+    time.sleep(0.5)  # held a moment, so that every warm-up lands on its own worker
+    return i
 
 
 def map_seconds(ray, n: int) -> float:
-    ds = ray.data.from_items([{"index": i} for i in range(n)], override_num_blocks=n)
+    """Seconds to run ``n`` no-op tasks as the conversion runs its partitions (``ray_map.run_map``)."""
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds.map(noop, num_cpus=1, max_retries=0).take_all()
+    run_map(ray, noop, list(range(n)), {}, 1, 0, Path(tempfile.gettempdir()), "noop", "noop")
     return time.perf_counter() - t0
 
 
@@ -88,6 +93,7 @@ def main() -> None:
     ap.add_argument("--tb", type=float, default=10.0)
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--cores", type=int, default=16)
+    ap.add_argument("--nfs-ms", type=float, default=2.0, help="assumed metadata ms per shard of a network FS merge")
     ap.add_argument("--cpus", type=int, default=2, help="Ray CPUs, and the single machine's converter threads")
     ap.add_argument("--kinds", default="tsv,text,images", help="which inputs: tsv, text, images (comma-separated)")
     ap.add_argument("--partitions", type=int, default=None, help="Ray partitions (default: on_ray's)")
@@ -103,10 +109,8 @@ def main() -> None:
         print(f"input: {corpus.name}, {size / 2**20:.1f} MiB; load average {os.getloadavg()}")
         t0 = time.perf_counter()
         ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-        ray.data.DataContext.get_current().enable_progress_bars = False
         print(f"ray.init ({args.cpus} CPUs): {time.perf_counter() - t0:.1f} s (not counted below)")
-        warmers = ray.data.from_items([{"index": i} for i in range(args.cpus)], override_num_blocks=args.cpus)
-        warmers.map(warm, num_cpus=1).take_all()
+        ray.get([ray.remote(num_cpus=1)(warm).remote(i) for i in range(args.cpus)])
         # the 2 workers started and stoker's converter imported in each, as on a cluster that runs before a job
 
         parts, onray = 0, 0.0
@@ -142,25 +146,29 @@ def main() -> None:
         t = time.perf_counter()
         stoker.merge(small, work / "merged", verify=False)
         per_shard = (time.perf_counter() - t) / 100
+        entry = (work / "merged" / "manifest.json").stat().st_size / 100  # bytes of manifest per shard (about)
         print(
-            f"per-task cost: Ray Data map fixed {fixed:.2f} s, {per_task * 1000:.0f} ms of a slot per task; "
+            f"per-task cost: Ray tasks fixed {fixed:.2f} s, {per_task * 1000:.0f} ms of a slot per task; "
             f"one core: pre-pass {r_scan / 2**20:.1f} MiB/s, conversion {r_convert / 2**20:.2f} MiB/s "
-            f"(partition of {(part.stop - part.start) / 2**20:.1f} MiB); merge {per_shard * 1000:.2f} ms per shard"
+            f"(partition of {(part.stop - part.start) / 2**20:.1f} MiB); merge {per_shard * 1000:.2f} ms per shard, "
+            f"{entry:.0f} bytes of manifest per shard"
         )
 
         here = 2 * fixed + size / args.cpus * (1 / r_scan + 1 / r_convert) + 2 * math.ceil(parts / args.cpus) * per_task
         print(f"the model for this input on these {args.cpus} slots: {here:.1f} s (measured: median {onray:.1f} s)")
         total = args.tb * 1e12
         slots = args.nodes * args.cores
-        partitions = math.ceil(total / on_ray.TEXT_PARTITION_BYTES)
+        partitions = on_ray.waves(math.ceil(total / on_ray.TEXT_PARTITION_BYTES), slots)
         work_s = total / slots * (1 / r_scan + 1 / r_convert)
         tasks_s = 2 * math.ceil(partitions / slots) * per_task
-        merge_s = partitions * shards_per_part * per_shard
+        merge_s = partitions * shards_per_part * (per_shard + args.nfs_ms / 1000)
         predicted = 2 * fixed + work_s + tasks_s + merge_s
         store_bytes = total * _store_ratio(work, part)
         print(
-            f"PREDICTION for {args.tb:g} TB on {args.nodes} nodes x {args.cores} cores ({partitions:,} partitions of "
-            f"64 MiB): {predicted / 3600:.1f} h = maps {2 * fixed:.0f} s + pre-pass and conversion {work_s / 3600:.1f} h "
+            f"PREDICTION for {args.tb:g} TB on {args.nodes} nodes x {args.cores} cores ({partitions:,} partitions, "
+            f"{partitions * shards_per_part:,} shards, manifest {partitions * shards_per_part * entry / 1e6:.0f} MB; "
+            f"merge at {per_shard * 1000:.2f} + {args.nfs_ms:g} ms of network file system metadata per shard): "
+            f"{predicted / 3600:.1f} h = maps {2 * fixed:.0f} s + pre-pass and conversion {work_s / 3600:.1f} h "
             f"+ task overhead {tasks_s:.0f} s + merge {merge_s:.0f} s; needs a shared file system reading "
             f"{2 * total / work_s / 1e9:.1f} GB/s and writing {store_bytes / work_s / 1e9:.1f} GB/s"
         )
