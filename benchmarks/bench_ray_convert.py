@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--cores", type=int, default=16)
     ap.add_argument("--nfs-ms", type=float, default=2.0, help="assumed metadata ms per shard of a network FS merge")
+    ap.add_argument("--worker-niceness", type=int, default=0, help="RAY_worker_niceness (Ray's default: 15)")
     ap.add_argument("--cpus", type=int, default=2, help="Ray CPUs, and the single machine's converter threads")
     ap.add_argument("--kinds", default="tsv,text,images", help="which inputs: tsv, text, images (comma-separated)")
     ap.add_argument("--partitions", type=int, default=None, help="Ray partitions (default: on_ray's)")
@@ -107,9 +108,15 @@ def main() -> None:
         corpus = build_corpus(Path(args.data), work / "corpus.tsv", args.repeat)
         size = corpus.stat().st_size
         print(f"input: {corpus.name}, {size / 2**20:.1f} MiB; load average {os.getloadavg()}")
+        # Ray starts its workers at nice +15 (RAY_worker_niceness): on a machine shared with other work they would
+        # get a sliver of the CPU beside the single-machine converter at the driver's nice; like with like here
+        os.environ.setdefault("RAY_worker_niceness", str(args.worker_niceness))
         t0 = time.perf_counter()
         ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-        print(f"ray.init ({args.cpus} CPUs): {time.perf_counter() - t0:.1f} s (not counted below)")
+        print(
+            f"ray.init ({args.cpus} CPUs, RAY_worker_niceness={os.environ['RAY_worker_niceness']}): "
+            f"{time.perf_counter() - t0:.1f} s (not counted below)"
+        )
         ray.get([ray.remote(num_cpus=1)(warm).remote(i) for i in range(args.cpus)])
         # the 2 workers started and stoker's converter imported in each, as on a cluster that runs before a job
 
