@@ -14,6 +14,7 @@ the staging directory, the options) and returns ``{"index", "result": JSON, "err
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import tempfile
 import time
@@ -85,6 +86,9 @@ def _where(job: dict[str, Any], index: int) -> str:
 def _text_part(job: dict[str, Any], index: int, target: Path) -> dict[str, Any]:
     from stoker.convert import from_text
 
+    # the task declared cpus_per_task CPUs and tokenizes on that many threads: the Rust tokenizer's own pool (one
+    # thread per core of the node) would add as many again per task, every task of the node spinning on every core
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     part = TextPart(**job["parts"][index])
     with tempfile.TemporaryDirectory(prefix="stoker-ray-") as tmp:
         path, _, _, _ = materialize(job["files"], part, Path(tmp))
