@@ -212,14 +212,16 @@ def compare(kind: str, corpus: Path, data: Path, work: Path, rounds: int, partit
         "on Ray": lambda out: ray_fn(src, out, partitions=partitions, **kw),
     }
     times: dict[str, list[float]] = {n: [] for n in runs}
+    cpu: dict[str, list[float]] = {n: [] for n in runs}  # the driver's CPU seconds, + the Ray tasks' processes
     rows, parts = {}, 0
     for r in range(rounds):
         order = list(runs) if r % 2 == 0 else list(reversed(runs))
         for name in order:
             out = work / f"store-{kind}-{name.replace(' ', '-')}"
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             result = runs[name](out)
             times[name].append(time.perf_counter() - t)
+            cpu[name].append(time.process_time() - c + sum(result.report.get("partition_cpu_seconds") or [0]))
             rows[name] = result.rows
             if name == "on Ray":
                 parts = result.report["partitions"]
@@ -237,6 +239,11 @@ def compare(kind: str, corpus: Path, data: Path, work: Path, rounds: int, partit
         f"{kind} ({rows['on Ray']:,} {unit}, {parts} partitions): median single {single:.2f} s, Ray {onray:.2f} s "
         f"-> {single / onray:.2f}x; best single {best_s:.2f} s, Ray {best_r:.2f} s -> {best_s / best_r:.2f}x "
         f"(target >= 0.8); load average {os.getloadavg()}"
+    )
+    c_single, c_ray = (statistics.median(cpu[n]) for n in runs)
+    print(
+        f"{kind} CPU seconds (median; Ray: the driver + its converting tasks' processes, not Ray's daemons): "
+        f"single {c_single:.2f}, Ray {c_ray:.2f} -> {c_single / c_ray:.2f}x"
     )
     return parts, onray
 

@@ -110,8 +110,8 @@ def text(
     ``staging``: the directory of the parts (default ``.NAME.ray-parts`` beside a local store; needed
     for a URL store); ``storage_options``: for a URL store. ``report``: the ``"stoker.text"``
     metadata, plus ``partitions``, ``reused_partitions``, ``phase_seconds`` (plan, pre-pass, convert,
-    merge: wall time of each), ``partition_seconds`` (each partition's conversion in its task) and
-    ``partition_windows`` (each task's start and end, in seconds since the conversion map began).
+    merge: wall time of each), ``partition_seconds`` (each partition's conversion in its task),
+    ``partition_windows`` (each task's start and end since the map began), ``partition_cpu_seconds``.
     """
     from stoker.text.inputs import TextColumns, describe_source
     from stoker.text.tokenizer import resolve
@@ -198,6 +198,7 @@ def text(
         "phase_seconds": phases,
         "partition_seconds": {i: s.get("seconds") for i, s in zip(wanted, summaries, strict=True)},
         "partition_windows": windows,
+        "partition_cpu_seconds": [s.get("cpu_seconds") for s in summaries],
     }
     return ConvertResult(Path(dest), rows, skipped, report=out, seconds=time.perf_counter() - t0)
 
@@ -304,6 +305,7 @@ def images(
         "phase_seconds": {**phases, "merge": time.perf_counter() - t0 - sum(phases.values())},
         "partition_seconds": {i: s.get("seconds") for i, s in enumerate(summaries)},
         "partition_windows": windows,
+        "partition_cpu_seconds": [s.get("cpu_seconds") for s in summaries],
     }
     rows = sum(s["rows"] for s in summaries)
     return ConvertResult(Path(dest), rows, len(skipped), report=report, seconds=time.perf_counter() - t0)
@@ -323,9 +325,8 @@ def _local(path: Any, option: str) -> Path:
 
 
 def waves(least: int, slots: int) -> int:
-    """The default partition count: at least ``least``, a whole number of waves of the cluster's ``slots`` tasks
-    (a last wave partly empty would take as long as a full one: 1,700 partitions of 64 MiB on 1,600 slots take
-    two waves of 64 MiB, 3,200 of 34 MiB two waves of 34)."""
+    """The default partition count: at least ``least``, in whole waves of ``slots`` tasks (a last wave partly
+    empty takes as long as a full one: 1,700 x 64 MiB on 1,600 slots, two waves of 64 MiB; 3,200, two of 34)."""
     return slots * max(1, math.ceil(least / slots))
 
 

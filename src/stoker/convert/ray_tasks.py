@@ -53,7 +53,7 @@ def scan_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
 
 def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     """The Ray task of a conversion: partition ``row["index"]`` into its part-store, unless it is finished already."""
-    started = time.time()  # wall clock: the driver places the task in its map (the report's partition_windows)
+    started, cpu = time.time(), time.process_time()  # wall clock: the driver places the task in its map
     index = int(row["index"])
     staging = Path(job["staging"])
     if done_summary(staging, index) is not None:
@@ -70,6 +70,7 @@ def convert_task(row: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
         note(exc, f"in partition {index} of the Ray conversion ({_where(job, index)})")
         return {"index": index, "result": json.dumps(None), "error": pickle.dumps(exc)}
     summary["window"] = [started, time.time()]
+    summary["cpu_seconds"] = time.process_time() - cpu  # of the worker's process (it runs one task at a time)
     mark_done(staging, index, summary)
     return {"index": index, "result": json.dumps(False), "error": b""}
 
