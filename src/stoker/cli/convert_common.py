@@ -46,7 +46,7 @@ def shared_options(p: argparse.ArgumentParser, workers: str | None) -> None:
         action=StorageOption,
         default=None,
         metavar="KEY=VALUE",
-        help="for a STORE URL (s3://bucket/prefix): one of fsspec's storage_options, repeatable "
+        help="for a SRC or STORE URL (s3://bucket/prefix; text and images read SRC from one): one of fsspec's storage_options, repeatable "
         "(endpoint_url=http://host:9000, client_kwargs.region_name=eu-west-1, anon=true; a VALUE that is "
         "JSON is read as JSON), or a JSON object of them; credentials are best left in the environment "
         "(AWS_ACCESS_KEY_ID, ...), where other users' `ps` cannot see them",

@@ -35,7 +35,9 @@ def _size(text: str) -> int | tuple[int, int]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = kind_parser(sub, "images", "image files to a store (JPEG bytes or resized uint8 arrays)", __doc__)
-    p.add_argument("src", help="folder of images: SRC/<class>/<image>, or flat with labels.csv/labels.json")
+    p.add_argument(
+        "src", help="folder of images: SRC/<class>/<image>, or flat with labels.csv/labels.json; or s3://bucket/photos/"
+    )
     p.add_argument("store", help="the store directory to write")
     p.add_argument(
         "--mode",

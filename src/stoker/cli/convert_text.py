@@ -15,7 +15,7 @@ from stoker.cli.convert_common import kind_parser, label_names, label_names_opti
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = kind_parser(sub, "text", "tokenize a text file into a store", __doc__)
-    p.add_argument("src", help="the text file: .txt, .jsonl, .csv or .tsv")
+    p.add_argument("src", help="the text file: .txt, .jsonl, .csv or .tsv; or objects: s3://bucket/corpus/*.txt")
     p.add_argument("store", help="the store directory to write")
     p.add_argument(
         "--tokenizer",

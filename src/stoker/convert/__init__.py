@@ -23,7 +23,7 @@ the shared options of :class:`ConvertOptions` as keywords, with one meaning for 
 Every function returns a :class:`ConvertResult` (``path``, ``rows``, ``skipped``, ``report``,
 ``seconds``), which can be passed where a path goes (``stoker.open(result)``). The
 ``stoker convert KIND`` commands call these functions; ``stoker.convert.on_ray.text`` and
-``.images`` run the same conversions as Ray Data tasks over partitions of the input. The work
+``.images`` run the same conversions as Ray tasks over partitions of the input. The work
 lives in this package's ``from_*.py`` modules, imported when a function is first called so that ``import stoker``
 stays light (see README.md in this directory for the file map).
 """
@@ -68,8 +68,9 @@ def images(
     """Image files to a store, decoded and checked (or resized) in ``workers`` threads.
 
     Args:
-        src: a folder (ImageFolder layout, or flat with a labels.csv / labels.json), a list of
-            paths, a :class:`stoker.vision.ImageList`, or a torchvision-style ImageFolder object
+        src: a folder (ImageFolder layout, or flat with a labels.csv / labels.json), or such a
+            folder in an object store (``s3://bucket/photos/``: downloaded first, ``root`` in the
+            metadata is the URL; ``storage_options`` reach it), a list of paths, a :class:`stoker.vision.ImageList`, or a torchvision-style ImageFolder object
             (anything with ``.samples``; its files are read directly, its ``transform`` is not run).
         mode: ``"encoded"`` (JPEG bytes, decoded and augmented at load time) or ``"resized"``
             (uint8 CHW arrays of ``size``: shorter side resized, center cropped).
@@ -121,6 +122,10 @@ def text(
     storage_options: Mapping[str, Any] | None = None,
 ) -> ConvertResult:
     """Tokenize text into a store: a list of strings, a dict of lists, or a .txt, .jsonl, .csv or .tsv file.
+
+    ``src`` may be text objects in an object store: one (``s3://bucket/corpus.tsv``), those under a prefix
+    (``s3://bucket/corpus/``) or matching a pattern (``s3://bucket/corpus/*.txt``), read in name order as
+    one file (a CSV/TSV header once: it must be the same in all); ``storage_options`` reach them.
 
     Args:
         tokenizer: a bundled name, a path to tokenizer.json / vocab.txt, or a tokenizer object.

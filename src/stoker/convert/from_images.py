@@ -28,6 +28,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from stoker.convert.inputs import is_url, staged
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.schedule import usable_cores
@@ -168,6 +169,9 @@ def convert(
             thread); ``progress`` counts files done (written or skipped).
         names: the class names in id order to number labels by (None: the found classes, sorted).
     """
+    if is_url(src):  # objects under a prefix: downloaded into a local folder of the same layout
+        with staged(src, store, options, images=True) as (local, writer_options):
+            return convert(local, store, labels, opts, writer_options, names)
     images = find_images(src, labels, names=names)
     if len(images) == 0:
         raise EmptyDatasetError(f"no image files found in {src!r}")

@@ -28,6 +28,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from stoker.convert.inputs import is_url, staged
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.schedule import usable_cores
@@ -47,6 +48,7 @@ def convert(
     options: ConvertOptions,
     *,
     line_offset: int = 0,
+    source_name: str | None = None,
 ) -> ConvertResult:
     """Tokenize ``source`` into a new store at ``store``.
 
@@ -55,12 +57,17 @@ def convert(
     tokenizing threads (default: the usable cores; 0: this thread); ``options.progress`` counts
     examples written. The result's ``skipped`` counts empty lines left out; its ``report`` is
     what the manifest's metadata holds under ``"stoker.text"``. ``line_offset`` is added to every
-    ``line`` value (a partition of a larger file numbers its lines as the whole file does).
+    ``line`` value (a partition of a larger file numbers its lines as the whole file does);
+    ``source_name`` names the source in messages and the metadata (a URL staged into a local file).
+    ``source`` may be an object-store URL of text objects (``convert/inputs.py``: read into one local file).
     """
+    if is_url(source):
+        with staged(source, store, options, images=False) as (local, writer_options):
+            return convert(local, store, tokenizer, max_length, columns, writer_options, source_name=str(source))
     tok = resolve(tokenizer, max_length=max_length)
     workers = usable_cores() if options.workers is None else options.workers
     coder = scan_labels(source, columns)
-    where, unit = describe_source(source), row_unit(source)
+    where, unit = source_name or describe_source(source), row_unit(source)
     skipped = replaced = cut_lines = 0
     id_dtype = tok.id_dtype
     len_dtype = smallest_uint((max_length or 2**31) + 1)

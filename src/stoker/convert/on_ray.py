@@ -1,4 +1,4 @@
-"""``stoker.convert.on_ray``: a conversion run as tasks of Ray Data over partitions of its input.
+"""``stoker.convert.on_ray``: a conversion run as Ray tasks over partitions of its input.
 
     import ray, stoker
     ray.init(address="auto")                       # the cluster (without it: a local Ray)
@@ -12,12 +12,12 @@ input is cut into), ``cpus_per_task`` (Ray CPUs and converter threads per task) 
 1. **Plan** (driver). A text file is cut into byte ranges ending at newlines; an image folder's file
    list into ranges of files (``partitions.py``). The plan is kept in the staging directory
    ``.NAME.ray-parts`` beside the store, with what identifies the input and the options.
-2. **Pre-pass** (text; one Ray Data task per partition): each partition's newlines, examples and
+2. **Pre-pass** (text; one Ray task per partition): each partition's newlines, examples and
    label names. Label names are agreed before any part is written (sorted over the whole input, as
    the single-machine conversion numbers them, or the ``label_names=`` given) and every task gets
    them, so codes mean the same in every part; line numbers get each partition's offset. Images
    need none: the driver lists the files and their classes once.
-3. **Convert** (one Ray Data task per partition, all run as one map by ``ray_map.py``): the
+3. **Convert** (one Ray task per partition, all run by ``ray_map.py``): the
    single-machine converter (``from_text.convert`` / ``from_images.convert``) writes partition K's
    rows as the complete store ``part-K`` (whole shards), then a ``part-K.json`` marker. A task whose marker is there and
    whose part-store matches its checksums returns at once: a re-run converts only what is missing.
@@ -29,13 +29,15 @@ cut elsewhere). A task that fails ends the conversion with its StokerError (note
 partition), or, when its worker died ``retries + 1`` times, with a WorkerError naming the
 partition; finished partitions are kept for the re-run.
 
-Why Ray Data and not Dask: Ray is already stoker's cluster extra (``stoker[ray]``), its tasks are
+Why Ray and not Dask: Ray is already stoker's cluster extra (``stoker[ray]``), its tasks are
 retried when a worker or node dies, scheduled by the resources they declare (``num_cpus``), and
-the same ``ray.init(address=...)`` reaches a laptop, a cluster or an autoscaling one; a Ray Data
-map over a dataset of partitions is the whole scheduler this needs, with no cluster of our own.
+the same ``ray.init(address=...)`` reaches a laptop, a cluster or an autoscaling one; one Ray task
+per partition is the whole scheduler this needs, with no cluster of our own (plain tasks, not a Ray
+Data map, which started its tasks late: ``ray_map.py``).
 
-Every node must see the input and the staging directory at the same paths (a shared file system:
-NFS, Lustre, EFS). The store may be an object-store URL (``s3://bucket/prefix``, with
+Every node must see the staging directory at the same path (a shared file system: NFS, Lustre,
+EFS), and the input there too unless it is in an object store (``s3://bucket/prefix/``: each task
+reads its own range of the objects, ``inputs.py``). The store may be an object-store URL (``s3://bucket/prefix``, with
 ``storage_options=`` as for ``stoker.write``) given a shared ``staging=`` directory: each task then
 uploads its own part's shards (content-named, so a re-run uploads nothing twice) and the commit
 step uploads the one manifest last (``stoker.merge`` to a URL).
@@ -44,7 +46,6 @@ step uploads the one manifest last (``stoker.merge`` to a URL).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -52,6 +53,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from stoker.convert.inputs import TextFiles, image_objects, image_skeleton, is_url, source_options
 from stoker.convert.options import ConvertOptions, ConvertResult
 from stoker.convert.partitions import (
     clear,
@@ -63,7 +65,7 @@ from stoker.convert.partitions import (
     save_plan,
     staging_dir,
 )
-from stoker.convert.ray_map import ray_data, run_map, slots
+from stoker.convert.ray_map import collected, ray_module, run_map, slots
 from stoker.convert.ray_tasks import convert_task, scan_task
 from stoker.errors import ConfigError, EmptyDatasetError, InputError, StoreExistsError
 from stoker.remote.merge import url_holds_store
@@ -103,32 +105,36 @@ def text(
     """Tokenize the text file ``src`` (.txt, .jsonl, .csv, .tsv) into ``store`` on Ray; see the module docstring.
 
     The keywords of ``stoker.convert.text`` mean the same here. ``partitions``: byte ranges the file
-    is cut into (None: one per 64 MiB, at least one per task slot of the cluster); ``cpus_per_task``:
+    is cut into (None: one per 64 MiB, rounded up to whole waves of the task slots); ``cpus_per_task``:
     Ray CPUs of each task, and its tokenizing threads; ``retries``: attempts after a dead worker;
     ``staging``: the directory of the parts (default ``.NAME.ray-parts`` beside a local store; needed
     for a URL store); ``storage_options``: for a URL store. ``report``: the ``"stoker.text"``
     metadata, plus ``partitions``, ``reused_partitions``, ``phase_seconds`` (plan, pre-pass, convert,
-    merge: wall time of each) and ``partition_seconds`` (each partition's conversion in its task).
+    merge: wall time of each), ``partition_seconds`` (each partition's conversion in its task),
+    ``partition_windows`` (each task's start and end since the map began), ``partition_cpu_seconds``.
     """
     from stoker.text.inputs import TextColumns, describe_source
     from stoker.text.tokenizer import resolve
 
     t0 = time.perf_counter()
-    ray = ray_data()
-    path = _local(src, "src")
-    target = _Target.of(store, staging, storage_options, overwrite)
+    ray = ray_module()
+    files = TextFiles.of(src, storage_options)  # a local file, or text objects read by ranges in the tasks
+    target = _Target.of(store, staging, source_options(src, store, storage_options), overwrite)
     _check_run(partitions, cpus_per_task, retries)
     columns = TextColumns.of(
         text_column, pair_column, label_column, keep_empty, encoding_errors, label_names, class_to_idx
     )
     options = ConvertOptions(overwrite, shard_size, False, cpus_per_task, metadata)
     tok = resolve(tokenizer, max_length=max_length)
-    stat = path.stat() if path.is_file() else None
+    local = None if files.objects else Path(files.src)
     key = {
         "kind": "text",
-        "src": str(path.resolve()),
-        "size": None if stat is None else stat.st_size,
-        "mtime_ns": None if stat is None else stat.st_mtime_ns,
+        "src": files.src if local is None else str(local.resolve()),
+        "size": sum(files.sizes),
+        "mtime_ns": None if local is None else local.stat().st_mtime_ns,
+        "objects": None
+        if local is not None
+        else _digest("\n".join(f"{n}\t{z}" for n, z in zip(files.names, files.sizes))),
         "tokenizer": tok.describe(),
         "columns": dataclasses.asdict(columns),
         "shard_size": options.shard_size,
@@ -137,17 +143,15 @@ def text(
         "store": str(target.dest),
     }
     stage, dest = target.staging, target.dest
-    job: dict[str, Any] = {"kind": "text", "src": str(path), "columns": columns, **target.job()}
+    job: dict[str, Any] = {"kind": "text", "src": files.src, "files": files, "columns": columns, **target.job()}
     plan = load_plan(stage, key, overwrite)
     phases = {"plan": time.perf_counter() - t0}
     if plan is None:
-        count = partitions or max(
-            math.ceil((stat.st_size if stat else 0) / TEXT_PARTITION_BYTES), slots(ray, cpus_per_task)
-        )
-        parts = plan_text(path, count)
+        count = partitions or waves(math.ceil(sum(files.sizes) / TEXT_PARTITION_BYTES), slots(ray, cpus_per_task))
+        parts = plan_text(files, count)
         stage.mkdir(parents=True, exist_ok=True)
         job["parts"] = [part_json(p) for p in parts]
-        scans = run_map(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, path, dest)
+        scans = run_map(ray, scan_task, [p.index for p in parts], job, cpus_per_task, retries, stage, src, dest)
         plan = {"key": key, "parts": job["parts"], "scans": [scans[p.index] for p in parts]}
         save_plan(stage, plan)
     phases["pre-pass"] = time.perf_counter() - t0 - sum(phases.values())
@@ -172,9 +176,10 @@ def text(
         raise EmptyDatasetError(
             f"{describe_source(src)} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)"
         )
-    results = run_map(ray, convert_task, wanted, job, cpus_per_task, retries, stage, path, dest)
+    began = time.time()
+    results = run_map(ray, convert_task, wanted, job, cpus_per_task, retries, stage, src, dest)
     phases["convert"] = time.perf_counter() - t0 - sum(phases.values())
-    summaries = [_summary(stage, i) for i in wanted]
+    summaries, windows = collected(stage, wanted, began)
     report = {
         **summaries[0]["report"],
         "source": describe_source(src),
@@ -192,6 +197,8 @@ def text(
         "reused_partitions": sorted(i for i, r in results.items() if r),
         "phase_seconds": phases,
         "partition_seconds": {i: s.get("seconds") for i, s in zip(wanted, summaries, strict=True)},
+        "partition_windows": windows,
+        "partition_cpu_seconds": [s.get("cpu_seconds") for s in summaries],
     }
     return ConvertResult(Path(dest), rows, skipped, report=out, seconds=time.perf_counter() - t0)
 
@@ -221,35 +228,40 @@ def images(
     """Image files (a folder, a list of paths, an ImageFolder object) into ``store`` on Ray; see the module docstring.
 
     The keywords of ``stoker.convert.images`` mean the same here. ``partitions``: ranges of files
-    (None: one per 4096 files, at least one per task slot of the cluster); ``cpus_per_task``: Ray
+    (None: one per 4096 files, rounded up to whole waves of the task slots); ``cpus_per_task``: Ray
     CPUs of each task, and its decoding threads; ``retries``: attempts after a dead worker;
     ``staging``, ``storage_options``: as for :func:`text`. ``report``: ``skipped``, ``ignored`` and
-    ``classes`` as ``stoker.convert.images`` gives them, plus ``partitions`` and ``reused_partitions``.
+    ``classes`` as ``stoker.convert.images`` gives them, plus ``partitions``, ``reused_partitions``,
+    ``phase_seconds`` (plan, convert, merge) and ``partition_seconds``, as for :func:`text`.
     """
-    import xxhash
-
     from stoker.convert.from_images import ImageStoreOptions
     from stoker.labels import label_map
     from stoker.vision.finder import find_images
     from stoker.vision.readers import Skipped
 
     t0 = time.perf_counter()
-    ray = ray_data()
-    target = _Target.of(store, staging, storage_options, overwrite)
+    ray = ray_module()
+    target = _Target.of(store, staging, source_options(src, store, storage_options), overwrite)
     _check_run(partitions, cpus_per_task, retries)
     stage, dest = target.staging, target.dest
-    found = find_images(src, labels, names=label_map(label_names, class_to_idx))
+    objects, folder = None, src
+    if is_url(src):  # the driver needs only the layout (labels files fetched): each task downloads its images
+        objects = image_objects(src, storage_options)
+        folder = image_skeleton(objects, stage / ".part-layout")
+        metadata = {"root": os.fspath(src), **(metadata or {})}
+    found = find_images(folder, labels, names=label_map(label_names, class_to_idx))
     if len(found) == 0:
         raise EmptyDatasetError(f"no image files found in {src!r}")
     opts = ImageStoreOptions(mode, size, max_side, quality, on_error, max_pixels)
     options = ConvertOptions(overwrite, shard_size, False, cpus_per_task, metadata)
-    listing = "\n".join(f"{p}\t{'' if found.labels is None else found.labels[i]}" for i, p in enumerate(found.paths))
+    files = found.paths if objects is None else [found.name(i) for i in range(len(found))]
+    listing = "\n".join(f"{p}\t{'' if found.labels is None else found.labels[i]}" for i, p in enumerate(files))
     key = {
         "kind": "images",
         "files": len(found),
-        "listing": xxhash.xxh3_128_hexdigest(listing.encode("utf-8", "surrogateescape")),
+        "listing": _digest(listing),
         "classes": found.classes,
-        "root": found.root,
+        "root": found.root if objects is None else os.fspath(src),
         "store_options": dataclasses.asdict(opts),
         "shard_size": options.shard_size,
         "metadata": options.metadata,
@@ -258,15 +270,18 @@ def images(
     }
     plan = load_plan(stage, key, overwrite)
     if plan is None:
-        count = partitions or max(math.ceil(len(found) / IMAGE_PARTITION_FILES), slots(ray, cpus_per_task))
+        count = partitions or waves(math.ceil(len(found) / IMAGE_PARTITION_FILES), slots(ray, cpus_per_task))
         plan = {"key": key, "ranges": even_ranges(len(found), count)}
         save_plan(stage, plan)
     ranges = [tuple(r) for r in plan["ranges"]]
-    job = {"kind": "images", "images": found, "ranges": ranges, "opts": opts, **target.job()}
+    job = {"kind": "images", "images": found, "objects": objects, "ranges": ranges, "opts": opts, **target.job()}
     job["options"] = dataclasses.replace(options, overwrite=True)
     indices = list(range(len(ranges)))
+    phases = {"plan": time.perf_counter() - t0}
+    began = time.time()
     results = run_map(ray, convert_task, indices, job, cpus_per_task, retries, stage, src, dest)
-    summaries = [_summary(stage, i) for i in indices]
+    phases["convert"] = time.perf_counter() - t0 - phases["plan"]
+    summaries, windows = collected(stage, indices, began)
     skipped = [Skipped(s["row"], s["file"], s["reason"]) for summary in summaries for s in summary["skipped"]]
     written = [i for i in indices if summaries[i]["rows"]]
     if not written:
@@ -287,6 +302,10 @@ def images(
         "classes": tuple(found.classes or ()),
         "partitions": len(ranges),
         "reused_partitions": sorted(i for i, r in results.items() if r),
+        "phase_seconds": {**phases, "merge": time.perf_counter() - t0 - sum(phases.values())},
+        "partition_seconds": {i: s.get("seconds") for i, s in enumerate(summaries)},
+        "partition_windows": windows,
+        "partition_cpu_seconds": [s.get("cpu_seconds") for s in summaries],
     }
     rows = sum(s["rows"] for s in summaries)
     return ConvertResult(Path(dest), rows, len(skipped), report=report, seconds=time.perf_counter() - t0)
@@ -303,6 +322,18 @@ def _local(path: Any, option: str) -> Path:
             option=option,
         )
     return Path(path)
+
+
+def waves(least: int, slots: int) -> int:
+    """The default partition count: at least ``least``, in whole waves of ``slots`` tasks (a last wave partly
+    empty takes as long as a full one: 1,700 x 64 MiB on 1,600 slots, two waves of 64 MiB; 3,200, two of 34)."""
+    return slots * max(1, math.ceil(least / slots))
+
+
+def _digest(text: str) -> str:
+    import xxhash
+
+    return str(xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogateescape")))
 
 
 def _check_run(partitions: int | None, cpus: int, retries: int) -> None:
@@ -366,7 +397,3 @@ def _agreed_labels(scans: list[dict[str, Any]], columns: Any, where: str) -> tup
     if "name" not in kinds:
         return None
     return tuple(sorted({n for s in scans for n in s["label_names"] or ()}))
-
-
-def _summary(staging: Path, index: int) -> dict[str, Any]:
-    return dict(json.loads((staging / f"{part_name(index)}.json").read_text(encoding="utf-8")))

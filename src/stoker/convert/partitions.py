@@ -1,7 +1,8 @@
 """Partitions of a conversion's input and the staging directory of their part-stores (for ``on_ray.py``).
 
-A text file is cut into byte ranges that end at a newline, so each partition holds whole lines;
-a CSV/TSV partition after the first is given the file's header line. A partition is written to a
+A text input (a local file, or text objects under a URL: ``inputs.TextFiles``) is cut into byte ranges
+of its files that end at a newline, so each partition holds whole lines; a CSV/TSV partition after the
+first is given its file's header line. Partitions read their bytes themselves (ranged GETs for objects). A partition is written to a
 local file before it is read (:func:`materialize`), so the single-machine text converter reads it
 unchanged; its lines are numbered as the whole file numbers them by an offset, the newlines before
 it (counted by the pre-pass, :func:`scan_text_part`, which also collects its label names).
@@ -29,14 +30,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from stoker.convert.inputs import TextFiles
 from stoker.errors import ConfigError, InputError, ShardError, StokerError
 from stoker.store.format import Manifest
 from stoker.store.shardfile import file_checksum
-from stoker.text.inputs import FORMATS, TextColumns, iter_blocks
+from stoker.text.inputs import TextColumns, iter_blocks
 from stoker.text.labels import kind_of
 
 PLAN_NAME = "plan.json"
-_COPY = 8 * 2**20  # bytes read at a time when a partition is written out
 
 
 def staging_dir(store: Path) -> Path:
@@ -50,70 +51,88 @@ def part_name(index: int) -> str:
 
 @dataclass(frozen=True)
 class TextPart:
-    """Bytes ``start:stop`` of a text file, with ``header`` bytes of its first line put before them."""
+    """Bytes ``start:stop`` of text file ``file``, with ``header`` bytes of its first line put before them."""
 
     index: int
     start: int
     stop: int
     header: int = 0
+    file: int = 0
 
 
 def text_format(src: Path) -> str:
     """The format of a text file by its suffix (``lines``, ``jsonl``, ``csv``, ``tsv``); InputError if unknown."""
-    if not src.is_file():
-        raise InputError(f"{src} does not exist or is not a file; pass a .txt, .jsonl, .csv or .tsv file", path=src)
-    fmt = FORMATS.get(src.suffix.lower())
-    if fmt is None:
-        raise InputError(f"{src}: unknown text format {src.suffix!r}; stoker reads {', '.join(sorted(FORMATS))}")
-    return fmt
+    return TextFiles.of(src).fmt
 
 
-def plan_text(src: Path, partitions: int) -> list[TextPart]:
-    """``src`` cut into at most ``partitions`` byte ranges of about one size, each ending after a newline."""
-    fmt = text_format(src)
-    size = src.stat().st_size
-    with open(src, "rb") as f:
-        header = len(f.readline()) if fmt in ("csv", "tsv") else 0
-        cuts = [0]
-        for k in range(1, partitions):
-            f.seek(max(k * size // partitions - 1, header, cuts[-1]))
-            f.readline()  # to the end of the line the cut falls in
-            cut = f.tell()
+def _files(src: TextFiles | Path) -> TextFiles:
+    return src if isinstance(src, TextFiles) else TextFiles.of(src)
+
+
+def plan_text(src: TextFiles | Path, partitions: int) -> list[TextPart]:
+    """The files of ``src`` cut into about ``partitions`` byte ranges of about one size (each file into a share
+    by its size, at least one), each ending after a newline; a CSV/TSV file's header put before each of its
+    ranges but the first file's first (the header lines of the files after the first are left out)."""
+    files = _files(src)
+    read = files.reader()
+    headers = files.headers(read)
+    total = max(sum(files.sizes), 1)
+    parts: list[TextPart] = []
+    for i, size in enumerate(files.sizes):
+        count = max(1, round(partitions * size / total))
+        cuts = [headers[i] if i else 0]
+        for k in range(1, count):
+            cut = _line_end(read, i, max(k * size // count - 1, headers[i], cuts[-1]), size)
             if cuts[-1] < cut < size:
                 cuts.append(cut)
-    cuts.append(size)
-    return [TextPart(i, a, b, header if i > 0 else 0) for i, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False))]
+        cuts.append(size)
+        for k, (a, b) in enumerate(zip(cuts, cuts[1:], strict=False)):
+            if b > a or (i == 0 and k == 0):
+                parts.append(TextPart(len(parts), a, b, headers[i] if (i or k) else 0, i))
+    return parts
 
 
-def materialize(src: Path, part: TextPart, directory: Path) -> tuple[Path, int, int]:
-    """Write partition ``part`` of ``src`` as a file in ``directory``; (its path, newlines, double quotes) of its range."""
-    out = directory / f"{part_name(part.index)}{src.suffix}"
+def _line_end(read: Any, i: int, at: int, size: int) -> int:
+    """The offset just after the first newline at or after ``at`` in file ``i`` (``size`` when there is none)."""
+    while at < size:
+        piece = read(i, at, min(at + 65536, size))
+        if not piece:
+            break
+        end = piece.find(b"\n")
+        if end >= 0:
+            return at + end + 1
+        at += len(piece)
+    return size
+
+
+def materialize(src: TextFiles | Path, part: TextPart, directory: Path) -> tuple[Path, int, int, bool]:
+    """Write partition ``part`` as a file in ``directory``; (its path, newlines and double quotes of its range,
+    whether the range ends with a newline)."""
+    files = _files(src)
+    read = files.reader()
+    out = directory / f"{part_name(part.index)}{files.suffix}"
     newlines = quotes = 0
-    with open(src, "rb") as f, open(out, "wb") as w:
+    last = b"\n"
+    with open(out, "wb") as w:
         if part.header:
-            w.write(f.read(part.header))
-        f.seek(part.start)
-        left = part.stop - part.start
-        while left > 0:
-            chunk = f.read(min(_COPY, left))
-            if not chunk:
-                raise InputError(f"{src} became shorter while it was converted; convert it again", path=src)
+            w.write(read(part.file, 0, part.header))
+        for chunk in files.chunks(read, part.file, part.start, part.stop):
             newlines += chunk.count(b"\n")
             quotes += chunk.count(b'"')
             w.write(chunk)
-            left -= len(chunk)
-    return out, newlines, quotes
+            last = chunk[-1:]
+    return out, newlines, quotes, last == b"\n"
 
 
-def scan_text_part(src: Path, part: TextPart, columns: TextColumns, directory: Path) -> dict[str, Any]:
+def scan_text_part(src: TextFiles | Path, part: TextPart, columns: TextColumns, directory: Path) -> dict[str, Any]:
     """The pre-pass over one partition: its newlines, examples, and label kind and names (no tokenizing)."""
-    path, newlines, quotes = materialize(src, part, directory)
+    files = _files(src)
+    path, newlines, quotes, ends = materialize(files, part, directory)
     try:
-        if text_format(src) == "csv" and quotes % 2:
+        if files.fmt == "csv" and quotes % 2:
             raise InputError(
-                f"{src}: partition {part.index} (bytes {part.start}..{part.stop}) ends inside a quoted field that "
-                "spans lines; convert it with fewer partitions, or as JSON Lines",
-                path=src,
+                f"{files.where(part.file)}: partition {part.index} (bytes {part.start}..{part.stop}) ends inside a "
+                "quoted field that spans lines; convert it with fewer partitions, or as JSON Lines"
             )
         examples = skipped = replaced = 0
         labels: list[Any] = []
@@ -123,13 +142,13 @@ def scan_text_part(src: Path, part: TextPart, columns: TextColumns, directory: P
             replaced += block.replaced_lines
             if block.labels is not None and columns.label_names is None:
                 labels.extend(block.labels)
-        kind = kind_of(labels, str(src)) if labels else None
+        kind = kind_of(labels, files.src) if labels else None
         names = sorted({str(v) for v in labels}) if kind == "name" else None
     finally:
         path.unlink(missing_ok=True)
     return {
         "index": part.index,
-        "newlines": newlines,
+        "newlines": newlines + (0 if ends else 1),  # the single-machine reading puts a newline after a file's end
         "examples": examples,
         "skipped": skipped,
         "replaced": replaced,

@@ -1,9 +1,10 @@
-"""The driver's side of a Ray conversion (``on_ray.py``): Ray Data imported, the cluster's task
-slots counted, and one Ray Data map run over partitions with its failures turned into errors.
+"""The driver's side of a Ray conversion (``on_ray.py``): Ray imported, the cluster's task slots
+counted, and one Ray task run per partition with its failures turned into errors.
 
-:func:`run_map` runs ``fn(row, job)`` (a task of ``ray_tasks.py``) once per partition as one Ray
-Data map, each task declaring ``cpus`` Ray CPUs and retried ``retries`` times after its worker
-dies. A partition's own StokerError, sent back pickled by its task, is raised as itself; Ray
+:func:`run_map` runs ``fn(row, job)`` (a task of ``ray_tasks.py``) once per partition as a Ray task
+declaring ``cpus`` Ray CPUs, retried ``retries`` times after its worker dies. Plain Ray tasks, not a
+Ray Data map: on a 2-CPU Ray, Ray Data started a map's second task 1.1 s after its first and packed
+six 1.5 s tasks into 6.0 s where Ray tasks took 4.5 s (``docs/guides/cluster.md``). A partition's own StokerError, sent back pickled by its task, is raised as itself; Ray
 failing (a worker that died every attempt) is raised as a WorkerError naming the partition. Both
 say how many partitions finished and are kept in the staging directory for a re-run.
 """
@@ -12,24 +13,23 @@ from __future__ import annotations
 
 import json
 import pickle
-import warnings
 from pathlib import Path
 from typing import Any
 
-from stoker.convert.partitions import attempts, done_parts
+from stoker.convert.partitions import attempts, done_parts, part_name
 from stoker.convert.ray_tasks import note
 from stoker.errors import ConfigError, WorkerError
 
-__all__ = ["ray_data", "run_map", "slots"]
+__all__ = ["collected", "ray_module", "run_map", "slots"]
 
 
-def ray_data() -> Any:
-    """The ``ray`` module with Ray Data imported; a ConfigError naming the extra when it is missing."""
+def ray_module() -> Any:
+    """The ``ray`` module; a ConfigError naming the extra when it is missing."""
     try:
-        import ray.data  # binds ray as well
+        import ray
     except ImportError as exc:
         raise ConfigError(
-            f"stoker.convert.on_ray needs Ray Data: pip install 'stoker[ray]' ({exc})", option="on_ray"
+            f"stoker.convert.on_ray needs Ray: pip install 'stoker[ray]' ({exc})", option="on_ray"
         ) from exc
     return ray
 
@@ -52,21 +52,26 @@ def run_map(
     src: Any,
     dest: Any,
 ) -> dict[int, Any]:
-    """``fn(index, job)`` for every partition in ``indices``, as one Ray Data map; index -> what it returned."""
-    items = [{"index": i} for i in indices]
-    context = ray.data.DataContext.get_current()
-    bars = context.enable_progress_bars
-    context.enable_progress_bars = False
-    try:
-        ds = ray.data.from_items(items, override_num_blocks=len(items))
-        with warnings.catch_warnings():  # max_retries has no named parameter yet (Ray Data's default: retry forever)
-            warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
-            mapped = ds.map(fn, fn_kwargs={"job": job}, num_cpus=cpus, max_retries=retries)
-        rows = mapped.take_all()
-    except Exception as exc:  # noqa: BLE001 - a worker that died, or Ray failing: a WorkerError naming the partition
-        raise _failure(exc, indices, staging, retries, src, dest) from exc
-    finally:
-        context.enable_progress_bars = bars
+    """``fn({"index": i}, job)`` for every partition ``i`` in ``indices``, as Ray tasks; index -> what it returned.
+
+    ``job`` is put in Ray's object store once and handed to every task by reference. The first task to fail
+    (its worker dead ``retries + 1`` times) cancels the tasks not finished, which are awaited before the
+    WorkerError is raised: the finished partitions are settled and kept.
+    """
+    task = ray.remote(num_cpus=cpus, max_retries=retries)(fn)
+    shared = ray.put(job)
+    index = {task.remote({"index": i}, shared): i for i in indices}
+    pending = list(index)
+    rows: list[dict[str, Any]] = []
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        try:
+            rows.append(ray.get(done[0]))
+        except Exception as exc:  # noqa: BLE001 - a worker that died, or Ray failing: a WorkerError naming the partition
+            for ref in pending:
+                ray.cancel(ref)
+            ray.wait(pending, num_returns=len(pending), timeout=60)
+            raise _failure(exc, index[done[0]], indices, staging, retries, src, dest) from exc
     rows.sort(key=lambda r: int(r["index"]))
     failed = [r for r in rows if r["error"]]
     if failed:  # a partition's own StokerError (pickled by the task, as Ray pickles all it sends)
@@ -74,6 +79,14 @@ def run_map(
         note(error, f"in the Ray conversion of {src} into {dest}: {_resume(indices, staging)}")
         raise error
     return {int(r["index"]): json.loads(r["result"]) for r in rows}
+
+
+def collected(staging: Path, indices: list[int], began: float) -> tuple[list[dict[str, Any]], dict[int, list[float]]]:
+    """What each partition of ``indices`` reported (its marker), and each task's start and end in seconds since
+    ``began`` (the map's start, wall clock; partitions reused from an earlier run have none)."""
+    summaries = [json.loads((staging / f"{part_name(i)}.json").read_text(encoding="utf-8")) for i in indices]
+    windows = {i: [w - began for w in s["window"]] for i, s in zip(indices, summaries, strict=True) if "window" in s}
+    return summaries, windows
 
 
 def _resume(indices: list[int], staging: Path) -> str:
@@ -84,13 +97,12 @@ def _resume(indices: list[int], staging: Path) -> str:
     )
 
 
-def _failure(exc: BaseException, indices: list[int], staging: Path, retries: int, src: Any, dest: Any) -> Exception:
-    unfinished = [i for i in indices if i not in set(done_parts(staging, indices))]
-    resume = _resume(indices, staging)
-    dead = [i for i in unfinished if attempts(staging, i) > retries] or unfinished
+def _failure(
+    exc: BaseException, failed: int, indices: list[int], staging: Path, retries: int, src: Any, dest: Any
+) -> Exception:
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     return WorkerError(
-        f"the Ray conversion of {src} into {dest} stopped: partition(s) {dead} failed "
-        f"{retries + 1} time(s) ({type(exc).__name__}: {first}); {resume}",
-        stage=f"ray partition {dead[0] if dead else '?'}",
+        f"the Ray conversion of {src} into {dest} stopped: partition(s) [{failed}] failed "
+        f"{attempts(staging, failed)} time(s) ({type(exc).__name__}: {first}); {_resume(indices, staging)}",
+        stage=f"ray partition {failed}",
     )

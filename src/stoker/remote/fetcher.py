@@ -3,7 +3,8 @@
 A fetcher serves the objects of one store, named relative to its root (``manifest.json``,
 ``shard-00000-....arrow``). Reading a store needs :meth:`~Fetcher.read` and
 :meth:`~Fetcher.download`; writing one :meth:`~Fetcher.upload`, :meth:`~Fetcher.size`,
-:meth:`~Fetcher.exists` and :meth:`~Fetcher.delete` too. A missing object is
+:meth:`~Fetcher.exists` and :meth:`~Fetcher.delete` too; a conversion reading its input from objects
+:meth:`~Fetcher.list` and :meth:`~Fetcher.read_range` (``objects.py``). A missing object is
 ``FileNotFoundError`` and a refused access ``PermissionError``; any other exception is taken for a
 network fault and retried (``Remote.call``, ``location.py``): a fetcher does not retry on its own.
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
+
+from stoker.errors import ConfigError
 
 CONNECT_TIMEOUT_S = 10.0  # seconds to open a connection to the object store (where storage_options set none)
 READ_TIMEOUT_S = 60.0  # seconds a read may stall before it fails (and is retried)
@@ -66,6 +69,14 @@ class Fetcher(ABC):
     @abstractmethod
     def delete(self, name: str) -> None:
         """Delete object ``name``."""
+
+    def list(self) -> list[tuple[str, int]]:
+        """(name, size) of every object under the root, names relative to it (conversion input)."""
+        raise ConfigError(f"the {self.name} fetcher cannot list objects; convert from local files", option="src")
+
+    def read_range(self, name: str, start: int, stop: int) -> bytes:
+        """Bytes ``start:stop`` of object ``name`` (fewer at its end)."""
+        raise ConfigError(f"the {self.name} fetcher cannot read byte ranges; convert from local files", option="src")
 
 
 __all__ = ["CONNECT_TIMEOUT_S", "READ_TIMEOUT_S", "Fetcher", "Unfit"]

@@ -64,6 +64,14 @@ class FsspecFetcher(Fetcher):
     def delete(self, name: str) -> None:
         self.fs.rm_file(self._path(name))
 
+    def list(self) -> list[tuple[str, int]]:
+        found = self.fs.find(self.root, detail=True)
+        cut = len(self.fs._strip_protocol(self.root).rstrip("/")) + 1
+        return [(self.fs._strip_protocol(p)[cut:], int(i["size"])) for p, i in found.items() if i["type"] == "file"]
+
+    def read_range(self, name: str, start: int, stop: int) -> bytes:
+        return bytes(self.fs.cat_file(self._path(name), start=start, end=stop))
+
 
 def _timeouts(protocol: str, options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with stoker's timeouts and retry count added where the user set none (S3 only)."""

@@ -106,6 +106,21 @@ class ObstoreFetcher(Fetcher):
 
         _translated(lambda: obstore.delete(self.store, name))
 
+    def list(self) -> list[tuple[str, int]]:
+        import obstore
+
+        try:
+            return _translated(lambda: [(m["path"], int(m["size"])) for b in obstore.list(self.store) for m in b])
+        except Exception as exc:  # noqa: BLE001 - obstore's list error is generic; a missing bucket is not transient
+            if "NoSuchBucket" in str(exc):
+                raise FileNotFoundError(str(exc)) from None
+            raise
+
+    def read_range(self, name: str, start: int, stop: int) -> bytes:
+        import obstore
+
+        return _translated(lambda: bytes(obstore.get_range(self.store, name, start=start, end=stop)))
+
 
 class _AlignedWrites:
     """Pieces of a file written in order so that each aligned :data:`BLOCK` of it is one ``write()``.
