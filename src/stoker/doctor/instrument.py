@@ -13,6 +13,9 @@ patches of torch's DataLoader (which has no public hook).
   out and each stage (read, collate, transfer, h2d_wait, finalize), through the public
   :class:`stoker.Observer` hook. While ``torch.profiler`` records, each stage also runs inside
   ``record_function("stoker.<stage>")``.
+- Where torch sees a CUDA device, the first steps' copies and syncs of the loop's thread
+  (``copies.py``: ``torch.Tensor.to`` and the methods that wait for the device, wrapped from the
+  first batch handed out to the last step watched).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import torch
 
 from stoker.doctor import dataset_facts, transform_facts
+from stoker.doctor.copies import CopyWatch
 from stoker.doctor.events import (
     BatchSeen,
     IterStart,
@@ -119,6 +123,7 @@ class LoaderObserver(Observer):
         instr = self._instr
         key = info.loader_id
         instr.emit((Step, key, requested, ready))
+        instr.copies.step(key, requested, ready)
         if instr._inspected.get(key, 0) < instr.inspect_batches:
             instr._inspect(key, batch)
 
@@ -143,6 +148,7 @@ class Instrumentation:
         self._workers: set[tuple[int, int]] = set()  # (pid, Dataset id) of worker processes already announced
         self._inspected: dict[int, int] = {}
         self._handle: Handle | None = None
+        self.copies = CopyWatch(self.emit)
 
     def emit(self, event: Any) -> None:
         self._rec.emit(event)
@@ -178,6 +184,7 @@ class Instrumentation:
             self._handle = register_observer(LoaderObserver(self))
 
     def uninstall(self) -> None:
+        self.copies.uninstall()
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
@@ -240,6 +247,7 @@ class Instrumentation:
             t1 = perf_counter()
             key = it.__dict__.get(_KEY, 0)
             self.emit((Step, key, t0, t1))
+            self.copies.step(key, t0, t1)
             if self._inspected.get(key, 0) < self.inspect_batches:
                 self._inspect(key, out)
             return out
