@@ -161,7 +161,9 @@ def main() -> None:
     bare_cmd = [sys.executable, str(script), str(args.steps), str(args.workers)]
     out = tmp / "report"
     doctor_cmd = [sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(out), "--no-html", "--", *bare_cmd]
-    print(f"{machine()}; {args.steps} steps of 12 small matmuls, DataLoader num_workers={args.workers}, {args.rounds} rounds")
+    print(
+        f"{machine()}; {args.steps} steps of 12 small matmuls, DataLoader num_workers={args.workers}, {args.rounds} rounds"
+    )
     bare: list[tuple[float, float]] = []
     doc: list[tuple[float, float]] = []
     sampler: list[float] = []  # the doctor's sampler, CPU seconds per second of the run
