@@ -94,7 +94,8 @@ def cost_line(report: Report) -> str:
         parts.append(f"sampling {cost['sampler_cpu_s']:.2f} CPU-s in the doctor's process")
     line = f"{cost.get('events', 0):,} events recorded by the script's processes"
     if cost.get("recording_procs"):
-        some = "" if cost["recording_procs"] == cost["procs"] else f" ({cost['recording_procs']} of {cost['procs']})"
+        k, n = cost["recording_procs"], cost["procs"]
+        some = "" if k == n else f" (the {k} of {n} processes that reached their end)"
         line += f", {1000 * cost['recording_s']:.0f} ms encoding and writing them there{some}"
     parts.append(line)
     if report.wall_s > 0 and cost.get("sampler_cpu_s") is not None:

@@ -54,3 +54,24 @@ def test_each_process_says_what_recording_cost_it_a_multiprocessing_child_at_its
     # the child leaves through os._exit, after multiprocessing's finalizers: its recorder closed there
     assert set(ends) == {os.getpid(), child.pid}
     assert all(cost is not None and cost >= 0 for cost in ends.values())
+
+
+def test_the_report_says_what_recording_and_sampling_cost(tmp_path):
+    from stoker.doctor.config import DoctorConfig
+    from stoker.doctor.events import encode_line
+    from stoker.doctor.report import build_report, cost_line
+
+    lines = {
+        100: [Meta(pid=100, ppid=1), Step(1, 1.0, 1.1), Meta(pid=100, end=4.0, cost_s=0.03)],
+        101: [Meta(pid=101, ppid=100, forked=True), Meta(pid=101, end=4.0, cost_s=0.02)],
+        102: [Meta(pid=102, ppid=100, forked=True)],  # a worker stopped before its end: no cost said
+    }
+    for pid, events in lines.items():
+        (tmp_path / f"events-{pid}.jsonl").write_text(encode_line(events))
+    report = build_report(tmp_path, [], "no GPU", DoctorConfig(), wall=(0.0, 5.0), sampler_cpu_s=0.1)
+    cost = report.resources["doctor"]
+    assert cost["recording_procs"] == 2 and cost["procs"] == 3 and abs(cost["recording_s"] - 0.05) < 1e-9
+    assert cost_line(report) == (
+        "sampling 0.10 CPU-s in the doctor's process; 6 events recorded by the script's processes, 50 ms encoding "
+        "and writing them there (the 2 of 3 processes that reached their end); 3.0 % of one core over the run's 5.0 s"
+    )
