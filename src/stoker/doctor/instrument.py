@@ -153,6 +153,10 @@ class Instrumentation:
     def emit(self, event: Any) -> None:
         self._rec.emit(event)
 
+    def hold(self, event: Any) -> None:
+        """``event`` written with the next one (in a worker: one write for a collate and its fetch)."""
+        self._rec.hold(event)
+
     # -- patching -----------------------------------------------------------------------------
     def _patch(self, owner: Any, name: str, new: Any) -> None:
         self._undo.append((owner, name, owner.__dict__[name]))
@@ -293,7 +297,7 @@ class Instrumentation:
         def timed(samples: Any) -> Any:
             t0 = perf_counter()
             out = collate(samples)
-            self.emit((StageSpan, key, "collate", get_ident(), t0, perf_counter()))
+            self.hold((StageSpan, key, "collate", get_ident(), t0, perf_counter()))
             return out
 
         timed._stoker_doctor = True  # type: ignore[attr-defined]

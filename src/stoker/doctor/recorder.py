@@ -7,7 +7,8 @@ records and their wire format are defined in ``events.py``.
 The process that starts the recorder appends events to a list (``emit`` is ``list.append``)
 and a daemon thread writes them every ``interval`` seconds, then at ``close()`` (and at exit).
 A process forked from it (a worker) writes each event as it happens, because a forked child has
-no flusher thread and may leave through ``os._exit``. A hard crash (``os._exit``, a signal)
+no flusher thread and may leave through ``os._exit`` (an event given to ``hold``, a fetch's collate,
+is written with the next one, its fetch). A hard crash (``os._exit``, a signal)
 loses at most the last interval of the main process's events. Each process counts the seconds it
 spent encoding and writing events (``cost_s``, in its last :class:`Meta`: at ``close()``, which a
 ``multiprocessing`` child runs at its exit too): what recording cost the script.
@@ -51,6 +52,8 @@ class Recorder:
         self.interval = float(interval)
         self._buf: list[Any] = []
         self.emit = self._buf.append  # the hot path: one list append
+        self.hold = self._buf.append  # an event written with the next one (the same in this process)
+        self._held: list[Any] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -113,7 +116,8 @@ class Recorder:
         with self._lock:
             if self._file is not None:
                 t0 = time.perf_counter()  # a worker's one thread; perf_counter costs less than thread_time
-                self._file.write(encode_line((event,)))
+                self._file.write(encode_line((*self._held, event)))
+                self._held.clear()  # in place: ``hold`` is this list's append
                 self._file.flush()
                 self.cost_s += time.perf_counter() - t0
 
@@ -125,6 +129,8 @@ class Recorder:
         self._inherited = self._file  # kept, never flushed here: its buffer belongs to the parent
         self._open()
         self.emit = self._write_through
+        self._held = []
+        self.hold = self._held.append  # written with the next event: one write for a fetch and its collate
         self.cost_s = 0.0
         self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter(), forked=True))
         util = sys.modules.get("multiprocessing.util")

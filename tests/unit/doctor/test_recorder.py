@@ -75,3 +75,22 @@ def test_the_report_says_what_recording_and_sampling_cost(tmp_path):
         "sampling 0.10 CPU-s in the doctor's process; 6 events recorded by the script's processes, 50 ms encoding "
         "and writing them there (the 2 of 3 processes that reached their end); 3.0 % of one core over the run's 5.0 s"
     )
+
+
+def test_a_held_event_is_written_with_the_next_one_in_a_forked_child(tmp_path):
+    rec = Recorder(tmp_path, interval=0.05).start()
+    pid = os.fork()
+    if pid == 0:
+        rec.hold((Step, 4, 1.0, 2.0))  # a collate: waits for its fetch
+        with open(tmp_path / f"events-{os.getpid()}.jsonl") as f:
+            before = sum(1 for _ in f)
+        rec.emit((Step, 5, 2.0, 3.0))
+        with open(tmp_path / f"events-{os.getpid()}.jsonl") as f:
+            after = f.readlines()
+        ok = len(after) == before + 1 and '["step",4,' in after[-1] and '["step",5,' in after[-1]
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    rec.hold((Step, 6, 0.0, 1.0))  # in the recording process, held is emitted: buffered like any other
+    rec.close()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [ev.loader for p, ev in read_events(tmp_path) if isinstance(ev, Step) and p == os.getpid()] == [6]
