@@ -242,14 +242,10 @@ class IterStart(_OfLoader):
 
 @dataclass(frozen=True)
 class DeviceStep(_OfLoader):
-    """The CUDA work of the training loop's thread in one step: from the batch of ``loader`` handed
-    out at ``start`` to the next fetch, at ``end`` (``copies.py`` watches the first steps of a run).
-
-    ``h2d`` host-to-device copies (``.to``/``.cuda`` of a CPU tensor), ``blocking`` of them without
-    ``non_blocking=True``, ``pageable`` of them from memory that is not pinned, ``nbytes`` copied and
-    ``copy_s`` seconds inside those calls; ``syncs`` calls that wait for the device (``.item()``,
-    ``.tolist()``, ``.cpu()``, ``float()``, ``torch.cuda.synchronize()``... of or on a CUDA tensor),
-    ``sync_s`` seconds inside them, and ``ops`` their names."""
+    """The loop thread's CUDA work from a batch of ``loader`` handed out (``start``) to the next fetch
+    (``end``), as ``copies.py`` counts it: ``h2d`` host-to-device copies, ``blocking`` of them without
+    ``non_blocking=True``, ``pageable`` of them from memory not pinned, ``nbytes`` and ``copy_s`` seconds
+    in them; ``syncs`` calls that wait for the device, ``sync_s`` seconds in them, ``ops`` their names."""
 
     TAG: ClassVar[str] = "device"
     start: float
@@ -316,11 +312,8 @@ def _fast_encode() -> Callable[[Any], str]:
     event's cost); the plain one where this Python's ``c_make_encoder`` takes other arguments."""
     import json.encoder as je
 
-    def default(value: Any) -> Any:
-        raise TypeError(f"not JSON: {type(value).__name__}")
-
     try:
-        c = je.c_make_encoder(None, default, je.encode_basestring_ascii, None, ":", ",", False, False, True)  # type: ignore[attr-defined]
+        c = je.c_make_encoder(None, _ENCODER.default, je.encode_basestring_ascii, None, ":", ",", False, False, True)  # type: ignore[attr-defined]
         sample = [["x", 1, 0.5, None, True, "é"]]
         if "".join(c(sample, 0)) == _ENCODER.encode(sample):
             return lambda obj: "".join(c(obj, 0))
