@@ -203,3 +203,45 @@ def test_tokenization_in_the_training_loops_thread(tmp_path, where):
         return
     assert "batches hold Python strings (batch: 32 per batch)" in stall["verdict"]
     assert "stoker.text.Loader" in stall["stoker_fix"]
+
+
+COPIES = """
+import sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+
+mode = sys.argv[1]  # "faulty" / "clean" on CUDA; "cpu": the faulty loop on the CPU
+device = "cpu" if mode == "cpu" else "cuda"
+clean = mode == "clean"
+model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(64 * 48, 512), torch.randint(0, 10, (64 * 48,)))
+for step, (x, y) in enumerate(DataLoader(data, batch_size=64, num_workers=1, pin_memory=clean)):
+    x, y = x.to(device, non_blocking=clean), y.to(device, non_blocking=clean)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if not clean or step % 50 == 0:
+        print(step, loss.item())
+"""
+
+
+def test_copies_and_syncs_of_a_cpu_loop_name_nothing(tmp_path):
+    # .to(device) without non_blocking and .item() every step, on the CPU: no copy, no stream, nothing to name
+    _, proc, report = stall_of(tmp_path, COPIES, "cpu", None, clean=True)
+    assert report["loaders"] and not any(s["kind"] in ("copies", "syncs") for s in report["stalls"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["faulty", "clean"])
+def test_copies_and_syncs_on_cuda(tmp_path, mode):
+    _, proc, report = doctor(tmp_path, COPIES, mode)
+    found = {s["kind"]: s for s in report["stalls"]}
+    if mode == "clean":  # pinned batches copied with non_blocking=True, .item() every 50 steps
+        assert "copies" not in found and "syncs" not in found, report["stalls"]
+        return
+    copies, syncs = found["copies"], found["syncs"]
+    assert "steps watched" in copies["verdict"] and "2.0 copies" in copies["verdict"]
+    assert "without non_blocking=True" in copies["verdict"] and "(pin_memory=False)" in copies["verdict"]
+    assert "pin_memory=True" in copies["torch_fix"] and 'device="cuda"' in copies["stoker_fix"]
+    assert "call .item() on a CUDA tensor" in syncs["verdict"]

@@ -16,6 +16,7 @@ from typing import Any
 from stoker.doctor.events import (
     BatchDesc,
     BatchSeen,
+    DeviceStep,
     Event,
     IterStart,
     LoaderDesc,
@@ -82,6 +83,7 @@ class LoaderStats:
     label: str = ""
     workers: dict[int, WorkerFacts] = field(default_factory=dict)  # worker process pid -> what it did
     iters: list[tuple[float, float]] = field(default_factory=list)  # iter(loader): (start, end), epoch starts
+    device: list[DeviceStep] = field(default_factory=list)  # the loop's CUDA copies and syncs, per step watched
 
     @property
     def pid(self) -> int:
@@ -211,6 +213,9 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             pending.append((pid, ev))
         elif isinstance(ev, Probe):
             probes.append(ev)
+        elif isinstance(ev, DeviceStep):
+            key = f"{pid}:{ev.loader}"
+            loaders.setdefault(key, LoaderStats(key, LoaderDesc.unknown())).device.append(ev)
         elif isinstance(ev, Tuned):
             loaders.setdefault(
                 f"{pid}:{ev.loader}", LoaderStats(f"{pid}:{ev.loader}", LoaderDesc.unknown())

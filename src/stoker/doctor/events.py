@@ -15,7 +15,8 @@ object keyed by field name::
     ["tune", loader, at, action, workers, prefetch, wait_share, rate, busy, reason]   an online-tuning decision
     ["worker", loader, worker, workers]             a DataLoader worker process's first fetch call (its id of workers)
     ["iter", loader, start, end]                    an iterator made over a loader (an epoch start: workers started)
-    ["meta", pid, ppid, start, end, cpus, argv, forked, rank]    the process (fields unknown yet are null)
+    ["device", loader, start, end, h2d, blocking, pageable, nbytes, copy_s, syncs, sync_s, ops]   CUDA copies and syncs of one step
+    ["meta", pid, ppid, start, end, cpus, argv, forked, rank, cost_s]    the process (fields unknown yet are null)
 
 A line is a JSON list of such events. Times are ``time.perf_counter()`` seconds.
 
@@ -240,6 +241,26 @@ class IterStart(_OfLoader):
 
 
 @dataclass(frozen=True)
+class DeviceStep(_OfLoader):
+    """The loop thread's CUDA work from a batch of ``loader`` handed out (``start``) to the next fetch
+    (``end``), as ``copies.py`` counts it: ``h2d`` host-to-device copies, ``blocking`` of them without
+    ``non_blocking=True``, ``pageable`` of them from memory not pinned, ``nbytes`` and ``copy_s`` seconds
+    in them; ``syncs`` calls that wait for the device, ``sync_s`` seconds in them, ``ops`` their names."""
+
+    TAG: ClassVar[str] = "device"
+    start: float
+    end: float
+    h2d: int
+    blocking: int
+    pageable: int
+    nbytes: int
+    copy_s: float
+    syncs: int
+    sync_s: float
+    ops: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Meta:
     """Facts about the recording process; a process writes several, each with what it knows then.
 
@@ -250,6 +271,7 @@ class Meta:
         argv: the script's command line.
         forked: whether the process was forked from a recording one (a worker).
         rank: the process's ``RANK`` under torchrun (None: not a distributed rank).
+        cost_s: seconds the process spent encoding and writing its events, at its end.
     """
 
     TAG: ClassVar[str] = "meta"
@@ -261,6 +283,7 @@ class Meta:
     argv: tuple[str, ...] | None = None
     forked: bool = False
     rank: int | None = None
+    cost_s: float | None = None
 
     def merged(self, later: Meta) -> Meta:
         """This record updated with what ``later`` knows (its fields that are set)."""
@@ -268,9 +291,10 @@ class Meta:
         return Meta(**{**asdict(self), **known})
 
 
-Event = LoaderSeen | Step | StageSpan | BatchSeen | Probe | Tuned | WorkerSeen | IterStart | Meta
+Event = LoaderSeen | Step | StageSpan | BatchSeen | Probe | Tuned | WorkerSeen | IterStart | DeviceStep | Meta
 RECORDS: dict[str, type] = {
-    cls.TAG: cls for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Probe, Tuned, WorkerSeen, IterStart, Meta)
+    cls.TAG: cls
+    for cls in (LoaderSeen, Step, StageSpan, BatchSeen, Probe, Tuned, WorkerSeen, IterStart, DeviceStep, Meta)
 }
 # the nested records, by the name a field declares them with (annotations are strings here)
 _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -279,7 +303,31 @@ _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
 }
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps with options makes one per call
+
+
+def _fast_encode() -> Callable[[Any], str]:
+    """``_ENCODER.encode`` without the C encoder ``JSONEncoder`` builds on every call (a third of an
+    event's cost); the plain one where this Python's ``c_make_encoder`` takes other arguments."""
+    import json.encoder as je
+
+    try:
+        c = je.c_make_encoder(None, _ENCODER.default, je.encode_basestring_ascii, None, ":", ",", False, False, True)  # type: ignore[attr-defined]
+        sample = [["x", 1, 0.5, None, True, "é"]]
+        if "".join(c(sample, 0)) == _ENCODER.encode(sample):
+            return lambda obj: "".join(c(obj, 0))
+    except TypeError:
+        pass
+    return _ENCODER.encode
+
+
+_encode = _fast_encode()
+
+
 def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:
+        return value
     return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
@@ -322,7 +370,7 @@ def from_wire(item: list[Any]) -> Event:
 
 def encode_line(events: Iterable[Any]) -> str:
     """One line of the events file (with its newline)."""
-    return json.dumps([to_wire(e) for e in events], separators=(",", ":")) + "\n"
+    return _encode([to_wire(e) for e in events]) + "\n"
 
 
 def decode_line(line: str) -> list[Event]:
@@ -333,6 +381,7 @@ def decode_line(line: str) -> list[Event]:
 __all__ = [
     "BatchDesc",
     "BatchSeen",
+    "DeviceStep",
     "Event",
     "IterStart",
     "LoaderDesc",

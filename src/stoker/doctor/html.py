@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from stoker.doctor.report import Report
+from stoker.doctor.report import Report, cost_line
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
@@ -169,6 +169,7 @@ def render_html(report: Report) -> str:
         "<h1>stoker doctor</h1>",
         f"<p class='muted'>command: <code>{e(' '.join(report.command or ['(in-process)']))}</code>; exit code {report.exit_code}; "
         f"wall time {report.wall_s:.2f} s; GPU: {e(report.gpu_status)}</p>",
+        f"<p class='muted' id='cost'>the doctor's own cost: {e(cost_line(report))}</p>",
         f"<div class='verdict {cls}' id='verdict'>{e(report.verdict)}</div>",
         f"<p id='message'>{e(report.message)}</p>",
     ]

@@ -13,6 +13,9 @@ patches of torch's DataLoader (which has no public hook).
   out and each stage (read, collate, transfer, h2d_wait, finalize), through the public
   :class:`stoker.Observer` hook. While ``torch.profiler`` records, each stage also runs inside
   ``record_function("stoker.<stage>")``.
+- Where torch sees a CUDA device, the first steps' copies and syncs of the loop's thread
+  (``copies.py``: ``torch.Tensor.to`` and the methods that wait for the device, wrapped from the
+  first batch handed out to the last step watched).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import torch
 
 from stoker.doctor import dataset_facts, transform_facts
+from stoker.doctor.copies import CopyWatch
 from stoker.doctor.events import (
     BatchSeen,
     IterStart,
@@ -119,6 +123,7 @@ class LoaderObserver(Observer):
         instr = self._instr
         key = info.loader_id
         instr.emit((Step, key, requested, ready))
+        instr.copies.step(key, requested, ready)
         if instr._inspected.get(key, 0) < instr.inspect_batches:
             instr._inspect(key, batch)
 
@@ -143,9 +148,14 @@ class Instrumentation:
         self._workers: set[tuple[int, int]] = set()  # (pid, Dataset id) of worker processes already announced
         self._inspected: dict[int, int] = {}
         self._handle: Handle | None = None
+        self.copies = CopyWatch(self.emit)
 
     def emit(self, event: Any) -> None:
         self._rec.emit(event)
+
+    def hold(self, event: Any) -> None:
+        """``event`` written with the next one (in a worker: one write for a collate and its fetch)."""
+        self._rec.hold(event)
 
     # -- patching -----------------------------------------------------------------------------
     def _patch(self, owner: Any, name: str, new: Any) -> None:
@@ -178,6 +188,7 @@ class Instrumentation:
             self._handle = register_observer(LoaderObserver(self))
 
     def uninstall(self) -> None:
+        self.copies.uninstall()
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
@@ -240,6 +251,7 @@ class Instrumentation:
             t1 = perf_counter()
             key = it.__dict__.get(_KEY, 0)
             self.emit((Step, key, t0, t1))
+            self.copies.step(key, t0, t1)
             if self._inspected.get(key, 0) < self.inspect_batches:
                 self._inspect(key, out)
             return out
@@ -285,7 +297,7 @@ class Instrumentation:
         def timed(samples: Any) -> Any:
             t0 = perf_counter()
             out = collate(samples)
-            self.emit((StageSpan, key, "collate", get_ident(), t0, perf_counter()))
+            self.hold((StageSpan, key, "collate", get_ident(), t0, perf_counter()))
             return out
 
         timed._stoker_doctor = True  # type: ignore[attr-defined]

@@ -7,8 +7,11 @@ records and their wire format are defined in ``events.py``.
 The process that starts the recorder appends events to a list (``emit`` is ``list.append``)
 and a daemon thread writes them every ``interval`` seconds, then at ``close()`` (and at exit).
 A process forked from it (a worker) writes each event as it happens, because a forked child has
-no flusher thread and may leave through ``os._exit``. A hard crash (``os._exit``, a signal)
-loses at most the last interval of the main process's events.
+no flusher thread and may leave through ``os._exit`` (an event given to ``hold``, a fetch's collate,
+is written with the next one, its fetch). A hard crash (``os._exit``, a signal)
+loses at most the last interval of the main process's events. Each process counts the seconds it
+spent encoding and writing events (``cost_s``, in its last :class:`Meta`: at ``close()``, which a
+``multiprocessing`` child runs at its exit too): what recording cost the script.
 
 ``child.py`` loads this file by path (as it loads ``events.py``), so it imports nothing of the
 stoker package.
@@ -17,6 +20,7 @@ stoker package.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -48,11 +52,14 @@ class Recorder:
         self.interval = float(interval)
         self._buf: list[Any] = []
         self.emit = self._buf.append  # the hot path: one list append
+        self.hold = self._buf.append  # an event written with the next one (the same in this process)
+        self._held: list[Any] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._file: TextIO | None = None
         self._pid = os.getpid()
+        self.cost_s = 0.0  # seconds this process spent encoding and writing events
 
     # -- life ---------------------------------------------------------------------------------
     def start(self) -> Recorder:
@@ -76,7 +83,7 @@ class Recorder:
             self._thread.join()
             self._thread = None
         if self._file is not None:
-            self.emit(Meta(pid=self._pid, end=time.perf_counter()))
+            self.emit(Meta(pid=self._pid, end=time.perf_counter(), cost_s=self.cost_s))
             self.flush()
             self._file.close()
             self._file = None
@@ -96,18 +103,23 @@ class Recorder:
         with self._lock:
             if self._file is None:
                 return
+            t0 = time.thread_time()  # this thread's CPU: the GIL waits of the flusher thread are not its cost
             n = len(self._buf)
             if n:
                 line = encode_line(self._buf[:n])
                 del self._buf[:n]  # appends made meanwhile stay at the end
                 self._file.write(line)
             self._file.flush()
+            self.cost_s += time.thread_time() - t0
 
     def _write_through(self, event: Any) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.write(encode_line((event,)))
+                t0 = time.perf_counter()  # a worker's one thread; perf_counter costs less than thread_time
+                self._file.write(encode_line((*self._held, event)))
+                self._held.clear()  # in place: ``hold`` is this list's append
                 self._file.flush()
+                self.cost_s += time.perf_counter() - t0
 
     def _become_child(self) -> None:
         """In a forked child: own file, no thread, every event written at once."""
@@ -117,7 +129,18 @@ class Recorder:
         self._inherited = self._file  # kept, never flushed here: its buffer belongs to the parent
         self._open()
         self.emit = self._write_through
+        self._held = []
+        self.hold = self._held.append  # written with the next event: one write for a fetch and its collate
+        self.cost_s = 0.0
         self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter(), forked=True))
+        util = sys.modules.get("multiprocessing.util")
+        if util is not None:  # a multiprocessing child (a DataLoader worker) runs its finalizers at exit
+            util.register_after_fork(self, _close_at_exit)
+
+
+def _close_at_exit(recorder: Recorder) -> None:
+    """In a ``multiprocessing`` child, once it starts: ``recorder.close()`` among its exit finalizers."""
+    sys.modules["multiprocessing.util"].Finalize(None, recorder.close, exitpriority=0)
 
 
 def read_events(directory: str | os.PathLike) -> Iterator[tuple[int, Event]]:

@@ -86,6 +86,24 @@ class Report:
         return path
 
 
+def cost_line(report: Report) -> str:
+    """What the doctor itself cost this run, in one line (terminal and HTML)."""
+    cost = report.resources.get("doctor", {})
+    parts = []
+    if cost.get("sampler_cpu_s") is not None:
+        parts.append(f"sampling {cost['sampler_cpu_s']:.2f} CPU-s in the doctor's process")
+    line = f"{cost.get('events', 0):,} events recorded by the script's processes"
+    if cost.get("recording_procs"):
+        k, n = cost["recording_procs"], cost["procs"]
+        some = "" if k == n else f" (the {k} of {n} processes that reached their end)"
+        line += f", {1000 * cost['recording_s']:.0f} ms encoding and writing them there{some}"
+    parts.append(line)
+    if report.wall_s > 0 and cost.get("sampler_cpu_s") is not None:
+        share = (cost["sampler_cpu_s"] + cost.get("recording_s", 0.0)) / report.wall_s
+        parts.append(f"{100 * share:.1f} % of one core over the run's {report.wall_s:.1f} s")
+    return "; ".join(parts)
+
+
 def build_report(
     events_dir: str | os.PathLike,
     samples: list[dict[str, Any]],
@@ -100,7 +118,9 @@ def build_report(
     """Read every process's events under ``events_dir`` and judge the run.
 
     ``resources["doctor"]`` says what the doctor itself cost: the events the script's processes
-    recorded and the CPU seconds of the sampling thread (``sampler_cpu_s``, where given)."""
+    recorded, the seconds they spent encoding and writing them (``recording_s``, summed over the
+    ``recording_procs`` of ``procs`` processes that reached their end), and the CPU seconds of the
+    sampling thread (``sampler_cpu_s``, where given). :func:`cost_line` says it in words."""
     recorded = list(read_events(events_dir))
     loaders, procs = build_loaders(recorded)
     active = {k: st for k, st in loaders.items() if st.steps}
@@ -115,7 +135,14 @@ def build_report(
     res = summarize_resources(samples, (first, last) if first is not None and last is not None else None)
     tree_s, root_s = cpu_seconds(samples, config.interval)
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
-    res["doctor"] = {"events": len(recorded), "sampler_cpu_s": sampler_cpu_s}
+    costs = [m.cost_s for m in procs.values() if m.cost_s is not None]
+    res["doctor"] = {
+        "events": len(recorded),
+        "sampler_cpu_s": sampler_cpu_s,
+        "recording_s": sum(costs),
+        "recording_procs": len(costs),
+        "procs": len(procs),
+    }
     report = Report(
         verdict=bound,
         stall_share=stall,

@@ -15,6 +15,9 @@ share of the loop together with an absolute floor).
   (worker start-up; workers forked again each epoch without ``persistent_workers``).
 - ``python_collate``: a ``collate_fn`` that takes most of a fetch (padding in Python, per sample).
 - ``raw_text``: batches hold Python strings, so the training loop's thread tokenizes or decodes them.
+- ``copies``: the loop's host-to-device copies block (no ``non_blocking=True``) or come from pageable
+  memory (``pin_memory=False``) in half the steps watched (``copies.py``: CUDA only).
+- ``syncs``: the loop waits for the device (``.item()``, ``.cpu()``, ``.tolist()``...) in half the steps watched.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ GROWTH_MIB = 32  # a worker's USS growth from which its memory counts as growing
 START_SHARE, START_FLOOR_S = 0.2, 1.0  # epoch starts: share of the loop and seconds, both needed
 COLLATE_SHARE, COLLATE_FLOOR_S = 0.7, 0.3
 SHM_FILES, SHM_MANAGERS = 256, 2
+WATCHED_MIN = 8  # steps of CUDA copies and syncs watched before either class is judged
 
 
 @dataclass
@@ -226,6 +230,70 @@ def raw_text(st: LoaderStats) -> Stall | None:
     )
 
 
+def copies(st: LoaderStats) -> Stall | None:
+    """Host-to-device copies of the loop that block or come from pageable memory, in half the steps watched."""
+    recs = st.device
+    bad = [r for r in recs if r.blocking or r.pageable]
+    if len(recs) < WATCHED_MIN or 2 * len(bad) < len(recs):
+        return None
+    n, total = len(bad), sum(r.h2d for r in bad)
+    blocking, pageable = sum(r.blocking for r in bad), sum(r.pageable for r in bad)
+    nbytes, copy_s, step_s = sum(r.nbytes for r in bad), sum(r.copy_s for r in bad), sum(r.end - r.start for r in bad)
+    torch_loader = st.info.kind == "torch"
+    why = [f"{blocking} of {total} without non_blocking=True"] if blocking else []
+    if pageable:
+        unpinned = " (pin_memory=False)" if torch_loader and not st.info.pin_memory else ""
+        why.append(f"{pageable} of {total} from pageable memory{unpinned}, staged through a driver buffer")
+    rate = f", {nbytes / copy_s / 1e9:.1f} GB/s" if copy_s > 0 else ""
+    pin = (
+        "the batches are pinned already; "
+        if torch_loader and st.info.pin_memory
+        else "DataLoader(..., pin_memory=True) and "
+    )
+    return Stall(
+        "copies",
+        st.name,
+        f"copies that do not overlap compute: in {n} of {len(recs)} steps watched the loop copies its batch to the GPU "
+        f"and waits for the copy ({'; '.join(why)}): {total / n:.1f} copies and {nbytes / n / MIB:.2f} MiB per step, "
+        f"{1000 * copy_s / n:.2f} ms per step in the copy calls{rate}, {100 * copy_s / max(step_s, 1e-9):.0f} % of the "
+        "step",
+        f"{pin}in the loop x = x.to(device, non_blocking=True) for each tensor of the batch: a copy from pinned memory "
+        "is queued on the stream and the loop goes on, so it overlaps the GPU's work",
+        'stoker.Loader(..., device="cuda", num_workers=2) and drop the loop\'s .to(): worker threads gather each batch '
+        "into pinned, recycled buffers and start its copy on a side CUDA stream (non_blocking), so it overlaps the "
+        "loop's compute, and the loop waits only for a copy not done yet (stage h2d_wait); with worker processes "
+        "(engine='processes') the copy starts, from page-locked slots, when the loop takes the batch",
+    )
+
+
+def syncs(st: LoaderStats) -> Stall | None:
+    """Calls of the loop that wait for the device (``.item()``, ``.cpu()``...), in half the steps watched."""
+    recs = st.device
+    hit = [r for r in recs if r.syncs]
+    if len(recs) < WATCHED_MIN or 2 * len(hit) < len(recs):
+        return None
+    ops = sorted({o for r in hit for o in r.ops})
+    wait, step = sum(r.sync_s for r in hit), sum(r.end - r.start for r in hit)
+    timing = (
+        "; time with torch.cuda.Event(enable_timing=True), read once at the end"
+        if any("synchronize" in o for o in ops)
+        else ""
+    )
+    return Stall(
+        "syncs",
+        st.name,
+        f"device syncs in the loop: {len(hit)} of {len(recs)} steps watched call {', '.join(ops)} on a CUDA tensor "
+        f"({sum(r.syncs for r in hit) / len(hit):.1f} per step, {1000 * wait / len(hit):.2f} ms per step waiting in "
+        f"them, {100 * wait / max(step, 1e-9):.0f} % of the step): each waits until the GPU has run all it was given, "
+        "so the loop cannot queue the next batch's copy and kernels ahead and the copy never overlaps compute",
+        "read values on the host every N steps, not every step: keep sums on the device (total += loss.detach()) "
+        "and call .item() when you log (if step % 100 == 0: print(total.item() / 100)); compute metrics with torch "
+        f"ops on the device, not .cpu()/.tolist() per step{timing}",
+        "the same change in the loop (a loader cannot undo a sync the loop makes); stoker.Loader(..., "
+        'device="cuda") hands out batches already on the device, so the loop has no copy of its own to wait for',
+    )
+
+
 def find(loaders: dict[str, LoaderStats], samples: list[dict[str, Any]], loop_s: float) -> list[Stall]:
     """Every stall class found, per loader, then the run's shared memory."""
     found: list[Stall | None] = []
@@ -236,6 +304,8 @@ def find(loaders: dict[str, LoaderStats], samples: list[dict[str, Any]], loop_s:
             slow_starts(st, loop_s),
             python_collate(st),
             raw_text(st),
+            copies(st),
+            syncs(st),
         ]
     found.append(shm(samples, "the run"))
     return [s for s in found if s is not None]

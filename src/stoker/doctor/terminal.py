@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from stoker.doctor.report import Report
+from stoker.doctor.report import Report, cost_line
 
 
 def _mb(x: float | None) -> str:
@@ -136,7 +136,5 @@ def _resources(report: Report) -> Any:
         gpu += f": {r['gpu_util_pct']:.0f} % busy, memory up to {r['gpu_mem_max'] / 2**30:.1f} GiB, PCIe in {_mb(r.get('pcie_rx_bps'))}"
     t.add_row("GPU", gpu)
     t.add_row("wall time", f"{report.wall_s:.2f} s (loop {report.loop_s:.2f} s)")
-    cost = r.get("doctor", {})
-    sampler = f"sampling {cost['sampler_cpu_s']:.2f} CPU-s; " if cost.get("sampler_cpu_s") is not None else ""
-    t.add_row("the doctor's own cost", f"{sampler}{cost.get('events', 0):,} events recorded by the script's processes")
+    t.add_row("the doctor's own cost", cost_line(report))
     return t

@@ -12,6 +12,7 @@ import stoker.doctor.events as events
 from stoker.doctor.events import (
     BatchDesc,
     BatchSeen,
+    DeviceStep,
     LoaderDesc,
     LoaderSeen,
     Meta,
@@ -51,6 +52,8 @@ RECORDS = [
     Meta(pid=10, ppid=1, start=0.5, cpus=4),
     Meta(argv=("train.py", "--epochs", "1")),
     Meta(pid=11, ppid=10, start=0.75, forked=True),
+    Meta(pid=11, end=9.5, cost_s=0.25),
+    DeviceStep(1, 2.5, 2.75, 2, 1, 2, 4096, 0.002, 1, 0.004, (".item()",)),
 ]
 
 
@@ -68,7 +71,7 @@ def test_the_wire_is_the_tag_then_the_fields_with_nested_records_as_objects():
     assert from_wire(["stage", 1, "read", 123, 2.0, 2.25]).items == 1  # a line written before items existed
     loader = to_wire(LoaderSeen(1, DESC))
     assert loader[:2] == ["loader", 1] and loader[2]["source"] == "Toy" and loader[2]["kind"] == "torch"
-    assert to_wire(Meta(pid=3, end=9.0)) == ["meta", 3, None, None, 9.0, None, None, False, None]
+    assert to_wire(Meta(pid=3, end=9.0)) == ["meta", 3, None, None, 9.0, None, None, False, None, None]
 
 
 def test_the_hot_path_tuple_encodes_as_its_record():
