@@ -69,7 +69,8 @@ class LoaderConfig:
             workers, prefetch and chunk size in force and who set each.
         in_batch_order: ``"sampled"`` (rows inside a batch in the sampler's order, as from a torch
             ``DataLoader``) or ``"storage"`` (each batch's rows sorted by row number; which rows form
-            a batch still follows the sampler).
+            a batch still follows the sampler). With ``device="cuda"`` a store's batches are read
+            sorted and put back in the sampler's order on the device, after the copy.
         with_index: add ``index`` to every dict batch: each row's number in the loaded data (a
             source that leaves rows out, such as ``ImageSource(on_error="skip")``, gives the rows kept).
     """
