@@ -1,8 +1,8 @@
 """What ``stoker doctor -- python train.py`` costs a training script: the same script bare and under the doctor.
 
 The script: a torch DataLoader with worker processes (its workers forked, their fetches timed, their
-memory sampled) feeding a main-thread step of 12 small matmuls (~0.4 ms of CPU on one core: a step far
-shorter than a real model's, so the doctor's share is large here), for a fixed number of steps. It
+memory sampled) feeding a main-thread step of ``--matmuls`` small matmuls (the default 12: ~0.4 ms of CPU
+on one core, a step far shorter than a real model's, so the doctor's share is large here), for a fixed number of steps. It
 measures its own loop (first fetch to last step): the wall seconds, and the CPU seconds of its
 whole process tree (itself and its workers, the doctor's recorder thread included), which a
 loaded machine disturbs far less than wall time. Under the doctor, the doctor's own process also
@@ -46,7 +46,7 @@ TRAIN = """
 import sys, time, psutil, torch
 from torch.utils.data import DataLoader, TensorDataset
 
-steps, workers = int(sys.argv[1]), int(sys.argv[2])
+steps, workers, matmuls = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 torch.set_num_threads(1)
 w = torch.randn(256, 256)
 data = TensorDataset(torch.randn(steps * 32, 256))
@@ -61,7 +61,7 @@ def cpu():
 
 c0, t0 = cpu(), time.perf_counter()
 for (x,) in loader:
-    for _ in range(12):
+    for _ in range(matmuls):
         x = x @ w
 t1 = time.perf_counter()
 print(f"LOOP {t1 - t0:.6f} {cpu() - c0:.6f}")
@@ -131,8 +131,8 @@ def hook_cost(batches: int, blocks: int) -> dict[str, tuple[float, float, float]
     return out
 
 
-def step_cost(steps: int = 400) -> float:
-    """CPU seconds of the script's step (12 matmuls of 32x256 by 256x256), in this process."""
+def step_cost(matmuls: int, steps: int = 400) -> float:
+    """CPU seconds of the script's step (``matmuls`` matmuls of 32x256 by 256x256), in this process."""
     import torch
 
     torch.set_num_threads(1)  # as the script does
@@ -140,7 +140,7 @@ def step_cost(steps: int = 400) -> float:
     t0 = time.process_time()
     for _ in range(steps):
         y = x
-        for _ in range(12):
+        for _ in range(matmuls):
             y = y @ w
     return (time.process_time() - t0) / steps
 
@@ -150,6 +150,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=16)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--matmuls", type=int, default=12, help="256x256 matmuls per step (12: ~0.4 ms of CPU)")
     ap.add_argument("--hook-batches", type=int, default=2000, help="batches per epoch of the hooks' own timing")
     ap.add_argument("--hook-blocks", type=int, default=15, help="paired epochs of the hooks' own timing")
     args = ap.parse_args()
@@ -158,11 +159,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="doctor-overhead-"))
     script = tmp / "train.py"
     script.write_text(textwrap.dedent(TRAIN))
-    bare_cmd = [sys.executable, str(script), str(args.steps), str(args.workers)]
+    bare_cmd = [sys.executable, str(script), str(args.steps), str(args.workers), str(args.matmuls)]
     out = tmp / "report"
     doctor_cmd = [sys.executable, "-m", "stoker.cli.main", "doctor", "--out", str(out), "--no-html", "--", *bare_cmd]
     print(
-        f"{machine()}; {args.steps} steps of 12 small matmuls, DataLoader num_workers={args.workers}, {args.rounds} rounds"
+        f"{machine()}; {args.steps} steps of {args.matmuls} small matmuls, DataLoader num_workers={args.workers}, {args.rounds} rounds"
     )
     bare: list[tuple[float, float]] = []
     doc: list[tuple[float, float]] = []
@@ -180,7 +181,7 @@ def main() -> None:
     print(compare("loop wall", [w for w, _ in bare], [w for w, _ in doc]))
     print(compare("loop CPU of the script's tree", [c for _, c in bare], [c for _, c in doc]))
     print(f"the doctor's sampler (its own process): {statistics.median(sampler):.4f} CPU-s per second, median")
-    step = step_cost()
+    step = step_cost(args.matmuls)
     for mode, (q1, cost, q3) in hook_cost(args.hook_batches, args.hook_blocks).items():
         print(
             f"the doctor's hooks, events {mode}: {1e6 * cost:.1f} us of CPU per batch [{1e6 * q1:.1f}-{1e6 * q3:.1f}] "
