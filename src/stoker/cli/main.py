@@ -32,6 +32,7 @@ COMMANDS = (
 EXIT_OK = 0
 EXIT_ERROR = 1  # a stoker error: bad input, corrupt store, ...
 EXIT_USAGE = 2  # bad arguments (argparse's own code)
+REMOVED = {"bench": "stoker tune STORE --grid --only workers measures every worker count of the store's loader"}
 EXIT_INTERRUPTED = 130
 
 
@@ -73,6 +74,10 @@ def _stdout_to_devnull() -> None:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words and words[0] in REMOVED:
+        print(f"stoker: error: 'stoker {words[0]}' was removed: {REMOVED[words[0]]}", file=sys.stderr)
+        return EXIT_USAGE
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

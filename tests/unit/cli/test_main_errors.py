@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from stoker.cli.main import EXIT_ERROR, main
+from stoker.cli.main import EXIT_ERROR, EXIT_USAGE, main
 
 
 def test_a_store_path_under_a_file_is_one_error_line(tmp_path, capsys):
@@ -42,3 +42,12 @@ def test_a_closed_pipe_is_not_reported_as_an_error(tmp_path):
     finally:
         os.close(write)
     assert proc.returncode == EXIT_ERROR and proc.stderr == "", proc.stderr
+
+
+def test_a_removed_command_says_what_replaced_it(capsys):
+    code = main(["bench", "stores/photos"])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE
+    assert (
+        err.startswith("stoker: error: 'stoker bench' was removed") and "stoker tune STORE --grid --only workers" in err
+    )
