@@ -171,6 +171,9 @@ class _Interrupted(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         if i == 5:
+            # SIGINT's Python handler, as in a terminal: a suite started in the background by a non-interactive
+            # shell inherits SIGINT ignored (POSIX), the worker too, and the kill below did nothing
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             os.kill(
                 os.getpid(), signal.SIGINT
             )  # this worker alone, as a stray SIGINT or a KeyboardInterrupt raised there
