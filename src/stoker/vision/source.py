@@ -1,17 +1,9 @@
 """``ImageSource``: a batch source that turns image rows into fixed-size uint8 batches.
 
-It reads from an *encoded* store (JPEG bytes), a *resized* store (uint8 arrays), or straight
-from image files (a folder, a list of paths, an ImageFolder object), and plugs into
-``stoker.Loader`` as a :class:`~stoker.pipeline.source.BatchSource`::
-
-    source = ImageSource("stores/photos", train_transforms(224))
-    for batch in stoker.Loader(source, batch_size=256, shuffle=True, device="cuda"):
-        batch["image"]  # float32 (256, 3, 224, 224), normalized on the device
-        batch["label"]  # int64 (256,)
-
-Workers run ``read`` (decode, crop, resample into a recycled uint8 buffer, without the GIL
-for the heavy parts); the consumer runs ``finalize`` after the copy: uint8 -> float/half and
-Normalize as one batch operation on the device.
+It reads an *encoded* store (JPEG bytes), a *resized* store (uint8 arrays) or image files (a folder,
+a list of paths, an ImageFolder object). Workers run ``read`` (decode, crop, resample into a recycled
+uint8 buffer); the consumer runs ``finalize`` after the copy (the device ops, uint8 -> float/half and
+Normalize as one batch operation on the device). Usage: ``stoker.vision``'s docstring.
 """
 
 from __future__ import annotations
@@ -236,10 +228,8 @@ class ImageSource(BatchSource):
         return None if classes is None else {name: i for i, name in enumerate(classes)}
 
     def costs(self, batch_size: int) -> Costs:
-        """Per-row decode and rendering (``CpuDecode``, ``RenderArrays``) hold the GIL: each image
-        takes it back several times, and beside a training step that runs Python, worker threads
-        wait for it (``docs/design-notes.md``, vision, has the measurements). A plain gather and the
-        GPU decode release it."""
+        """The batch's bytes, and whether the reader holds the GIL (per-row decode and rendering do;
+        a plain gather and the GPU decode do not)."""
         return Costs(self.batch_bytes(batch_size), holds_gil=self.reader.holds_gil)
 
     def batch_bytes(self, batch_size: int) -> float:
