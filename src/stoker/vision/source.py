@@ -152,6 +152,7 @@ class ImageSource(BatchSource):
                 option="transforms",
             )
         self.size = size
+        self._row_shape = (3, *size) if opts.layout == "NCHW" else (*size, 3)  # one image of a batch
         seed = 0 if opts.seed is None else opts.seed  # None: the loader's, told by set_seed
         self.rng = RowRandom(seed, opts.transforms.random)  # rng(row): the row's generator this epoch
         self.errors = RowErrors(opts.on_error, self.describe)
@@ -178,9 +179,8 @@ class ImageSource(BatchSource):
                     "decode_device='cuda' decodes JPEG; this store holds decoded arrays", option="decode_device"
                 )
             chw = arrays[0]
-            shape = (3, *self.size) if opts.layout == "NCHW" else (*self.size, 3)
-            same_layout = chw == (opts.layout == "NCHW")
-            if not opts.transforms.geometric and same_layout and data.schema[column].shape == shape:
+            same_layout = chw == (opts.layout == "NCHW")  # a 3x3 image's shape alone does not say
+            if not opts.transforms.geometric and same_layout and data.schema[column].shape == self._row_shape:
                 return GatherArrays(data, column)
             return RenderArrays(data, column, chw, opts, self.rng, self.errors)
         if opts.decode_device == "cuda":
@@ -261,9 +261,7 @@ class ImageSource(BatchSource):
             self._threads.limited = True
         out = None
         if self.reader.fills_buffer:
-            h, w = self.size
-            shape = (len(idx), 3, h, w) if self.options.layout == "NCHW" else (len(idx), h, w, 3)
-            out = self._pool.get("image", shape, np.uint8)
+            out = self._pool.get("image", (len(idx), *self._row_shape), np.uint8)
         batch, kept = self.reader.read_batch(idx, out)
         if self.reader.fills_buffer and self.augment.worker_ops:
             self._run_worker_ops(batch["image"], kept)
