@@ -152,12 +152,8 @@ _GRAY16_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
 
 
 def _sixteen_bit_gray(im: Any) -> np.ndarray | None:
-    """A 16-bit grayscale image as RGB uint8 (``value >> 8``, what Pillow does to 16-bit RGB), else None.
-
-    Pillow opens a 16-bit grayscale PNG or TIFF in mode ``I;16`` (older Pillow: ``I`` for a PNG), and its
-    ``convert("RGB")`` clips those values to 0..255 instead of scaling them. A PNG holds at most 16 bits
-    per sample, so mode ``I`` is scaled only for PNG; other 32-bit images keep Pillow's conversion.
-    """
+    """A 16-bit grayscale image (mode ``I;16``, or ``I`` for a PNG: older Pillow) as RGB uint8, ``value >> 8``
+    as Pillow does to 16-bit RGB (its ``convert("RGB")`` clips gray to 0..255), else None."""
     if im.mode not in _GRAY16_MODES and not (im.mode == "I" and im.format == "PNG"):
         return None
     gray = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
