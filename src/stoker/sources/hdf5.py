@@ -78,8 +78,7 @@ class HDF5(BatchSource):
     array per numeric column, a list of ``str``/``bytes`` per string or binary column, and per
     variable-length column ``x`` the rows padded to the batch's longest (``x``) and
     ``x_lengths``, as from a store. Rows inside a batch come in storage order (which rows
-    form a batch follows the loader's sampler). ``Loader(HDF5(...), batch_size=..., shuffle=...)``
-    reads it in worker threads, each with its own handle.
+    form a batch follows the loader's sampler).
     """
 
     def __init__(
