@@ -232,18 +232,13 @@ def _encode_labels(
     """Integer labels stay as they are; names become indices of their sorted set, or of ``names``
     (the class names in id order; then integer labels are ids of it, and names are looked up)."""
 
-    def as_int(v: Any) -> int | None:
-        if isinstance(v, bool):
-            return None
-        if isinstance(v, int):
-            return v
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            return int(v)
-        return None
+    def is_int(v: Any) -> bool:
+        return (isinstance(v, int) and not isinstance(v, bool)) or (
+            isinstance(v, str) and v.strip().lstrip("-").isdigit()
+        )
 
-    ints = [i for i in (as_int(v) for v in values) if i is not None]
-    if len(ints) == len(values):
-        return tuple(ints), None if names is None else tuple(str(n) for n in names)  # ImageList checks the range
+    if all(is_int(v) for v in values):  # ImageList checks the range
+        return tuple(int(v) for v in values), None if names is None else tuple(str(n) for n in names)
     if names is not None:
         ids = _ids_of(names, (str(v) for v in values), f"{where}: label")
         return tuple(ids[str(v)] for v in values), tuple(str(n) for n in names)
