@@ -1,29 +1,15 @@
-"""HDF5 files (h5py) as a batch source, and their columns described for conversion.
+"""``HDF5(path, keys)``: datasets of an HDF5 file as a batch source, read without converting it.
 
-``HDF5(path, keys)`` feeds ``stoker.Loader`` straight from the file: each worker thread (and
-each process, after a fork) opens its own read-only handle on first use; a chunk of batches
-is read with one increasing selection per key. When the rows asked for lie close together
-(sequential or block-shuffled order) the covering slab is read in one contiguous call and
-the rows are picked from it in memory; scattered rows use h5py's point selection.
-
-Fast paths, which keep h5py (it serializes every call behind one lock) out of the reads:
-
-- a dataset stored contiguously without filters (h5py's default layout: no chunks, no
-  compression, not external) is one C-order block of the file at ``ds.id.get_offset()``:
-  it is memory-mapped with numpy and gathered with ``np.take``, which releases the GIL;
-- a chunked dataset whose filters are gzip and/or shuffle (or none) is read chunk by chunk
-  from a memory map and decoded here, in the worker threads, with a shared cache of decoded
-  chunks (``hdf5_chunks.py``).
-
-Other datasets (lzf, szip, blosc and the other ``hdf5plugin`` filters, fletcher32, external
-storage, chunked files that define no fill value) are read through h5py, a chunk-sized slab at
-a time; ``mmap=False`` sends every dataset through h5py.
-
-Column kinds: the table in ``hdf5_types.py`` (a compound dataset gives one column per field,
-``<dataset>.<field>``). Rows of fixed-size types (``hdf5_types.fixed_layout``) take the fast paths
-above, then are cut into their columns; variable-length, space-padded string and cast datasets are
-read through h5py and cut the same way. A filter whose plugin is not installed is refused at open
-(``hdf5_describe.py``); so are other files and unwritten rows unless allowed (``hdf5_bounds.py``).
+Each worker thread (and process, after a fork) opens its own read-only h5py handle on first use;
+a chunk of batches is read with one increasing selection per key. Rows of fixed-size types
+(``hdf5_types.fixed_layout``) skip h5py where the layout allows: a contiguous, unfiltered dataset
+is memory-mapped and gathered with ``np.take``; a chunked one with gzip and/or shuffle (or no)
+filters is decoded chunk by chunk here (``hdf5_chunks.py``). Everything else (other filters,
+external storage, no fill value; variable-length, space-padded string and cast datasets; every
+dataset with ``mmap=False``) goes through h5py: a covering slab when the rows lie close together,
+else a slab per chunk or a point selection. The rows are then cut into columns (``hdf5_types.py``).
+Keys, filters, other files and unwritten rows are checked at open (``hdf5_describe.py``,
+``hdf5_bounds.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +20,7 @@ import mmap as _mmap
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +41,6 @@ from stoker.store.columns import Ragged
 DEFAULT_CACHE_BYTES = 256 * 2**20
 
 __all__ = ["DEFAULT_CACHE_BYTES", "HDF5", "KeyInfo", "parse_keys"]
-
-
-def _close(f: Any) -> None:
-    f.close()
 
 
 class HDF5(BatchSource):
@@ -95,8 +78,7 @@ class HDF5(BatchSource):
     array per numeric column, a list of ``str``/``bytes`` per string or binary column, and per
     variable-length column ``x`` the rows padded to the batch's longest (``x``) and
     ``x_lengths``, as from a store. Rows inside a batch come in storage order (which rows
-    form a batch follows the loader's sampler). ``Loader(HDF5(...), batch_size=..., shuffle=...)``
-    reads it in worker threads, each with its own handle.
+    form a batch follows the loader's sampler).
     """
 
     def __init__(
@@ -141,7 +123,7 @@ class HDF5(BatchSource):
         #: column -> its name in a batch (the column itself unless ``keys`` is a mapping that renames it)
         self.names = {c: _renamed(c, s, keys) for c, s in selected_by.items()}
         _check_names(self)
-        self._handles: PerThread[Any] = PerThread(self._open, _close)
+        self._handles: PerThread[Any] = PerThread(self._open, methodcaller("close"))
         self.mmap = bool(mmap)
         self._maps: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
@@ -223,8 +205,7 @@ class HDF5(BatchSource):
         and the values of the rows ``row_runs`` picks, read as batches read them: every row up to
         256 MiB, else 64 MiB in evenly spaced runs of whole chunks, and then each file's size too.
         The names of files other than ``path`` count (they resolve links); ``path``'s does not, so
-        copies at other paths agree. On a 2-core VM: 0.2 s for 64 MiB of float32 rows (read whole,
-        contiguous or gzip chunks), 0.16 s for a 1 GiB file (sampled)."""
+        copies at other paths agree."""
         runs = row_runs(self._len, self.row_bytes, max(info.chunk_rows or 1 for info in self.infos))
         whole = sum(b - a for a, b in runs) == self._len
         sizes = [] if whole else [os.path.getsize(f) for f in self.files]

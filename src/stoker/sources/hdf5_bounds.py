@@ -1,27 +1,23 @@
 """What an HDF5 file may make stoker read: files other than the one named, and the sizes it declares.
 
-Shared by ``sources.HDF5`` and ``convert.hdf5`` (through ``hdf5_describe.describe``); every check
-runs at open, before a row is read or written.
+Checked at open by ``hdf5_describe.describe`` (for ``sources.HDF5`` and ``convert.hdf5``), before a
+row is read or written.
 
-**Other files.** HDF5 reads files the user never named for a dataset reached through an external
-link (``h5py.ExternalLink``, on the dataset or a group above it, soft links followed), stored in
-external files (``external=``), or virtual (a VDS reads its source files). Each such file is
-refused with a ConfigError naming the dataset and the file, unless ``allow_external`` names
-directories holding it (real paths: symlinks resolved). An external link is checked before HDF5
-follows it. A relative name is looked up wherever HDF5 may look (the working directory, the
-directory of the file that names it, the prefixes in ``HDF5_EXT_PREFIX``, ``HDF5_EXTFILE_PREFIX``
-and ``HDF5_VDS_PREFIX``): every candidate that exists must be allowed, and one must exist. What
-h5py would read silently as fill values or zeros is refused too: a VDS source file or dataset that
-is missing or smaller than what is mapped from it, an external file shorter than the bytes read
-from it. The sources of a virtual dataset are checked in turn. Rows of a dataset that reads
-another file go through h5py (the memory-mapped and chunk-decoding paths map the named file
-only); ``HDF5.files`` and a conversion's ``report["source"]["files"]`` list every file read.
+**Other files.** A dataset reached through an external link (on it or on a group above it, soft
+links followed), stored in external files (``external=``), or virtual (a VDS reads its source files,
+checked in turn) makes HDF5 read files the user never named. Each is refused with a ConfigError
+naming the dataset and the file unless ``allow_external`` names a directory holding it (real paths);
+an external link is checked before HDF5 follows it. A relative name is looked up wherever HDF5 may
+look (the working directory, the naming file's directory, ``HDF5_EXT_PREFIX``, ``HDF5_EXTFILE_PREFIX``,
+``HDF5_VDS_PREFIX``): every candidate that exists must be allowed, and one must exist. What h5py would
+read silently as fill values or zeros is refused too: a VDS source missing or smaller than what is
+mapped from it, an external file shorter than the bytes read from it. Such datasets are read through
+h5py; ``HDF5.files`` and a conversion's ``report["source"]["files"]`` list every file read.
 
-**Declared sizes.** Rows never written read as the fill value. A dataset whose never-written part
+**Declared sizes.** Rows never written read as the fill value: a dataset whose never-written part
 (its declared bytes less those of its stored chunks, contiguous block or mapped VDS regions) is over
-:data:`FILL_LIMIT` is refused unless ``allow_fill=True``: an 11 KB file cannot make a conversion
-write terabytes of fill. (A chunk grid too large to index in memory is read through h5py:
-``hdf5_chunks.MAX_CHUNKS``; a conversion checks the output's free space: ``convert/from_hdf5.py``.)
+:data:`FILL_LIMIT` is refused unless ``allow_fill=True``, so an 11 KB file cannot make a conversion
+write terabytes of fill.
 """
 
 from __future__ import annotations

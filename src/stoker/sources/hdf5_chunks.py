@@ -1,25 +1,15 @@
 """Chunked HDF5 datasets read chunk by chunk, decoded here instead of inside h5py.
 
-h5py runs every call behind one global lock, and HDF5 decompresses chunks inside that call,
-so threads reading a compressed dataset through h5py take turns on one core. Worse, a sorted
-point selection (``ds[rows]``) across many chunks is slower in HDF5 than reading the rows one
-by one. This module reads such a dataset the way its layout allows:
-
-1. **Chunk index, once.** Every stored chunk's file offset, size and filter mask come from
-   ``DatasetID.chunk_iter`` (one HDF5 call), into numpy tables over the chunk grid.
-2. **Raw bytes from a memory map** of the file: no h5py call per read.
-3. **Decoding here**, reversing the dataset's filter pipeline: ``deflate`` (gzip) with zlib,
-   which releases the GIL, and ``shuffle`` with one numpy transpose. Worker threads decode in
-   parallel.
-4. **A shared cache of decoded chunks** (LRU, ``cache_bytes``): block-shuffled reads, whose
-   batches draw rows from a window of nearby blocks, decode each chunk about once per window
-   when the cache holds the window.
+h5py runs every call behind one lock and decompresses chunks inside it, and its point selection
+across many chunks is slower than reading the rows one by one. Here a dataset's chunk index is
+built once (``DatasetID.chunk_iter``), stored chunks come from a memory map of the file, worker
+threads undo its filters in parallel (``deflate`` with zlib, which releases the GIL; ``shuffle``
+with a numpy transpose), and decoded chunks are shared in an LRU cache (``cache_bytes``), so
+block-shuffled reads decode each chunk about once per window.
 
 :func:`chunk_layout` says whether a dataset qualifies: chunked, rows of fixed-size values as
-stored (numbers, compounds, null-padded strings: ``hdf5_types.fixed_layout``), every filter in
-:data:`DECODERS`, a fill value defined (for chunks never written), a grid of at most :data:`MAX_CHUNKS` chunks
-(the index is a table over the grid). Other filters (lzf, szip, blosc, fletcher32, ...), files
-that define no fill value and larger grids keep the h5py path.
+stored (``hdf5_types.fixed_layout``), every filter in :data:`DECODERS`, a fill value defined (for
+chunks never written), a grid of at most :data:`MAX_CHUNKS` chunks. Others keep the h5py path.
 """
 
 from __future__ import annotations
@@ -63,6 +53,8 @@ class ChunkLayout:
 
 def chunk_layout(ds: Any) -> ChunkLayout | None:
     """The layout of h5py dataset ``ds`` if this module can read it, else None."""
+    import h5py
+
     if ds.chunks is None or ds.external or ds.ndim == 0 or not fixed_layout(ds):
         return None
     plist = ds.id.get_create_plist()
@@ -71,19 +63,12 @@ def chunk_layout(ds: Any) -> ChunkLayout | None:
         return None
     if not hasattr(ds.id, "chunk_iter"):  # h5py < 3.8 or HDF5 < 1.14: no fast chunk index
         return None
-    if plist.fill_value_defined() == h5py_fill_undefined():  # unwritten chunks are HDF5's to answer for
+    if plist.fill_value_defined() == h5py.h5d.FILL_VALUE_UNDEFINED:  # unwritten chunks are HDF5's to answer for
         return None
     layout = ChunkLayout(
         tuple(int(s) for s in ds.shape), tuple(int(c) for c in ds.chunks), np.dtype(ds.dtype), filters, ds.fillvalue
     )
     return layout if math.prod(layout.grid) <= MAX_CHUNKS else None
-
-
-def h5py_fill_undefined() -> int:
-    """h5py's code for a dataset whose file defines no fill value."""
-    import h5py
-
-    return int(h5py.h5d.FILL_VALUE_UNDEFINED)
 
 
 class ChunkIndex:
@@ -220,11 +205,7 @@ def inflate_into(raw: Any, out: np.ndarray) -> bool:
 def chunked_reader(key: str, ds: Any, filemap: mmap.mmap, cache: DecodedChunks) -> ChunkedReader | None:
     """A reader of h5py dataset ``ds`` (column ``key``) from ``filemap``, or None if its layout needs h5py."""
     layout = chunk_layout(ds)
-    return (
-        None
-        if layout is None
-        else ChunkedReader(key, layout, ChunkIndex(ds, layout), filemap, cache, path=ds.file.filename)
-    )
+    return None if layout is None else ChunkedReader(key, ds, layout, filemap, cache)
 
 
 class ChunkedReader:
@@ -234,19 +215,11 @@ class ChunkedReader:
     thread-safe. The map and the chunk index are this process's: a reader is not pickled.
     """
 
-    def __init__(
-        self,
-        key: str,
-        layout: ChunkLayout,
-        index: ChunkIndex,
-        filemap: mmap.mmap,
-        cache: DecodedChunks,
-        path: str | None = None,
-    ) -> None:
+    def __init__(self, key: str, ds: Any, layout: ChunkLayout, filemap: mmap.mmap, cache: DecodedChunks) -> None:
         self.key = key
-        self.path = path  # for error messages
+        self.path = ds.file.filename  # for error messages
         self.layout = layout
-        self.index = index
+        self.index = ChunkIndex(ds, layout)
         self._map = filemap
         self._cache = cache
         self._dtype = layout.file_dtype.newbyteorder("=")
@@ -274,9 +247,8 @@ class ChunkedReader:
 
     def _corrupt(self, at: tuple[int, ...], exc: Exception) -> InputError:
         offset, size = int(self.index.offset[at]), int(self.index.size[at])
-        where = f"{self.path}: " if self.path else ""
         return InputError(
-            f"{where}dataset {self.key!r}: chunk {list(at)} ({size} bytes at file offset {offset}) cannot be decoded ({exc}); the file is corrupt or truncated",
+            f"{self.path}: dataset {self.key!r}: chunk {list(at)} ({size} bytes at file offset {offset}) cannot be decoded ({exc}); the file is corrupt or truncated",
             path=self.path,
         )
 

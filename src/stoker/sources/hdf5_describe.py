@@ -102,13 +102,6 @@ def parse_keys(keys: str | list[str] | tuple[str, ...] | Mapping[str, str] | Non
     return out
 
 
-def datasets_in(f: Any) -> list[str]:
-    h5py = h5py_module()
-    names: list[str] = []
-    f.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
-    return names
-
-
 def _get(f: Any, key: str, bounds: Bounds) -> Any:
     bounds.links(f, key)  # before HDF5 follows an external link
     try:
@@ -176,7 +169,8 @@ def describe(
     h5py = h5py_module()
     path = bounds.path
     cast = dict(cast or {})
-    present = datasets_in(f)
+    present: list[str] = []
+    f.visititems(lambda name, obj: present.append(name) if isinstance(obj, h5py.Dataset) else None)
     if keys is None:
         keys = tuple(present)
         if not keys:
@@ -214,13 +208,10 @@ def describe(
     out = []
     for dataset, fields in chosen.items():
         info = infos[dataset]
-        out.append(info if len(fields) == len(info.fields) else _with_fields(info, tuple(fields.values())))
+        whole = len(fields) == len(info.fields)
+        out.append(info if whole else dataclasses.replace(info, fields=tuple(fields.values()), plain=False))
     rows = check_lengths({info.key: len(f[info.key]) for info in out}, f"{path}")
     return tuple(out), rows, selected_by
-
-
-def _with_fields(info: KeyInfo, fields: tuple[Field, ...]) -> KeyInfo:
-    return dataclasses.replace(info, fields=fields, plain=False)
 
 
 def _compound_prefix(f: Any, key: str, bounds: Bounds) -> str | None:

@@ -130,43 +130,24 @@ def parse_cast(cast: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def fields_of(
-    where: str, key: str, dtype: np.dtype, row_shape: tuple[int, ...], cast: Mapping[str, str]
+    where: str, key: str, dt: np.dtype, shape: tuple[int, ...], cast: Mapping[str, str], path: tuple[str, ...] = ()
 ) -> list[Field]:
-    """The columns of dataset ``key`` (``dtype`` as h5py gives it, per-row shape ``row_shape``).
-
-    ``where`` names the file and dataset in errors; ``cast`` maps column names to target dtypes.
-    """
-    out: list[Field] = []
-    _map(where, key, (), dtype, tuple(row_shape), cast, out)
-    return out
-
-
-def _map(
-    where: str,
-    key: str,
-    path: tuple[str, ...],
-    dt: np.dtype,
-    shape: tuple[int, ...],
-    cast: Mapping[str, str],
-    out: list[Field],
-) -> None:
+    """The columns of dataset ``key`` (``dt`` as h5py gives it, per-row shape ``shape``); ``path``: the
+    compound field looked at. ``where`` names the file and dataset in errors; ``cast`` maps column
+    names to target dtypes."""
     import h5py
 
     name = SEP.join((key, *path))
     field = f"{where}, field {SEP.join(path)!r}" if path else where
     if dt.names and dt.fields is not None:
-        for sub in dt.names:
-            _map(where, key, (*path, sub), dt.fields[sub][0], shape, cast, out)
-        return
+        return [fl for sub in dt.names for fl in fields_of(where, key, dt.fields[sub][0], shape, cast, (*path, sub))]
     if dt.subdtype is not None:
         base, sub_shape = dt.subdtype
-        _map(where, key, path, base, (*shape, *sub_shape), cast, out)
-        return
+        return fields_of(where, key, base, (*shape, *sub_shape), cast, path)
     target = cast.get(name)
     string = h5py.check_string_dtype(dt)
     if dt.kind == "S" and target == "uint8":  # fixed-length strings as their bytes: [..., length]
-        out.append(Field(key, path, name, "tensor", np.dtype(np.uint8), (*shape, dt.itemsize)))
-        return
+        return [Field(key, path, name, "tensor", np.dtype(np.uint8), (*shape, dt.itemsize))]
     if string is not None or dt.kind in "SUV":
         _one_per_row(
             field,
@@ -186,8 +167,7 @@ def _map(
         text = target == TEXT or (target is None and utf8)
         if dt.kind == "V" and target == TEXT:
             raise ConfigError(f"{field}: opaque data casts only to 'bytes', not 'str'", option="cast")
-        out.append(Field(key, path, name, "string" if text else "binary"))
-        return
+        return [Field(key, path, name, "string" if text else "binary")]
     vlen = h5py.check_vlen_dtype(dt)
     if vlen is not None:
         _one_per_row(field, name, shape, "a variable-length array")
@@ -198,15 +178,14 @@ def _map(
                 column=name,
             )
         elem = _numeric(field, name, np.dtype(vlen), target, "variable-length arrays of")
-        out.append(Field(key, path, name, "sequence", elem))
-        return
+        return [Field(key, path, name, "sequence", elem)]
     if h5py.check_ref_dtype(dt) is not None or dt.kind == "O":
         raise SchemaError(
             f"{field} holds {'object references' if h5py.check_ref_dtype(dt) else f'objects ({dt})'}, which have no "
             "column representation; leave it out of keys",
             column=name,
         )
-    out.append(Field(key, path, name, "tensor", _numeric(field, name, dt, target, ""), shape))
+    return [Field(key, path, name, "tensor", _numeric(field, name, dt, target, ""), shape)]
 
 
 def _one_per_row(field: str, name: str, shape: tuple[int, ...], what: str, other: str = "") -> None:
@@ -243,14 +222,11 @@ def _numeric(field: str, name: str, dt: np.dtype, target: str | None, what: str)
 
 
 def fixed_layout(ds: Any) -> bool:
-    """Whether the stored bytes of h5py dataset ``ds`` are numpy rows of ``ds.dtype`` as they lie.
-
-    True for fixed-size types (numbers up to 8 bytes, complex, bool, enums, null-padded or
-    null-terminated byte strings, sub-arrays and compounds of these) whose sizes and field
-    offsets in the file are those of h5py's dtype: such rows can be memory-mapped or decoded
-    from raw chunks, and their fields picked (and byte-swapped) here. False where HDF5 must convert (long double, space-
-    padded strings, variable-length, references, ...), so h5py reads them.
-    """
+    """Whether the stored bytes of h5py dataset ``ds`` are numpy rows of ``ds.dtype`` as they lie, so
+    they can be memory-mapped or decoded from raw chunks: fixed-size types (numbers up to 8 bytes,
+    complex, bool, enums, null-padded or null-terminated byte strings, sub-arrays and compounds of
+    these) whose sizes and field offsets in the file are h5py's. False where HDF5 must convert (long
+    double, space-padded strings, variable-length, references, ...)."""
     try:
         dt = np.dtype(ds.dtype)
     except (TypeError, ValueError):

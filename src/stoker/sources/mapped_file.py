@@ -1,14 +1,10 @@
 """One read-only memory map of an input file, paged in ahead of the threads that read it.
 
-Used by the HDF5 conversion (``stoker.convert.from_hdf5``): slabs of the file are asked for in order; a thread of
-this object's own brings each into the page cache and the page tables (``posix_fadvise(WILLNEED)``,
-then ``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the readers take the page
-faults). When the file was mostly not in the page cache as it was opened (``mincore`` over its
-first GiB), the ranges it pages in are dropped from the cache again by
-:meth:`MappedFile.release` once used, so converting a cold file leaves the page cache as it
-found it: memory goes to the store being written, not to a copy of the input nobody reads
-again. A warm file stays cached. (Checked once, at open: the kernel's readahead runs past each
-range, so residency later says little about what was cached before.)
+Used by the HDF5 conversion (``stoker.convert.from_hdf5``): a thread of this object's own brings
+each slab asked for into the page cache and the page tables (``posix_fadvise(WILLNEED)``, then
+``madvise(MADV_POPULATE_READ)``, Linux >= 5.14; without it the readers take the page faults). A
+file mostly not cached at open (``mincore`` over its first GiB) is cold: :meth:`MappedFile.release`
+drops the ranges paged in once used, so converting it leaves the page cache as it found it.
 """
 
 from __future__ import annotations
@@ -108,12 +104,8 @@ class MappedFile:
         return cached / pages
 
     def madvise(self, advice: int, start: int, length: int) -> None:
-        """``madvise`` on a page-aligned range of the map, without holding the GIL.
-
-        Python's ``mmap.madvise`` keeps the GIL through the call, and ``MADV_POPULATE_READ`` on
-        a cold file waits for the disk; through ctypes the call releases the GIL. Raises OSError as
-        ``mmap.madvise`` does.
-        """
+        """``madvise`` on a page-aligned range of the map through ctypes, which releases the GIL
+        (``mmap.madvise`` holds it while a cold file is read in); raises OSError as ``mmap.madvise``."""
         if _LIBC is not None and self._base:
             if _LIBC.madvise(self._base + start, length, advice) != 0:
                 err = ctypes.get_errno()

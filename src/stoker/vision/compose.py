@@ -1,9 +1,4 @@
-"""``Compose``: a list of transforms checked once, and the usual training and evaluation recipes.
-
-The leading geometric ops (``transforms.py``) are planned as one crop and resample per image;
-what follows them (batch ops, one ``Normalize``, any callable on a CHW uint8 tensor) is placed
-and run by ``augment.py``. A list that cannot run that way is refused here, naming the op.
-"""
+"""``Compose``: a list of transforms checked once, and the usual training and evaluation recipes."""
 
 from __future__ import annotations
 

@@ -45,11 +45,7 @@ def _pil():
 
 
 class Probe(NamedTuple):
-    """What the header says: upright size, and which decoder handles the bytes.
-
-    A named tuple rather than a frozen dataclass: one is made per image with the GIL held, and a
-    tuple is built several times faster.
-    """
+    """What the header says: upright size, and which decoder handles the bytes."""
 
     height: int  # upright (after EXIF orientation)
     width: int
@@ -156,12 +152,8 @@ _GRAY16_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
 
 
 def _sixteen_bit_gray(im: Any) -> np.ndarray | None:
-    """A 16-bit grayscale image as RGB uint8 (``value >> 8``, what Pillow does to 16-bit RGB), else None.
-
-    Pillow opens a 16-bit grayscale PNG or TIFF in mode ``I;16`` (older Pillow: ``I`` for a PNG), and its
-    ``convert("RGB")`` clips those values to 0..255 instead of scaling them. A PNG holds at most 16 bits
-    per sample, so mode ``I`` is scaled only for PNG; other 32-bit images keep Pillow's conversion.
-    """
+    """A 16-bit grayscale image (mode ``I;16``, or ``I`` for a PNG: older Pillow) as RGB uint8, ``value >> 8``
+    as Pillow does to 16-bit RGB (its ``convert("RGB")`` clips gray to 0..255), else None."""
     if im.mode not in _GRAY16_MODES and not (im.mode == "I" and im.format == "PNG"):
         return None
     gray = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
@@ -169,27 +161,15 @@ def _sixteen_bit_gray(im: Any) -> np.ndarray | None:
 
 
 def orient(arr: np.ndarray, orientation: int) -> np.ndarray:
-    """Apply an EXIF orientation (1-8) to an ``(h, w, c)`` array; a view when possible."""
-    if orientation == 2:
-        return arr[:, ::-1]
-    if orientation == 3:
-        return arr[::-1, ::-1]
-    if orientation == 4:
-        return arr[::-1]
-    if orientation == 5:
-        return arr.transpose(1, 0, 2)
-    if orientation == 6:
-        return arr.transpose(1, 0, 2)[:, ::-1]
-    if orientation == 7:
-        return arr.transpose(1, 0, 2)[::-1, ::-1]
-    if orientation == 8:
-        return arr.transpose(1, 0, 2)[::-1]
-    return arr
-
-
-def jpeg_orientation(data: bytes) -> int:
-    """The EXIF orientation tag of a JPEG (1 when absent), read from its APP1 segment."""
-    return _jpeg_markers(data)[1]
+    """Apply an EXIF orientation (1-8) to an ``(h, w, c)`` array, a view: 5-8 transpose, then flip as 1-4 do
+    (2 mirrors left-right, 3 turns half way, 4 mirrors top-bottom)."""
+    if not 2 <= orientation <= 8:
+        return arr
+    if orientation >= 5:
+        arr, orientation = arr.transpose(1, 0, 2), orientation - 4
+    if orientation in (3, 4):
+        arr = arr[::-1]
+    return arr[:, ::-1] if orientation in (2, 3) else arr
 
 
 # Start-of-frame markers of 8-bit Huffman JPEG libjpeg-turbo decodes to RGB: baseline, extended, progressive
@@ -253,4 +233,4 @@ def encode_jpeg(arr: np.ndarray, quality: int = 90) -> bytes:
     )
 
 
-__all__ = ["DEFAULT_MAX_PIXELS", "Probe", "decode", "encode_jpeg", "jpeg_orientation", "orient", "probe", "read_file"]
+__all__ = ["DEFAULT_MAX_PIXELS", "Probe", "decode", "encode_jpeg", "orient", "probe", "read_file"]

@@ -1,11 +1,5 @@
-"""The errors of ``stoker.vision``; they extend the tree drawn in ``stoker.errors``::
-
-    StokerError
-    └── ImageError          an image cannot be read, decoded or cropped (also ValueError);
-                            ``path`` and ``row`` say which one, when known
-
-``on_error="skip"`` turns an ImageError into a line of the source's or the conversion's
-report instead of an exception. Nothing else is skipped: a bug stays a bug.
+"""``ImageError``, the error of ``stoker.vision`` (drawn in ``stoker.errors``' tree). ``on_error="skip"``
+turns one into a line of the source's or the conversion's report; nothing else is skipped.
 """
 
 from __future__ import annotations

@@ -7,18 +7,14 @@
 * a list of paths, with or without labels;
 * a torchvision-style dataset object with ``samples`` (and ``classes``/``class_to_idx``).
 
-A second split (val beside train) numbers its classes as the first did only if it has the same
-class folders: the sorted names of *its* folders are the rule, as in torchvision. Pass the first
-split's map (``names``: the class names in id order; ``stoker.convert.images`` and ``ImageSource``
-take it as ``label_names=``/``class_to_idx=``, e.g. ``label_names=train.label_names``) and every
-layout numbers its labels by it: a class folder or label name outside it is an error naming it;
-classes of the map with no images are fine. Without a map, a class folder numbered otherwise in a
-sibling folder of the same layout (``data/val/moth`` is id 0 but ``data/train/moth`` id 1, because
-val has no ``ant``) is warned of (:class:`SplitClassesWarning`), naming both folders and the cure.
+Given a label map (``names``: the class names in id order, e.g. the training split's; taken as
+``label_names=``/``class_to_idx=`` by ``stoker.convert.images`` and ``ImageSource``), every layout
+numbers its labels by it: a class outside it is an error naming it. Without one, a split whose
+sorted class folders number a class otherwise than a sibling folder does (``data/val`` lacking a
+class of ``data/train``) is warned of (:class:`SplitClassesWarning`).
 
-Files are found by extension, as torchvision does (``IMG_EXTENSIONS``); other files are
-left out and listed in ``ImageList.ignored``. A file with an image extension that is not an
-image is found here and reported when it is read.
+Files are found by extension (``IMG_EXTENSIONS``, as torchvision); others are listed in
+``ImageList.ignored``. A file with an image extension that is not an image is reported when read.
 """
 
 from __future__ import annotations
@@ -105,8 +101,8 @@ class ImageList:
         return meta
 
 
-def _is_image(name: str, extensions: Sequence[str]) -> bool:
-    return name.lower().endswith(tuple(e.lower() for e in extensions))
+def _is_image(name: str) -> bool:
+    return name.lower().endswith(IMG_EXTENSIONS)
 
 
 def _entries(root: Path) -> list[os.DirEntry[str]]:
@@ -116,9 +112,7 @@ def _entries(root: Path) -> list[os.DirEntry[str]]:
         return list(entries)
 
 
-def image_folder(
-    root: str | os.PathLike[str], extensions: Sequence[str] = IMG_EXTENSIONS, names: Sequence[str] | None = None
-) -> ImageList:
+def image_folder(root: str | os.PathLike[str], names: Sequence[str] | None = None) -> ImageList:
     """The ImageFolder layout: ``root/<class>/**/<image>``, classes sorted by name, or numbered by
     ``names`` (the class names in id order) when given."""
     root = Path(root)
@@ -141,7 +135,7 @@ def image_folder(
             dirnames.sort()
             for fname in sorted(filenames):
                 full = os.path.join(dirpath, fname)
-                if _is_image(fname, extensions):
+                if _is_image(fname):
                     paths.append(full)
                     labels.append(idx)
                     found += 1
@@ -150,9 +144,7 @@ def image_folder(
         if not found:
             empty.append(cls)
     if empty:
-        raise EmptyDatasetError(
-            f"{root}: class folder(s) {empty} hold no image with an extension in {tuple(extensions)}"
-        )
+        raise EmptyDatasetError(f"{root}: class folder(s) {empty} hold no image with an extension in {IMG_EXTENSIONS}")
     kept = tuple(classes) if names is None else tuple(names)
     return ImageList(tuple(paths), tuple(labels), kept, str(root), tuple(ignored))
 
@@ -240,18 +232,13 @@ def _encode_labels(
     """Integer labels stay as they are; names become indices of their sorted set, or of ``names``
     (the class names in id order; then integer labels are ids of it, and names are looked up)."""
 
-    def as_int(v: Any) -> int | None:
-        if isinstance(v, bool):
-            return None
-        if isinstance(v, int):
-            return v
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            return int(v)
-        return None
+    def is_int(v: Any) -> bool:
+        return (isinstance(v, int) and not isinstance(v, bool)) or (
+            isinstance(v, str) and v.strip().lstrip("-").isdigit()
+        )
 
-    ints = [i for i in (as_int(v) for v in values) if i is not None]
-    if len(ints) == len(values):
-        return tuple(ints), None if names is None else tuple(str(n) for n in names)  # ImageList checks the range
+    if all(is_int(v) for v in values):  # ImageList checks the range
+        return tuple(int(v) for v in values), None if names is None else tuple(str(n) for n in names)
     if names is not None:
         ids = _ids_of(names, (str(v) for v in values), f"{where}: label")
         return tuple(ids[str(v)] for v in values), tuple(str(n) for n in names)
@@ -263,7 +250,6 @@ def _encode_labels(
 def flat_folder(
     root: str | os.PathLike[str],
     labels: str | os.PathLike[str] | Mapping[str, Any] | None = None,
-    extensions: Sequence[str] = IMG_EXTENSIONS,
     names: Sequence[str] | None = None,
 ) -> ImageList:
     """Images directly in ``root``, labeled by a CSV/JSON file or a mapping of file name to label.
@@ -275,8 +261,8 @@ def flat_folder(
     root = Path(root)
     if labels is None:
         found = sorted(e.name for e in _entries(root) if e.is_file())
-        paths = [str(root / f) for f in found if _is_image(f, extensions)]
-        ignored = [str(root / f) for f in found if not _is_image(f, extensions)]
+        paths = [str(root / f) for f in found if _is_image(f)]
+        ignored = [str(root / f) for f in found if not _is_image(f)]
         return ImageList(tuple(paths), None, None, str(root), tuple(ignored))
     table = labels if isinstance(labels, Mapping) else read_labels(labels)
     if not table:
@@ -288,21 +274,15 @@ def flat_folder(
 
 
 def from_paths(
-    paths: Iterable[str | os.PathLike[str]],
-    labels: Sequence[Any] | None = None,
-    classes: Sequence[str] | None = None,
-    names: Sequence[str] | None = None,
+    paths: Iterable[str | os.PathLike[str]], labels: Sequence[Any] | None = None, names: Sequence[str] | None = None
 ) -> ImageList:
-    """A list of image files, optionally with labels: integers (ids of ``classes`` when given), or
-    names turned into classes (sorted, or looked up in ``names``, the class names in id order)."""
+    """A list of image files, optionally with labels: integers, or names turned into classes
+    (sorted, or looked up in ``names``, the class names in id order)."""
     files = tuple(str(p) for p in paths)
     if labels is None:
         return ImageList(files)
-    labels = list(labels)
-    if classes is None:
-        ints, found = _encode_labels(labels, names, "the labels of the image list")
-        return ImageList(files, ints, found)
-    return ImageList(files, tuple(int(x) for x in labels), tuple(classes))
+    ints, found = _encode_labels(list(labels), names, "the labels of the image list")
+    return ImageList(files, ints, found)
 
 
 def from_dataset(dataset: Any, names: Sequence[str] | None = None) -> ImageList:
@@ -331,9 +311,7 @@ def from_dataset(dataset: Any, names: Sequence[str] | None = None) -> ImageList:
     return ImageList(paths, labels, tuple(classes) if classes is not None else None, where)
 
 
-def find_images(
-    src: Any, labels: Any = None, extensions: Sequence[str] = IMG_EXTENSIONS, names: Sequence[str] | None = None
-) -> ImageList:
+def find_images(src: Any, labels: Any = None, names: Sequence[str] | None = None) -> ImageList:
     """Any of the layouts above, recognized from ``src`` (and ``labels``); with ``names`` (the class
     names in id order, see :func:`stoker.labels.label_map`), labels are numbered by that map."""
     if isinstance(src, ImageList):
@@ -359,18 +337,18 @@ def find_images(
     if not root.is_dir():
         raise ConfigError(f"{root} is a file; pass a folder of images (or a list of paths)", option="src")
     if labels is not None:
-        return flat_folder(root, labels, extensions, names)
+        return flat_folder(root, labels, names)
     for name in LABEL_FILES:
         if (root / name).is_file():
-            return flat_folder(root, root / name, extensions, names)
+            return flat_folder(root, root / name, names)
     if any(e.is_dir() and not e.name.startswith(".") for e in _entries(root)):
-        return image_folder(root, extensions, names)
+        return image_folder(root, names)
     if names is not None:
         raise ConfigError(
             f"{root} holds no class folders and no labels file, so a label map has no labels to number",
             option="label_names",
         )
-    return flat_folder(root, None, extensions)
+    return flat_folder(root)
 
 
 __all__ = [

@@ -1,11 +1,8 @@
-"""The optional GPU reader: JPEG decoded by nvJPEG (``torchvision.io.decode_jpeg`` on CUDA) and
-cropped/resampled on the GPU.
+"""The optional GPU reader: JPEG decoded by nvJPEG (``torchvision.io.decode_jpeg`` on CUDA).
 
-Its host half (``read_batch``, in worker threads) reads the JPEG headers and plans each crop; its
-device half (``finalize``, on the consumer) decodes the whole batch in one call, cuts each planned
-box, resamples it and stacks the batch. The host half needs no CUDA; the source that picks this
-reader checks :func:`gpu_available` first and refuses ``decode_device="cuda"`` with a ConfigError
-saying why when it returns a reason.
+Its host half (``read_batch``, in worker threads, no CUDA needed) reads the JPEG headers and plans
+each crop; its device half (``finalize``, on the consumer) decodes the whole batch in one call, cuts
+each planned box, resamples it and stacks the batch. :func:`gpu_available` says why it cannot run.
 """
 
 from __future__ import annotations

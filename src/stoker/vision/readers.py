@@ -1,20 +1,12 @@
 """The ways an :class:`~stoker.vision.source.ImageSource` makes a batch of images, one object each.
 
-The source picks one reader when it is built and hands every batch to it::
-
-    CpuDecode     encoded bytes (store rows or files) -> probe, plan, decode, crop, resample into uint8 rows
-    RenderArrays  uint8 rows of a resized store -> crop, resample, flip into uint8 rows
-    GatherArrays  uint8 rows already at the batch's size and layout -> one gather, no per-row work
-    GpuDecode     (``vision/gpu.py``) encoded bytes -> headers and crop plans on the host, nvJPEG on the device
-
-A reader's entry point is ``read_batch(idx, out) -> (batch, kept)``: ``idx`` are row
-numbers in the batch's order, ``out`` the uint8 buffer to fill (``None`` for a reader whose ``fills_buffer`` is
-False), ``batch`` the image part of the batch and ``kept`` the rows it holds. Per-row work goes
-through one loop, :meth:`RowErrors.each_row`, which names the file of a bad row or leaves the row
-out and records it, whatever the reader.
-
-Where the rows come from is a separate small object: :class:`StoreBytes` (a store column) or
-:class:`FileBytes` (image files); both give the bytes of row ``k`` of a batch by indexing.
+``CpuDecode`` (encoded bytes: decode, crop, resample), ``RenderArrays`` (a resized store's rows: crop,
+resample, flip), ``GatherArrays`` (rows already at the batch's size and layout: one gather) and
+``GpuDecode`` (``vision/gpu.py``). A reader's entry point is ``read_batch(idx, out) -> (batch, kept)``:
+``idx`` are row numbers in the batch's order, ``out`` the uint8 buffer to fill (``None`` when
+``fills_buffer`` is False), ``kept`` the rows the batch holds. Per-row work goes through one loop,
+:meth:`RowErrors.each_row`, which names the file of a bad row or leaves the row out and records it.
+Encoded rows come from :class:`StoreBytes` (a store column) or :class:`FileBytes` (image files).
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """One image's pixels: decode at the right scale, crop the planned box, resample, flip, write.
 
-The resample is torch's uint8 antialiased interpolation (the kernel torchvision's v2 transforms
-use, close in value to Pillow's resize). Each image costs as few calls that release and retake
-the GIL as the libraries allow, because a worker thread that gives the GIL up waits up to
-``sys.getswitchinterval()`` (5 ms) to get it back while the training loop runs Python:
-
-- one for the decode (libjpeg-turbo through simplejpeg);
-- one for the resample, written by the kernel straight into the batch row (``out=``), with the
-  crop a numpy view handed to ``torch.from_numpy`` (neither takes a GIL round trip);
-- one more, a numpy copy, for a flipped image (torch has no negative strides: the kernel writes
-  into a per-thread scratch row that the copy mirrors into the batch row) or for a pure crop.
-
-A box cut from a resized image (``Resize`` then ``CenterCrop`` or ``RandomCrop``: its edges fall between
-pixels) is resampled as torchvision does it: at the whole resize's scale, from the image's origin to the
-crop's far edge, into the scratch row, and the crop cut out of that by the copy; so eval pixels equal PIL's
-Resize + CenterCrop of the same decode. Any other box (``RandomResizedCrop``'s) is cut, then resampled.
-
-The batch row (``out``) is CHW or HWC, a torch tensor or a numpy array.
+The resample is torch's uint8 antialiased interpolation (torchvision v2's kernel, close in value to
+Pillow's resize), written straight into the batch row (``out=``), or for a flipped image into a
+per-thread scratch row that one numpy copy mirrors into the batch row. A box cut from a resized
+image (``Resize`` then ``CenterCrop`` or ``RandomCrop``) is resampled at the whole resize's scale and
+then cut, as torchvision does, so eval pixels equal PIL's Resize + CenterCrop of the same decode;
+any other box (``RandomResizedCrop``'s) is cut, then resampled. The batch row (``out``) is CHW or
+HWC, a torch tensor or a numpy array.
 """
 
 from __future__ import annotations
@@ -32,8 +22,7 @@ from stoker.errors import ConfigError
 from stoker.vision.decode import Probe, decode
 from stoker.vision.transforms import View
 
-# torch's own kernels, called with ``out=`` (the overloads its type stubs leave out); ~30 us less Python per call
-# than ``torch.ops.aten``, and the same kernels ``F.interpolate`` runs.
+# torch's own kernels (those ``F.interpolate`` runs), called with ``out=`` (overloads its type stubs leave out)
 _NN: Any = torch._C._nn
 _scratch = threading.local()  # per thread: the HWC rows a flipped resample is written into before its mirror copy
 
@@ -46,7 +35,7 @@ def decode_floor(info: Probe, view: View, reduce: bool | None = True) -> tuple[i
     box_h, box_w = view.bottom - view.top, view.right - view.left
     need_h = math.ceil(view.height * info.height / max(box_h, 1e-6))
     need_w = math.ceil(view.width * info.width / max(box_w, 1e-6))
-    # Only 1/2, 1/4, 1/8: libjpeg-turbo's other scales (3/8, 5/8, ...) decode slower than full size.
+    # only 1/2, 1/4, 1/8: libjpeg-turbo's other scales decode slower than full size (docs/design-notes.md)
     for factor in (8, 4, 2):
         h, w = -(-info.height // factor), -(-info.width // factor)
         if h >= need_h and w >= need_w:

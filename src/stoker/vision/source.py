@@ -1,17 +1,9 @@
 """``ImageSource``: a batch source that turns image rows into fixed-size uint8 batches.
 
-It reads from an *encoded* store (JPEG bytes), a *resized* store (uint8 arrays), or straight
-from image files (a folder, a list of paths, an ImageFolder object), and plugs into
-``stoker.Loader`` as a :class:`~stoker.pipeline.source.BatchSource`::
-
-    source = ImageSource("stores/photos", train_transforms(224))
-    for batch in stoker.Loader(source, batch_size=256, shuffle=True, device="cuda"):
-        batch["image"]  # float32 (256, 3, 224, 224), normalized on the device
-        batch["label"]  # int64 (256,)
-
-Workers run ``read`` (decode, crop, resample into a recycled uint8 buffer, without the GIL
-for the heavy parts); the consumer runs ``finalize`` after the copy: uint8 -> float/half and
-Normalize as one batch operation on the device.
+It reads an *encoded* store (JPEG bytes), a *resized* store (uint8 arrays) or image files (a folder,
+a list of paths, an ImageFolder object). Workers run ``read`` (decode, crop, resample into a recycled
+uint8 buffer); the consumer runs ``finalize`` after the copy (the device ops, uint8 -> float/half and
+Normalize as one batch operation on the device). Usage: ``stoker.vision``'s docstring.
 """
 
 from __future__ import annotations
@@ -160,6 +152,7 @@ class ImageSource(BatchSource):
                 option="transforms",
             )
         self.size = size
+        self._row_shape = (3, *size) if opts.layout == "NCHW" else (*size, 3)  # one image of a batch
         seed = 0 if opts.seed is None else opts.seed  # None: the loader's, told by set_seed
         self.rng = RowRandom(seed, opts.transforms.random)  # rng(row): the row's generator this epoch
         self.errors = RowErrors(opts.on_error, self.describe)
@@ -186,9 +179,8 @@ class ImageSource(BatchSource):
                     "decode_device='cuda' decodes JPEG; this store holds decoded arrays", option="decode_device"
                 )
             chw = arrays[0]
-            shape = (3, *self.size) if opts.layout == "NCHW" else (*self.size, 3)
-            same_layout = chw == (opts.layout == "NCHW")
-            if not opts.transforms.geometric and same_layout and data.schema[column].shape == shape:
+            same_layout = chw == (opts.layout == "NCHW")  # a 3x3 image's shape alone does not say
+            if not opts.transforms.geometric and same_layout and data.schema[column].shape == self._row_shape:
                 return GatherArrays(data, column)
             return RenderArrays(data, column, chw, opts, self.rng, self.errors)
         if opts.decode_device == "cuda":
@@ -236,10 +228,8 @@ class ImageSource(BatchSource):
         return None if classes is None else {name: i for i, name in enumerate(classes)}
 
     def costs(self, batch_size: int) -> Costs:
-        """Per-row decode and rendering (``CpuDecode``, ``RenderArrays``) hold the GIL: each image
-        takes it back several times, and beside a training step that runs Python, worker threads
-        wait for it (``docs/design-notes.md``, vision, has the measurements). A plain gather and the
-        GPU decode release it."""
+        """The batch's bytes, and whether the reader holds the GIL (per-row decode and rendering do;
+        a plain gather and the GPU decode do not)."""
         return Costs(self.batch_bytes(batch_size), holds_gil=self.reader.holds_gil)
 
     def batch_bytes(self, batch_size: int) -> float:
@@ -271,9 +261,7 @@ class ImageSource(BatchSource):
             self._threads.limited = True
         out = None
         if self.reader.fills_buffer:
-            h, w = self.size
-            shape = (len(idx), 3, h, w) if self.options.layout == "NCHW" else (len(idx), h, w, 3)
-            out = self._pool.get("image", shape, np.uint8)
+            out = self._pool.get("image", (len(idx), *self._row_shape), np.uint8)
         batch, kept = self.reader.read_batch(idx, out)
         if self.reader.fills_buffer and self.augment.worker_ops:
             self._run_worker_ops(batch["image"], kept)

@@ -1,18 +1,13 @@
 """Image transforms named and parametrized as in ``torchvision.transforms``, run as one resample.
 
-A list such as ``[Resize(256), CenterCrop(224)]`` or ``[RandomResizedCrop(224),
-RandomHorizontalFlip()]`` is not run op by op. Each geometric op only moves a *view*: a box
-in the source image's pixels, the size the next op sees, and a flip flag. After the last op
-the box says which source pixels make the output, so each image is decoded once (at reduced
-scale when the box is much larger than the output), cropped once and resampled once
-(see ``render.py``). ``Normalize`` is not run here: the source runs it on the device, after
-the copy, as one batch operation. Transforms after the geometric ones (``batch_ops.py``'s ColorJitter,
-RandomErasing, MixUp, CutMix, or any callable) are placed and run by ``augment.py``.
-
-Randomness comes from a generator the caller derives from ``(seed, epoch, row)``, so the
-same row in the same epoch gets the same crop whatever the worker count or a resume. Ops
-only call its ``random()`` (``random.Random`` or a numpy Generator both work); the image source
-passes a row's :class:`~stoker.vision.draws.Draws`, computed for a whole batch at once.
+A list such as ``[RandomResizedCrop(224), RandomHorizontalFlip()]`` is not run op by op: each
+geometric op only moves a *view* (a box in the source image's pixels, the size the next op sees, a
+flip), and after the last op the box says which source pixels make the output, so each image is
+decoded once (at reduced scale when the box is much larger than the output), cropped once and
+resampled once (``render.py``). What follows the geometric ops (Normalize, ``batch_ops.py``'s ops,
+callables) is placed and run by ``augment.py``. Ops draw only through ``rng.random()``: a row's
+:class:`~stoker.vision.draws.Draws` (from ``(seed, epoch, row)``, so a row gets the same crop in an
+epoch whatever the worker count or a resume), a ``random.Random`` or a numpy Generator.
 torchvision itself is never imported; its ``InterpolationMode`` values are accepted.
 """
 
@@ -32,11 +27,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 class View(NamedTuple):
-    """Where the next op looks: a box in source pixels, the size it has now, and a flip.
-
-    A named tuple rather than a frozen dataclass: several are made per image, with the GIL held, and
-    a tuple is built about 4x faster.
-    """
+    """Where the next op looks: a box in source pixels, the size it has now, and a flip."""
 
     left: float
     top: float
