@@ -123,10 +123,6 @@ class PackedBatches(BatchSampler):
         world = self.world_size if world_size is None else world_size
         return Sampler(self.num_blocks, "sequential", rank=rank, world_size=world, uneven=self.uneven)
 
-    @property
-    def blocks_per_rank(self) -> int:
-        return self._split().rows_per_rank(0)
-
     def __len__(self) -> int:
         return self._split().num_batches(self.batch_size, self.drop_last)
 

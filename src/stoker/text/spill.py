@@ -101,10 +101,6 @@ class FlatArray:
         self.used = 0
         self.path: str | None = None
 
-    @property
-    def in_file(self) -> bool:
-        return self.path is not None
-
     def append(self, values: np.ndarray) -> int:
         """Append ``values``; returns where they start."""
         start, end = self.used, self.used + len(values)
