@@ -20,11 +20,12 @@ from stoker.loader import Loader as CoreLoader
 from stoker.pipeline.ranks import distributed_rank
 from stoker.pipeline.sampler import BatchSampler, order_name
 from stoker.text.bucketing import LengthBuckets
-from stoker.text.from_store import UNSET, check_max_length
+from stoker.text.from_store import UNSET
 from stoker.text.inputs import AUTO, TextColumns
 from stoker.text.packing import PackedBatches, PackedText
 from stoker.text.progress import check_progress
 from stoker.text.source import DEFAULT_MAX_LENGTH, DEFAULT_PAD_MULTIPLE, TextSource, packed_source
+from stoker.text.tokenizer import check_max_length
 
 # core options that only apply to a store's own columns: a text source decides its columns and padding
 STORE_ONLY = frozenset({"columns", "pad_value"})
