@@ -49,7 +49,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from stoker.errors import ConfigError, StateError
-from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
+from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, field_fingerprint
 
 LEAD_CUTS = np.array([1, 2, 4, 8, 16, 32])  # the epoch's first window is cut after these batches (by number)
 
@@ -66,6 +66,33 @@ def window_major(rng: np.random.Generator, count: int, window: int) -> np.ndarra
 def _positive(name: str, value: Any, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}", option=name)
+
+
+def check_ranks(sampler: Any) -> None:
+    """Refuse a ``sampler`` whose ``world_size``, ``rank`` or ``uneven`` is not one the core deals by."""
+    _positive("world_size", sampler.world_size)
+    if not 0 <= sampler.rank < sampler.world_size:
+        raise ConfigError(f"rank {sampler.rank} is not in [0, world_size={sampler.world_size})", option="rank")
+    if sampler.uneven not in ("pad", "drop"):
+        raise ConfigError(f"uneven must be 'pad' or 'drop', not {sampler.uneven!r}", option="uneven")
+
+
+def deal(units: int, sampler: Any, per_batch: int = 1, drop_last: bool = False) -> FixedBatches:
+    """The epoch's ``units`` (batches, packed blocks) dealt over ``sampler``'s ranks as the core
+    deals rows, ``per_batch`` to a batch: positions count units of the epoch's order."""
+    order = Sampler(units, "sequential", rank=sampler.rank, world_size=sampler.world_size, uneven=sampler.uneven)
+    return FixedBatches(order, per_batch, drop_last)
+
+
+def dealt_position(dealt: FixedBatches, unit: str, start: int, batches: int, world_size: int) -> int:
+    """The global position after ``batches`` batches on each of ``world_size`` ranks from ``start``
+    (a count of ``unit``), or a StateError when no such run can have been."""
+    n = dealt.sampler.num_rows
+    if not 0 <= start <= n:
+        raise StateError(f"cannot resume at position {start}: an epoch has {n} {unit}")
+    if dealt.sampler.uneven == "drop" and world_size > n:
+        raise StateError(f"cannot resume: {n} {unit} cannot have been split over {world_size} ranks")
+    return dealt.position(start, batches, world_size)
 
 
 @runtime_checkable
@@ -134,11 +161,7 @@ class LengthBuckets(BatchSampler):
             _positive("max_tokens", self.max_tokens)
         _positive("window", self.window)
         _positive("round_to", self.round_to)
-        _positive("world_size", self.world_size)
-        if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
-        if self.uneven not in ("pad", "drop"):
-            raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
+        check_ranks(self)
         if self.uneven == "drop" and self.total_batches < self.world_size:
             raise ConfigError(
                 f"{self.total_batches} batches cannot be split over {self.world_size} ranks with uneven='drop'",
@@ -179,14 +202,7 @@ class LengthBuckets(BatchSampler):
         return self.batch_size or len(self.lengths)
 
     def __len__(self) -> int:
-        return self._split().rows_per_rank(0)
-
-    def _split(self, rank: int | None = None, world_size: int | None = None) -> Sampler:
-        """The deal of the epoch's batches over the ranks: positions of batches in the epoch's
-        order (``sequential``: a position is the batch's number), as the core deals rows."""
-        rank = self.rank if rank is None else rank
-        world = self.world_size if world_size is None else world_size
-        return Sampler(self.total_batches, "sequential", rank=rank, world_size=world, uneven=self.uneven)
+        return len(deal(self.total_batches, self))
 
     def _budget_cuts(self) -> np.ndarray:
         """Batch boundaries over the rows sorted by length, greedy under the token budget (computed once)."""
@@ -277,7 +293,7 @@ class LengthBuckets(BatchSampler):
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
         """This rank's batches of ``epoch`` from this rank's batch ``start`` on."""
-        return self._deliver(epoch, self._split().indices(epoch)[start:])
+        return self._deliver(epoch, deal(self.total_batches, self).sampler.indices(epoch)[start:])
 
     def _deliver(self, epoch: int, ids: np.ndarray) -> Iterator[np.ndarray]:
         """The batches numbered ``ids`` of ``epoch``'s order, in that order."""
@@ -291,25 +307,13 @@ class LengthBuckets(BatchSampler):
     # -- elastic positions (BatchSampler): counts of the epoch's batches, the same on every rank ---
     def position(self, start: int, batches: int, world_size: int) -> int:
         """The position after ``batches`` batches on each of ``world_size`` ranks from position ``start``."""
-        total = self.total_batches
-        if not 0 <= start <= total:
-            raise StateError(f"cannot resume at position {start}: an epoch has {total} batches")
-        if self.uneven == "drop" and world_size > total:
-            raise StateError(f"cannot resume: {total} batches cannot have been split over {world_size} ranks")
-        then = self._split(0, world_size)
-        there = then.rows_per_rank(start)
-        if batches > there:
-            raise StateError(
-                f"cannot resume after {batches} batches from position {start} on {world_size} rank(s): "
-                f"only {there} batches were left there"
-            )
-        return then.position(1, batches, start)
+        return dealt_position(deal(self.total_batches, self), "batches", start, batches, world_size)
 
     def batches_left(self, position: int) -> int:
-        return self._split().rows_per_rank(position)
+        return deal(self.total_batches, self).batches_left(position)
 
     def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
-        return self._deliver(epoch, self._split().indices(epoch, position))
+        return self._deliver(epoch, deal(self.total_batches, self).sampler.indices(epoch, position))
 
     def fingerprint(self) -> dict[str, Any]:
         """Every field but the rank and the world size (a position is global); the lengths as
@@ -328,4 +332,4 @@ class LengthBuckets(BatchSampler):
         return out
 
 
-__all__ = ["LEAD_CUTS", "LengthBuckets", "StreamedLengths", "window_major"]
+__all__ = ["LEAD_CUTS", "LengthBuckets", "StreamedLengths", "check_ranks", "deal", "dealt_position", "window_major"]

@@ -27,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, EmptyDatasetError, StateError
+from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.ranks import digest, store_fingerprint
-from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
+from stoker.pipeline.sampler import BatchSampler, field_fingerprint
 from stoker.pipeline.source import BatchSource
 from stoker.store.columns import Ragged
+from stoker.text.bucketing import check_ranks, deal, dealt_position
 from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 
 
@@ -99,14 +100,11 @@ class PackedBatches(BatchSampler):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lengths", np.asarray(self.lengths, dtype=np.int64))
-        for name in ("block_length", "batch_size", "world_size"):
+        for name in ("block_length", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", option=name)
-        if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
-        if self.uneven not in ("pad", "drop"):
-            raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
+        check_ranks(self)
         if self.num_blocks < (self.world_size if self.uneven == "drop" else 1):
             raise EmptyDatasetError(
                 f"{int(self.lengths.sum()):,} tokens make {self.num_blocks} blocks of {self.block_length}, fewer than the "
@@ -117,48 +115,33 @@ class PackedBatches(BatchSampler):
     def num_blocks(self) -> int:
         return int(self.lengths.sum()) // self.block_length
 
-    def _split(self, rank: int | None = None, world_size: int | None = None) -> Sampler:
-        """The deal of the epoch's blocks over the ranks (positions in the epoch's block order)."""
-        rank = self.rank if rank is None else rank
-        world = self.world_size if world_size is None else world_size
-        return Sampler(self.num_blocks, "sequential", rank=rank, world_size=world, uneven=self.uneven)
+    def _dealt(self) -> Any:
+        """The epoch's blocks dealt over the ranks (positions count blocks of the epoch's order)."""
+        return deal(self.num_blocks, self, self.batch_size, self.drop_last)
 
     def __len__(self) -> int:
-        return self._split().num_batches(self.batch_size, self.drop_last)
+        return len(self._dealt())
 
-    def _deliver(self, epoch: int, start: int, position: int) -> Iterator[np.ndarray]:
-        """This rank's batches of ``epoch`` from position ``position``, from its batch ``start`` on."""
+    def _blocks(self, epoch: int, dealt: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        """``(epoch, block)`` rows of the batches ``dealt`` (positions in ``epoch``'s block order)."""
         rng = np.random.default_rng([self.seed, epoch, 2])
         blocks = rng.permutation(self.num_blocks) if self.shuffle else np.arange(self.num_blocks)
-        for at in self._split().batches(epoch, self.batch_size, self.drop_last, start, position):
+        for at in dealt:
             ids = blocks[at]
             yield np.stack([np.full(len(ids), epoch, dtype=np.int64), ids], axis=1)
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
-        return self._deliver(epoch, start, 0)
+        return self._blocks(epoch, self._dealt().batches(epoch, start))
 
-    # -- elastic positions (BatchSampler): counts of the epoch's blocks, the same on every rank ---
     def position(self, start: int, batches: int, world_size: int) -> int:
         """The position after ``batches`` batches on each of ``world_size`` ranks from position ``start``."""
-        n = self.num_blocks
-        if not 0 <= start <= n:
-            raise StateError(f"cannot resume at position {start}: an epoch has {n} blocks")
-        if self.uneven == "drop" and world_size > n:
-            raise StateError(f"cannot resume: {n} blocks cannot have been split over {world_size} ranks")
-        then = self._split(0, world_size)
-        there = then.num_batches(self.batch_size, self.drop_last, start)
-        if batches > there:
-            raise StateError(
-                f"cannot resume after {batches} batches from position {start} on {world_size} rank(s): "
-                f"only {there} batches were left there"
-            )
-        return then.position(self.batch_size, batches, start)
+        return dealt_position(self._dealt(), "blocks", start, batches, world_size)
 
     def batches_left(self, position: int) -> int:
-        return self._split().num_batches(self.batch_size, self.drop_last, position)
+        return self._dealt().batches_left(position)
 
     def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
-        return self._deliver(epoch, 0, position)
+        return self._blocks(epoch, self._dealt().batches_from(epoch, position))
 
     def fingerprint(self) -> dict[str, Any]:
         """Every field but the rank and the world size (a position is global)."""
