@@ -1,15 +1,11 @@
 """Padded text batches, tokenized on the fly or read from a store (the loader's BatchSource).
 
-Both kinds of rows produce the same thing for a chunk of index batches: flat token ids
-(:class:`~stoker.store.columns.Ragged`), optional type ids and labels. One layout per chunk
-(:class:`~stoker.pipeline.padding.PadGrid`: where every token of every batch goes) then fills
-ids, type ids and the attention mask with one scatter each, and the batches are views of those
-flat buffers, each padded to its own longest row rounded up to ``pad_to_multiple_of``. Python's
-work per batch is a few slices and one dict.
-
-Ids travel to a GPU in their smallest dtype (uint16 for BERT); ``finalize`` turns them into
-int64 there, one tensor operation per batch, and adds the batch's counts to the report. When
-batches land on the CPU, ids are padded straight into int64 in the worker instead.
+Both kinds of rows give flat token ids (:class:`~stoker.store.columns.Ragged`), optional type ids
+and labels for a chunk of index batches; one :class:`~stoker.pipeline.padding.PadGrid` per chunk
+fills ids, type ids and the attention mask with one scatter each, every batch padded to its own
+longest row rounded up to ``pad_to_multiple_of``. Ids travel to a GPU in their smallest dtype and
+``finalize`` makes them int64 there; when batches land on the CPU they are padded into int64 in
+the worker instead.
 """
 
 from __future__ import annotations
@@ -225,10 +221,8 @@ class PaddedText(BatchSource):
         return None if self.streaming else batch_size * self.rows.bytes_per_row()
 
     def costs(self, batch_size: int) -> Costs:
-        """Reads that gather stored ids (a store, the token cache of a bucketed source) only copy:
-        a chunk of text batches is a few numpy passes over some kilobytes, mostly under the GIL, so
-        it is read in the consumer's thread (the background tokenization of a bucketed source has
-        the cores). Reads that tokenize release the GIL in the Rust tokenizer (docs/design-notes.md, text)."""
+        """Reads that gather stored ids (a store, the token cache of a bucketed source) only copy,
+        under the GIL: read in the consumer's thread. Reads that tokenize release the GIL."""
         cache = getattr(self.rows, "cache", None)
         gathers = isinstance(self.rows, StoredRows) or (cache is not None and (cache.ordered or cache.complete))
         return Costs(self.batch_bytes(batch_size), copies=gathers)

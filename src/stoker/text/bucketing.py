@@ -1,42 +1,20 @@
-"""Length bucketing that keeps randomness: a batch sampler for ``stoker.Loader``.
+"""Length bucketing that keeps randomness: :class:`LengthBuckets`, a batch sampler for ``stoker.Loader``.
 
-Padding to the longest row of a batch wastes little when a batch's rows have similar
-lengths. :class:`LengthBuckets` makes such batches and still changes them every epoch:
+* fixed ``batch_size``: rows shuffled by ``(seed, epoch)``, cut into windows of ``window``
+  batches, each window sorted by length (stable) and cut into batches; the windows come in a
+  shuffled order, each window's batches shuffled. The epoch's first window is cut at
+  :data:`LEAD_CUTS` into runs delivered one after the other, so the first batch waits for its own
+  rows' lengths only. Every epoch has ``ceil(rows / batch_size)`` batches.
+* ``max_tokens`` (``rows x longest <= max_tokens``): all rows sorted by length (ties broken by
+  ``(seed, epoch)``), cut greedily at boundaries fixed once from the sorted lengths, the batches
+  shuffled.
 
-* fixed ``batch_size``: shuffle all rows with ``(seed, epoch)``; cut the order into windows
-  of ``window`` batches; sort each window by length (ties keep the shuffled order); cut
-  batches; deliver the windows in a shuffled order, each window's batches shuffled. A window's
-  rows are a uniform sample of the corpus, so its batches mix the corpus as a global batch
-  shuffle would, and each window's batches need only that window's lengths. When there are
-  several windows, the epoch's first window is cut at ``LEAD_CUTS`` (after its batches 1, 2, 4,
-  8, 16 and 32, by number): runs of 1, 1, 2, 4, 8 and 16 batches, each sorted apart and delivered
-  before the next, then the rest of the window. With streamed lengths the first batch waits for
-  its own rows' tokenizing only, and each run is tokenized while the runs before it are handed
-  out (those runs pad a little more). Every epoch has ``ceil(rows / batch_size)`` batches.
-* ``max_tokens`` (a token budget per batch, ``rows x longest <= max_tokens``): sort all rows
-  by length with ties broken at random by ``(seed, epoch)``, cut batches greedily at
-  boundaries computed once from the sorted lengths (so every epoch has the same number of
-  batches), shuffle the batches. Rows of equal length trade places between epochs.
-
-With several ranks, the epoch's batches (identical on every rank, whatever the world size)
-are dealt round-robin as ``pipeline/sampler.py`` deals rows: from position ``p`` (a count of
-the epoch's batches), rank ``r`` of ``W`` takes batches ``p + r``, ``p + r + W``, ... and every
-rank gets the same count: ``uneven="pad"`` repeats batches from the start of the epoch,
-``"drop"`` leaves the last ``R mod W`` of the ``R`` batches left out. An epoch is a pure function
-of ``(seed, epoch)``: resuming recomputes it and skips the batches already delivered.
-
-Elastic: a position is global (after every rank delivered ``k`` batches from ``p`` the epoch
-stands at ``p + k*W``, the first batches of the epoch's order), and the fingerprint names no rank
-and no world size. So a state saved on any rank of ``N`` ranks resumes on ``M``: the batches
-left are dealt again over the ``M`` ranks, every row once (``uneven`` as above at the end).
-
-The lengths may be *streamed* (:class:`StreamedLengths`, e.g. an on-the-fly text source's token
-cache): with a fixed ``batch_size`` the epoch's row order and batch order need no lengths, so
-the sampler tells the stream which windows it needs in which order (``plan``) and sorts each
-window when its first batch is due (``wait``). The batches are exactly those of the same
-lengths given as an array; only the first batch no longer waits for the whole corpus.
-``max_tokens`` cuts batches from all sorted lengths, so it waits for every length (``all``);
-so does :meth:`LengthBuckets.fingerprint` (it covers every length).
+The epoch's batches are the same on every rank and dealt over the ranks as the core deals rows
+(:func:`deal`; a position is global), so a state saved on ``N`` ranks resumes on ``M``. Lengths
+may be streamed (:class:`StreamedLengths`): the sampler tells the stream the windows it needs in
+order (``plan``) and waits for each when its first batch is due (``wait``); the batches are those
+of the same lengths given as an array. ``max_tokens`` and :meth:`LengthBuckets.fingerprint` wait
+for every length (``all``). More in ``docs/history/text-notes.md``.
 """
 
 from __future__ import annotations
@@ -243,16 +221,9 @@ class LengthBuckets(BatchSampler):
         return [order[a:b] for a, b in bounds]
 
     def _fixed_batches(self, epoch: int, positions: np.ndarray) -> Iterator[np.ndarray]:
-        """The batches at ``positions`` of ``epoch``'s delivery order (fixed ``batch_size``).
-
-        Rows are shuffled, cut into windows of ``window`` batches, each window sorted by length
-        (stable) and cut into batches; the windows come in a shuffled order, each window's batches
-        shuffled among themselves (:func:`window_major`). In the epoch's first window (of several),
-        its runs cut at :data:`LEAD_CUTS` are sorted apart and come first, one after the other. Neither
-        shuffle needs a length, so rows are sorted only when their first batch is due, and streamed
-        lengths are told the runs in the order they will be needed: the first batch waits for its
-        own rows' lengths, and then each window tokenized is a window of batches.
-        """
+        """The batches at ``positions`` of ``epoch``'s delivery order (fixed ``batch_size``; see the
+        module doc). Rows are sorted only when their window's (or run's) first batch is due, and
+        streamed lengths are told the runs in the order they will be needed."""
         rng = np.random.default_rng([self.seed, epoch])
         n, size = len(self.lengths), self._fixed_size
         order = rng.permutation(n) if self.shuffle else np.arange(n)

@@ -196,33 +196,20 @@ def Loader(  # noqa: N802 - named as the loader it builds, as users call it
             tokenizer. For a store leave it out; another tokenizer than the store's is refused.
         batch_size, shuffle: as in ``torch.utils.data.DataLoader`` (with ``max_tokens``,
             ``batch_size`` caps the rows of a batch; pass ``None`` for no cap).
-        max_length: see :class:`TextConfig` (512 on the fly when not given; for a store, its own,
-            or a smaller one that cuts further; a larger one is refused).
-        **options: the other keywords of :class:`TextConfig` (``label_names``, ``class_to_idx``,
-            ``progress``, ``text_column``, ...) and the fields of :class:`stoker.LoaderConfig`
-            (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``,
-            ``pad_to_multiple_of`` (default 8 for text), ...). ``block_size``, ``window`` and
-            ``drop_last=True`` shape the core loader's plain batches: they are refused with
-            bucketing (which keeps every row).
+        max_length: see :class:`TextConfig`.
+        **options: the other keywords of :class:`TextConfig` and the fields of
+            :class:`stoker.LoaderConfig` (``pad_to_multiple_of`` defaults to 8 for text).
+            ``block_size``, ``window`` and ``drop_last=True`` shape the core loader's plain
+            batches: they are refused with bucketing (which keeps every row).
 
     Returns the core loader over a :class:`~stoker.text.TextSource` (``loader.source``; packed:
     a ``PackedText``) and, when bucketing or packing, a :class:`~stoker.text.LengthBuckets` or
-    :class:`~stoker.text.PackedBatches` (``loader.batch_sampler``): the same batches as
-    ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
-
-    Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
-    when asked or for pairs, ``labels`` when the source has them (names numbered in sorted
-    order, or by ``label_names``/``class_to_idx``: ``loader.label_names``); with ``packing``,
-    ``input_ids`` and ``position_ids``. ``loader.report()`` counts tokens, padding and truncation
-    and says whether batches are length-bucketed. With ``shuffle=False`` batches come in input
-    order, unbucketed; ``bucketing=True`` gives evaluation a fixed length-sorted order instead.
-
-    On the fly each row is tokenized once: the ids are kept (in memory, or in a temporary file
-    past ``STOKER_TEXT_CACHE_MEMORY`` bytes; removed by ``loader.close()`` or garbage collection)
-    and later epochs gather them. With bucketing and a row-count ``batch_size``, the first epoch's
-    batches come while a background thread still tokenizes later windows; ``len()`` is known up
-    front, and ``state_dict()`` during that pass waits for it to end. With ``max_tokens`` the
-    corpus is tokenized at construction (the batch boundaries need every length).
+    :class:`~stoker.text.PackedBatches` (``loader.batch_sampler``). Batches are dicts of tensors:
+    ``input_ids``, ``attention_mask`` (int64), ``token_type_ids`` when asked or for pairs,
+    ``labels`` when the source has them (``loader.label_names``); packed: ``input_ids`` and
+    ``position_ids``. ``loader.report()`` counts tokens, padding and truncation. On the fly each
+    row is tokenized once and its ids kept (spilled to a temporary file past
+    ``STOKER_TEXT_CACHE_MEMORY`` bytes); ``loader.close()`` ends the background tokenization.
     """
     text_opts = {k: options.pop(k) for k in list(options) if k in TextConfig.names()}
     unknown = set(options) - loader_options()
