@@ -167,6 +167,14 @@ def cut_further(enc: Encoded, max_length: int, tail: int) -> Encoded:
     return Encoded(Ragged(ids.values[keep], offsets), types, truncated)
 
 
+def per_batch(values: np.ndarray | None, sizes: np.ndarray, bounds: np.ndarray) -> list[int]:
+    """The sum of ``values`` (one per row) over each batch of ``sizes`` rows starting at ``bounds``."""
+    if values is None or not len(values):
+        return [0] * len(sizes)
+    sums = np.add.reduceat(values.astype(np.int64), bounds[:-1])
+    return np.where(sizes > 0, sums, 0).tolist()  # reduceat gives a row's value for an empty batch
+
+
 @dataclass(frozen=True)
 class PaddedText(BatchSource):
     """A BatchSource of dynamically padded text batches.
@@ -267,14 +275,7 @@ class PaddedText(BatchSource):
         labels = None if self.rows.labels is None else self.rows.labels[idx]
         bounds = grid.bounds.tolist()
         starts, widths, rows = grid.starts.tolist(), grid.widths.tolist(), sizes.tolist()
-        real = np.add.reduceat(enc.ids.lengths, grid.bounds[:-1]) if len(idx) else np.zeros(len(chunk), np.int64)
-        real = np.where(sizes > 0, real, 0).tolist()  # reduceat gives a row's length for an empty batch
-        cut = [0] * len(chunk)
-        if enc.truncated is not None and len(idx):
-            cut = np.where(sizes > 0, np.add.reduceat(enc.truncated.astype(np.int64), grid.bounds[:-1]), 0).tolist()
-        long = [0] * len(chunk)
-        if enc.cut is not None and len(idx):
-            long = np.where(sizes > 0, np.add.reduceat(enc.cut.astype(np.int64), grid.bounds[:-1]), 0).tolist()
+        real, cut, long = (per_batch(v, sizes, grid.bounds) for v in (enc.ids.lengths, enc.truncated, enc.cut))
         out = []
         for k, (a, b, n, w) in enumerate(zip(starts, starts[1:], rows, widths)):
             batch: dict[str, Any] = {"input_ids": ids[a:b].reshape(n, w), "attention_mask": masks[a:b].reshape(n, w)}

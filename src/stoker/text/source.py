@@ -1,13 +1,8 @@
 """``TextSource``: padded batches of token ids from texts or a text store, for :class:`stoker.Loader`.
 
-    source = stoker.text.TextSource("corpus.txt", tokenizer="bert-base-uncased", max_length=128)
-    buckets = stoker.text.LengthBuckets(source.streamed_lengths(), batch_size=32, round_to=source.pad_to_multiple_of)
-    loader = stoker.Loader(source, batch_sampler=buckets)          # or batch_size=32 without bucketing
-
-:func:`open_rows` turns what the user passes (texts, a file, a store) into rows that give
-token ids for a batch of indices; :class:`TextSource` pads them (``batches.PaddedText``) and
-:func:`packed_source` packs them (``packing.PackedText``). ``stoker.text.Loader`` builds one of
-them and a batch sampler, and returns the core loader over both.
+:func:`open_rows` turns what the user passes (texts, a file, a store) into rows that give token
+ids for a batch of indices; :class:`TextSource` pads them (``batches.PaddedText``) and
+:func:`packed_source` packs them (``packing.PackedText``).
 """
 
 from __future__ import annotations
