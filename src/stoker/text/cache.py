@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, StateError
+from stoker.pipeline.columns import check_rows
 from stoker.store.columns import Ragged
 from stoker.text.inputs import TextTable
 from stoker.text.progress import progress_bar
@@ -44,16 +45,9 @@ def ids_key(tokenizer: TextTokenizer, pairs: bool) -> str:
     return repr(parts)
 
 
-def check_rows(idx: np.ndarray, n: int) -> None:
-    """Refuse a row outside ``0 .. n - 1``, naming it."""
-    if len(idx) and (idx.min() < 0 or idx.max() >= n):
-        bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
-        raise IndexError(f"row {bad} is out of range for a text source of {n} rows")
-
-
 def encode_rows(table: TextTable, tokenizer: TextTokenizer, idx: np.ndarray) -> Encoded:
     """Rows ``idx`` of ``table`` tokenized in one call."""
-    check_rows(idx, len(table))
+    check_rows(idx, len(table), "a text source")
     rows = idx.tolist()
     texts = table.texts
     batch = [texts[i] for i in rows]
@@ -281,7 +275,7 @@ class TokenCache:
     def fetch(self, idx: np.ndarray) -> Encoded:
         """Rows ``idx``: gathered when all are cached, else tokenized here (and cached)."""
         s = self._state
-        check_rows(idx, s.n)
+        check_rows(idx, s.n, "a text source")
         if len(idx) and s.done[idx].all():
             return self.gather(idx)
         enc = encode_rows(s.table, s.tokenizer, idx)
@@ -322,7 +316,7 @@ class TokenCache:
         s = self._state
         self.ordered = True
         rows = np.asarray(rows, dtype=np.int64)
-        check_rows(rows, s.n)
+        check_rows(rows, s.n, "a text source")
         if not s.done[rows].all():
             with s.cond:
                 s.wait_for(rows)
