@@ -28,6 +28,7 @@ from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 from stoker.text.tokenizer import Encoded, TextTokenizer
 
 METADATA_KEY = "stoker.text"
+DEFAULT_PAD_MULTIPLE = 8  # a text batch's width rounds up to this (tensor cores), when not given
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ class PaddedText(BatchSource):
 
     rows: Any
     pad_id: int
-    pad_to_multiple_of: int = 8
+    pad_to_multiple_of: int = DEFAULT_PAD_MULTIPLE
     token_type_ids: bool = False
     widen_on_device: bool | None = None
     tally: Tally = field(default_factory=Tally)

@@ -29,14 +29,11 @@ from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 
 @dataclass(frozen=True)
 class Docs:
-    """``docs`` for :class:`PackedText`: ``fetch(indices) -> (values, starts)``, and ``fingerprint()``,
-    what the ranks compare of the documents (``pipeline/ranks.py``)."""
+    """The documents of a :class:`PackedText`: ``fetch(sorted indices) -> (values, starts)``, flat ids
+    holding them and where each starts in them; ``fingerprint()``, what the ranks compare of them."""
 
     fetch: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
     fingerprint: Callable[[], str]
-
-    def __call__(self, needed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.fetch(needed)
 
 
 def ragged_docs(rag: Ragged) -> Docs:
@@ -142,13 +139,10 @@ class PackedBatches(BatchSampler):
 
 @dataclass(frozen=True, eq=False)
 class PackedText(BatchSource):
-    """BatchSource of packed blocks: ``input_ids`` and ``position_ids``, both ``(batch, block_length)``.
+    """BatchSource of packed blocks: ``input_ids`` and ``position_ids``, both ``(batch, block_length)``,
+    from ``docs`` (:func:`ragged_docs` in memory, :func:`store_docs` from a store)."""
 
-    ``docs(indices) -> (values, starts)`` returns flat ids holding the given documents (sorted
-    indices) and where each starts in them: views of an in-memory Ragged, or a store gather.
-    """
-
-    docs: Any
+    docs: Docs
     lengths: np.ndarray
     block_length: int
     shuffle: bool = True
@@ -164,10 +158,8 @@ class PackedText(BatchSource):
         return batch_size * self.block_length * 10.0
 
     def content_fingerprint(self) -> str:
-        """What the ranks compare: the block length and the documents' fingerprint (``Docs``); for
-        other ``docs``, a hash of the document lengths only."""
-        said = getattr(self.docs, "fingerprint", None)
-        return f"packed:{self.block_length}:" + (said() if callable(said) else "lengths:" + digest([self.lengths]))
+        """What the ranks compare: the block length and the documents' fingerprint."""
+        return f"packed:{self.block_length}:{self.docs.fingerprint()}"
 
     def _epoch_layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
@@ -200,7 +192,7 @@ class PackedText(BatchSource):
             doc = order[j]
             within = pos - (ends[j] - self.lengths[doc])
             needed = np.unique(doc)
-            values, starts = self.docs(needed)
+            values, starts = self.docs.fetch(needed)
             flat = starts[np.searchsorted(needed, doc)] + within
             shape = (len(pairs), self.block_length)
             tally = BatchTally(len(pairs), len(pos), 0, 0)

@@ -20,7 +20,7 @@ import numpy as np
 from stoker.errors import ConfigError
 from stoker.pipeline.ranks import digest, store_fingerprint
 from stoker.store.reader import Store
-from stoker.text.batches import PaddedText, StoredRows, TokenizedRows
+from stoker.text.batches import DEFAULT_PAD_MULTIPLE, PaddedText, StoredRows, TokenizedRows
 from stoker.text.bucketing import StreamedLengths
 from stoker.text.from_store import UNSET, store_rows, store_tokenizer
 from stoker.text.inputs import TextColumns, read_table
@@ -32,7 +32,6 @@ from stoker.text.tokenizer import TextTokenizer, resolve
 
 DEFAULT_MAX_LENGTH = 512  # on the fly, when max_length= is not given
 DEFAULT_TOKENIZER = "bert-base-uncased"  # on the fly, when tokenizer= is not given
-DEFAULT_PAD_MULTIPLE = 8  # a text batch's width rounds up to this (tensor cores), when not given
 
 
 def is_store(data: Any) -> bool:
