@@ -98,9 +98,7 @@ class TextConfig:
 
     @property
     def block_length(self) -> int:
-        """Tokens per packed block: ``max_length`` (512 when not given)."""
-        if self.max_length is None:
-            raise ConfigError("packing=True needs max_length: it is the block length", option="max_length")
+        """Tokens per packed block: ``max_length`` (512 when not given; None is refused with packing)."""
         return DEFAULT_MAX_LENGTH if self.max_length is UNSET else int(self.max_length)
 
     def buckets(self, shuffle: bool | str) -> bool:
@@ -134,9 +132,9 @@ def build(
     ``pad_to_multiple_of``: None for the text source's own, :data:`DEFAULT_PAD_MULTIPLE`)."""
     seed = options.get("seed", LoaderConfig.seed)
     shuffled = order_name(shuffle) != "sequential"
+    rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     if cfg.packing:
         packed = packed_source(data, tokenizer, cfg.block_length, shuffled, seed, cfg.pad_id, cfg.inputs)
-        rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
         drop_last = options.get("drop_last", LoaderConfig.drop_last)
         size = 1 if batch_size is None else batch_size
         uneven = options.get("uneven", "drop")  # packing leaves the last blocks out unless told to pad
@@ -158,7 +156,6 @@ def build(
         source.tally.bucketing = f"off ({why}; bucketing=True sorts by length)"
         return source, None
     source.tally.bucketing = "on"
-    rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     uneven = options.get("uneven", LoaderConfig.uneven)
     lengths: Any = source.streamed_lengths()  # a fixed batch_size streams: the first batches come early
     if cfg.max_tokens is not None:  # budget cuts need every length: the corpus is tokenized now (ids kept)
