@@ -60,10 +60,7 @@ class TokenizedRows:
 
     def lengths(self, progress: Any = None) -> np.ndarray:
         """Tokens per row (special tokens included, after truncation): every row not cached yet is
-        tokenized now, one ``encode_batch`` per block of rows, and cached.
-
-        ``progress``: ``None`` shows a bar on stderr when it is a terminal, ``True``/``False``
-        always/never, a callable is called with the rows done since its last call."""
+        tokenized now and cached, with ``progress`` as :mod:`stoker.text.progress` shows it."""
         self.cache.progress = progress
         return self.cache.all()
 
