@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from stoker.errors import InputError
-from stoker.text.tokenizer import MAX_WHOLE_CHARS, resolve
+from stoker.text.long_lines import MAX_WHOLE_CHARS
+from stoker.text.tokenizer import resolve
 
 pytestmark = pytest.mark.faults
 

@@ -1,15 +1,11 @@
 """Padded text batches, tokenized on the fly or read from a store (the loader's BatchSource).
 
-Both kinds of rows produce the same thing for a chunk of index batches: flat token ids
-(:class:`~stoker.store.columns.Ragged`), optional type ids and labels. One layout per chunk
-(:class:`~stoker.pipeline.padding.PadGrid`: where every token of every batch goes) then fills
-ids, type ids and the attention mask with one scatter each, and the batches are views of those
-flat buffers, each padded to its own longest row rounded up to ``pad_to_multiple_of``. Python's
-work per batch is a few slices and one dict.
-
-Ids travel to a GPU in their smallest dtype (uint16 for BERT); ``finalize`` turns them into
-int64 there, one tensor operation per batch, and adds the batch's counts to the report. When
-batches land on the CPU, ids are padded straight into int64 in the worker instead.
+Both kinds of rows give flat token ids (:class:`~stoker.store.columns.Ragged`), optional type ids
+and labels for a chunk of index batches; one :class:`~stoker.pipeline.padding.PadGrid` per chunk
+fills ids, type ids and the attention mask with one scatter each, every batch padded to its own
+longest row rounded up to ``pad_to_multiple_of``. Ids travel to a GPU in their smallest dtype and
+``finalize`` makes them int64 there; when batches land on the CPU they are padded into int64 in
+the worker instead.
 """
 
 from __future__ import annotations
@@ -32,6 +28,7 @@ from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 from stoker.text.tokenizer import Encoded, TextTokenizer
 
 METADATA_KEY = "stoker.text"
+DEFAULT_PAD_MULTIPLE = 8  # a text batch's width rounds up to this (tensor cores), when not given
 
 
 @dataclass(frozen=True)
@@ -63,10 +60,7 @@ class TokenizedRows:
 
     def lengths(self, progress: Any = None) -> np.ndarray:
         """Tokens per row (special tokens included, after truncation): every row not cached yet is
-        tokenized now, one ``encode_batch`` per block of rows, and cached.
-
-        ``progress``: ``None`` shows a bar on stderr when it is a terminal, ``True``/``False``
-        always/never, a callable is called with the rows done since its last call."""
+        tokenized now and cached, with ``progress`` as :mod:`stoker.text.progress` shows it."""
         self.cache.progress = progress
         return self.cache.all()
 
@@ -171,6 +165,14 @@ def cut_further(enc: Encoded, max_length: int, tail: int) -> Encoded:
     return Encoded(Ragged(ids.values[keep], offsets), types, truncated)
 
 
+def per_batch(values: np.ndarray | None, sizes: np.ndarray, bounds: np.ndarray) -> list[int]:
+    """The sum of ``values`` (one per row) over each batch of ``sizes`` rows starting at ``bounds``."""
+    if values is None or not len(values):
+        return [0] * len(sizes)
+    sums = np.add.reduceat(values.astype(np.int64), bounds[:-1])
+    return np.where(sizes > 0, sums, 0).tolist()  # reduceat gives a row's value for an empty batch
+
+
 @dataclass(frozen=True)
 class PaddedText(BatchSource):
     """A BatchSource of dynamically padded text batches.
@@ -189,7 +191,7 @@ class PaddedText(BatchSource):
 
     rows: Any
     pad_id: int
-    pad_to_multiple_of: int = 8
+    pad_to_multiple_of: int = DEFAULT_PAD_MULTIPLE
     token_type_ids: bool = False
     widen_on_device: bool | None = None
     tally: Tally = field(default_factory=Tally)
@@ -225,10 +227,8 @@ class PaddedText(BatchSource):
         return None if self.streaming else batch_size * self.rows.bytes_per_row()
 
     def costs(self, batch_size: int) -> Costs:
-        """Reads that gather stored ids (a store, the token cache of a bucketed source) only copy:
-        a chunk of text batches is a few numpy passes over some kilobytes, mostly under the GIL, so
-        it is read in the consumer's thread (the background tokenization of a bucketed source has
-        the cores). Reads that tokenize release the GIL in the Rust tokenizer (docs/design-notes.md, text)."""
+        """Reads that gather stored ids (a store, the token cache of a bucketed source) only copy,
+        under the GIL: read in the consumer's thread. Reads that tokenize release the GIL."""
         cache = getattr(self.rows, "cache", None)
         gathers = isinstance(self.rows, StoredRows) or (cache is not None and (cache.ordered or cache.complete))
         return Costs(self.batch_bytes(batch_size), copies=gathers)
@@ -273,14 +273,7 @@ class PaddedText(BatchSource):
         labels = None if self.rows.labels is None else self.rows.labels[idx]
         bounds = grid.bounds.tolist()
         starts, widths, rows = grid.starts.tolist(), grid.widths.tolist(), sizes.tolist()
-        real = np.add.reduceat(enc.ids.lengths, grid.bounds[:-1]) if len(idx) else np.zeros(len(chunk), np.int64)
-        real = np.where(sizes > 0, real, 0).tolist()  # reduceat gives a row's length for an empty batch
-        cut = [0] * len(chunk)
-        if enc.truncated is not None and len(idx):
-            cut = np.where(sizes > 0, np.add.reduceat(enc.truncated.astype(np.int64), grid.bounds[:-1]), 0).tolist()
-        long = [0] * len(chunk)
-        if enc.cut is not None and len(idx):
-            long = np.where(sizes > 0, np.add.reduceat(enc.cut.astype(np.int64), grid.bounds[:-1]), 0).tolist()
+        real, cut, long = (per_batch(v, sizes, grid.bounds) for v in (enc.ids.lengths, enc.truncated, enc.cut))
         out = []
         for k, (a, b, n, w) in enumerate(zip(starts, starts[1:], rows, widths)):
             batch: dict[str, Any] = {"input_ids": ids[a:b].reshape(n, w), "attention_mask": masks[a:b].reshape(n, w)}

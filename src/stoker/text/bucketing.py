@@ -1,42 +1,20 @@
-"""Length bucketing that keeps randomness: a batch sampler for ``stoker.Loader``.
+"""Length bucketing that keeps randomness: :class:`LengthBuckets`, a batch sampler for ``stoker.Loader``.
 
-Padding to the longest row of a batch wastes little when a batch's rows have similar
-lengths. :class:`LengthBuckets` makes such batches and still changes them every epoch:
+* fixed ``batch_size``: rows shuffled by ``(seed, epoch)``, cut into windows of ``window``
+  batches, each window sorted by length (stable) and cut into batches; the windows come in a
+  shuffled order, each window's batches shuffled. The epoch's first window is cut at
+  :data:`LEAD_CUTS` into runs delivered one after the other, so the first batch waits for its own
+  rows' lengths only. Every epoch has ``ceil(rows / batch_size)`` batches.
+* ``max_tokens`` (``rows x longest <= max_tokens``): all rows sorted by length (ties broken by
+  ``(seed, epoch)``), cut greedily at boundaries fixed once from the sorted lengths, the batches
+  shuffled.
 
-* fixed ``batch_size``: shuffle all rows with ``(seed, epoch)``; cut the order into windows
-  of ``window`` batches; sort each window by length (ties keep the shuffled order); cut
-  batches; deliver the windows in a shuffled order, each window's batches shuffled. A window's
-  rows are a uniform sample of the corpus, so its batches mix the corpus as a global batch
-  shuffle would, and each window's batches need only that window's lengths. When there are
-  several windows, the epoch's first window is cut at ``LEAD_CUTS`` (after its batches 1, 2, 4,
-  8, 16 and 32, by number): runs of 1, 1, 2, 4, 8 and 16 batches, each sorted apart and delivered
-  before the next, then the rest of the window. With streamed lengths the first batch waits for
-  its own rows' tokenizing only, and each run is tokenized while the runs before it are handed
-  out (those runs pad a little more). Every epoch has ``ceil(rows / batch_size)`` batches.
-* ``max_tokens`` (a token budget per batch, ``rows x longest <= max_tokens``): sort all rows
-  by length with ties broken at random by ``(seed, epoch)``, cut batches greedily at
-  boundaries computed once from the sorted lengths (so every epoch has the same number of
-  batches), shuffle the batches. Rows of equal length trade places between epochs.
-
-With several ranks, the epoch's batches (identical on every rank, whatever the world size)
-are dealt round-robin as ``pipeline/sampler.py`` deals rows: from position ``p`` (a count of
-the epoch's batches), rank ``r`` of ``W`` takes batches ``p + r``, ``p + r + W``, ... and every
-rank gets the same count: ``uneven="pad"`` repeats batches from the start of the epoch,
-``"drop"`` leaves the last ``R mod W`` of the ``R`` batches left out. An epoch is a pure function
-of ``(seed, epoch)``: resuming recomputes it and skips the batches already delivered.
-
-Elastic: a position is global (after every rank delivered ``k`` batches from ``p`` the epoch
-stands at ``p + k*W``, the first batches of the epoch's order), and the fingerprint names no rank
-and no world size. So a state saved on any rank of ``N`` ranks resumes on ``M``: the batches
-left are dealt again over the ``M`` ranks, every row once (``uneven`` as above at the end).
-
-The lengths may be *streamed* (:class:`StreamedLengths`, e.g. an on-the-fly text source's token
-cache): with a fixed ``batch_size`` the epoch's row order and batch order need no lengths, so
-the sampler tells the stream which windows it needs in which order (``plan``) and sorts each
-window when its first batch is due (``wait``). The batches are exactly those of the same
-lengths given as an array; only the first batch no longer waits for the whole corpus.
-``max_tokens`` cuts batches from all sorted lengths, so it waits for every length (``all``);
-so does :meth:`LengthBuckets.fingerprint` (it covers every length).
+The epoch's batches are the same on every rank and dealt over the ranks as the core deals rows
+(:func:`deal`; a position is global), so a state saved on ``N`` ranks resumes on ``M``. Lengths
+may be streamed (:class:`StreamedLengths`): the sampler tells the stream the windows it needs in
+order (``plan``) and waits for each when its first batch is due (``wait``); the batches are those
+of the same lengths given as an array. ``max_tokens`` and :meth:`LengthBuckets.fingerprint` wait
+for every length (``all``). More in ``docs/history/text-notes.md``.
 """
 
 from __future__ import annotations
@@ -49,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from stoker.errors import ConfigError, StateError
-from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
+from stoker.pipeline.sampler import BatchSampler, FixedBatches, Sampler, field_fingerprint
 
 LEAD_CUTS = np.array([1, 2, 4, 8, 16, 32])  # the epoch's first window is cut after these batches (by number)
 
@@ -66,6 +44,33 @@ def window_major(rng: np.random.Generator, count: int, window: int) -> np.ndarra
 def _positive(name: str, value: Any, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}", option=name)
+
+
+def check_ranks(sampler: Any) -> None:
+    """Refuse a ``sampler`` whose ``world_size``, ``rank`` or ``uneven`` is not one the core deals by."""
+    _positive("world_size", sampler.world_size)
+    if not 0 <= sampler.rank < sampler.world_size:
+        raise ConfigError(f"rank {sampler.rank} is not in [0, world_size={sampler.world_size})", option="rank")
+    if sampler.uneven not in ("pad", "drop"):
+        raise ConfigError(f"uneven must be 'pad' or 'drop', not {sampler.uneven!r}", option="uneven")
+
+
+def deal(units: int, sampler: Any, per_batch: int = 1, drop_last: bool = False) -> FixedBatches:
+    """The epoch's ``units`` (batches, packed blocks) dealt over ``sampler``'s ranks as the core
+    deals rows, ``per_batch`` to a batch: positions count units of the epoch's order."""
+    order = Sampler(units, "sequential", rank=sampler.rank, world_size=sampler.world_size, uneven=sampler.uneven)
+    return FixedBatches(order, per_batch, drop_last)
+
+
+def dealt_position(dealt: FixedBatches, unit: str, start: int, batches: int, world_size: int) -> int:
+    """The global position after ``batches`` batches on each of ``world_size`` ranks from ``start``
+    (a count of ``unit``), or a StateError when no such run can have been."""
+    n = dealt.sampler.num_rows
+    if not 0 <= start <= n:
+        raise StateError(f"cannot resume at position {start}: an epoch has {n} {unit}")
+    if dealt.sampler.uneven == "drop" and world_size > n:
+        raise StateError(f"cannot resume: {n} {unit} cannot have been split over {world_size} ranks")
+    return dealt.position(start, batches, world_size)
 
 
 @runtime_checkable
@@ -134,11 +139,7 @@ class LengthBuckets(BatchSampler):
             _positive("max_tokens", self.max_tokens)
         _positive("window", self.window)
         _positive("round_to", self.round_to)
-        _positive("world_size", self.world_size)
-        if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
-        if self.uneven not in ("pad", "drop"):
-            raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
+        check_ranks(self)
         if self.uneven == "drop" and self.total_batches < self.world_size:
             raise ConfigError(
                 f"{self.total_batches} batches cannot be split over {self.world_size} ranks with uneven='drop'",
@@ -179,14 +180,7 @@ class LengthBuckets(BatchSampler):
         return self.batch_size or len(self.lengths)
 
     def __len__(self) -> int:
-        return self._split().rows_per_rank(0)
-
-    def _split(self, rank: int | None = None, world_size: int | None = None) -> Sampler:
-        """The deal of the epoch's batches over the ranks: positions of batches in the epoch's
-        order (``sequential``: a position is the batch's number), as the core deals rows."""
-        rank = self.rank if rank is None else rank
-        world = self.world_size if world_size is None else world_size
-        return Sampler(self.total_batches, "sequential", rank=rank, world_size=world, uneven=self.uneven)
+        return len(deal(self.total_batches, self))
 
     def _budget_cuts(self) -> np.ndarray:
         """Batch boundaries over the rows sorted by length, greedy under the token budget (computed once)."""
@@ -227,16 +221,9 @@ class LengthBuckets(BatchSampler):
         return [order[a:b] for a, b in bounds]
 
     def _fixed_batches(self, epoch: int, positions: np.ndarray) -> Iterator[np.ndarray]:
-        """The batches at ``positions`` of ``epoch``'s delivery order (fixed ``batch_size``).
-
-        Rows are shuffled, cut into windows of ``window`` batches, each window sorted by length
-        (stable) and cut into batches; the windows come in a shuffled order, each window's batches
-        shuffled among themselves (:func:`window_major`). In the epoch's first window (of several),
-        its runs cut at :data:`LEAD_CUTS` are sorted apart and come first, one after the other. Neither
-        shuffle needs a length, so rows are sorted only when their first batch is due, and streamed
-        lengths are told the runs in the order they will be needed: the first batch waits for its
-        own rows' lengths, and then each window tokenized is a window of batches.
-        """
+        """The batches at ``positions`` of ``epoch``'s delivery order (fixed ``batch_size``; see the
+        module doc). Rows are sorted only when their window's (or run's) first batch is due, and
+        streamed lengths are told the runs in the order they will be needed."""
         rng = np.random.default_rng([self.seed, epoch])
         n, size = len(self.lengths), self._fixed_size
         order = rng.permutation(n) if self.shuffle else np.arange(n)
@@ -277,7 +264,7 @@ class LengthBuckets(BatchSampler):
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
         """This rank's batches of ``epoch`` from this rank's batch ``start`` on."""
-        return self._deliver(epoch, self._split().indices(epoch)[start:])
+        return self._deliver(epoch, deal(self.total_batches, self).sampler.indices(epoch)[start:])
 
     def _deliver(self, epoch: int, ids: np.ndarray) -> Iterator[np.ndarray]:
         """The batches numbered ``ids`` of ``epoch``'s order, in that order."""
@@ -291,25 +278,13 @@ class LengthBuckets(BatchSampler):
     # -- elastic positions (BatchSampler): counts of the epoch's batches, the same on every rank ---
     def position(self, start: int, batches: int, world_size: int) -> int:
         """The position after ``batches`` batches on each of ``world_size`` ranks from position ``start``."""
-        total = self.total_batches
-        if not 0 <= start <= total:
-            raise StateError(f"cannot resume at position {start}: an epoch has {total} batches")
-        if self.uneven == "drop" and world_size > total:
-            raise StateError(f"cannot resume: {total} batches cannot have been split over {world_size} ranks")
-        then = self._split(0, world_size)
-        there = then.rows_per_rank(start)
-        if batches > there:
-            raise StateError(
-                f"cannot resume after {batches} batches from position {start} on {world_size} rank(s): "
-                f"only {there} batches were left there"
-            )
-        return then.position(1, batches, start)
+        return dealt_position(deal(self.total_batches, self), "batches", start, batches, world_size)
 
     def batches_left(self, position: int) -> int:
-        return self._split().rows_per_rank(position)
+        return deal(self.total_batches, self).batches_left(position)
 
     def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
-        return self._deliver(epoch, self._split().indices(epoch, position))
+        return self._deliver(epoch, deal(self.total_batches, self).sampler.indices(epoch, position))
 
     def fingerprint(self) -> dict[str, Any]:
         """Every field but the rank and the world size (a position is global); the lengths as
@@ -328,4 +303,4 @@ class LengthBuckets(BatchSampler):
         return out
 
 
-__all__ = ["LEAD_CUTS", "LengthBuckets", "StreamedLengths", "window_major"]
+__all__ = ["LEAD_CUTS", "LengthBuckets", "StreamedLengths", "check_ranks", "deal", "dealt_position", "window_major"]

@@ -1,26 +1,16 @@
 """The token cache of an on-the-fly text source: every row tokenized once, then gathered.
 
-:class:`TokenCache` keeps the ids of every row tokenized so far: flat ids (and type ids for
-pairs) in :class:`~stoker.text.spill.FlatArray` s, in memory or, past ``STOKER_TEXT_CACHE_MEMORY``
-bytes, in a memory-mapped temporary file (:mod:`stoker.text.spill`), plus per row its start,
-length, truncated and cut flags (15 bytes a row, always in memory). A read whose rows are all
-cached is a gather (no tokenizer); other rows are tokenized by the reader and stored.
+:class:`TokenCache` keeps the ids of every row tokenized so far (flat ids and type ids in
+:class:`~stoker.text.spill.FlatArray` s, which spill to a mapped file past
+``STOKER_TEXT_CACHE_MEMORY`` bytes; per row its start, length, truncated and cut flags). A read
+whose rows are all cached is a gather; other rows are tokenized by the reader and stored.
 
 It is also the lengths a :class:`~stoker.text.LengthBuckets` streams from (:meth:`wait`,
-:meth:`plan`, :meth:`all`): the first time the sampler asks, a background thread starts
-tokenizing the corpus in the order the sampler will need it (``plan``: the bucketing windows
-of the first epoch, in the order its batches use them), taking rows a caller waits for first;
-``encode_batch`` releases the GIL, so batches of the first windows are handed out while later
-windows are tokenized. Rows the sampler never asked for are tokenized after the plan, so the
-pass ends with every row cached.
-
-The cache belongs to one source and is keyed by what determines the ids (:func:`ids_key`: the
-tokenizer's truncation, padding, vocabulary size, normalizer, pre-tokenizer and post-processor,
-``max_length``, pairs). If that changes after the loader was built, the cache is emptied and
-rows are tokenized again, or, when a sampler already ordered batches by the old lengths,
-:meth:`check` raises ``ConfigError``. ``close()`` (and garbage collection) stops the thread
-and removes the temporary files. A worker process forked from the loader reads the rows cached
-before the fork and tokenizes the others without storing them (the cache is the parent's).
+:meth:`plan`, :meth:`all`): a background thread tokenizes the corpus in the order the sampler
+needs it, rows waited for first, then the rest. The cache is keyed by what determines the ids
+(:func:`ids_key`): a change empties it, or raises ``ConfigError`` (:meth:`check`) once batches were
+ordered by the old lengths. ``close()`` and garbage collection stop the thread and remove the
+files; a forked worker reads the rows cached before the fork and stores nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, StateError
+from stoker.pipeline.columns import check_rows
 from stoker.store.columns import Ragged
 from stoker.text.inputs import TextTable
 from stoker.text.progress import progress_bar
@@ -54,16 +45,9 @@ def ids_key(tokenizer: TextTokenizer, pairs: bool) -> str:
     return repr(parts)
 
 
-def check_rows(idx: np.ndarray, n: int) -> None:
-    """Refuse a row outside ``0 .. n - 1``, naming it."""
-    if len(idx) and (idx.min() < 0 or idx.max() >= n):
-        bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
-        raise IndexError(f"row {bad} is out of range for a text source of {n} rows")
-
-
 def encode_rows(table: TextTable, tokenizer: TextTokenizer, idx: np.ndarray) -> Encoded:
     """Rows ``idx`` of ``table`` tokenized in one call."""
-    check_rows(idx, len(table))
+    check_rows(idx, len(table), "a text source")
     rows = idx.tolist()
     texts = table.texts
     batch = [texts[i] for i in rows]
@@ -291,7 +275,7 @@ class TokenCache:
     def fetch(self, idx: np.ndarray) -> Encoded:
         """Rows ``idx``: gathered when all are cached, else tokenized here (and cached)."""
         s = self._state
-        check_rows(idx, s.n)
+        check_rows(idx, s.n, "a text source")
         if len(idx) and s.done[idx].all():
             return self.gather(idx)
         enc = encode_rows(s.table, s.tokenizer, idx)
@@ -332,7 +316,7 @@ class TokenCache:
         s = self._state
         self.ordered = True
         rows = np.asarray(rows, dtype=np.int64)
-        check_rows(rows, s.n)
+        check_rows(rows, s.n, "a text source")
         if not s.done[rows].all():
             with s.cond:
                 s.wait_for(rows)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
 from stoker.text.batches import StoredRows
-from stoker.text.tokenizer import TextTokenizer, resolve
+from stoker.text.tokenizer import TextTokenizer, check_max_length, resolve
 
 
 class Unset(enum.Enum):
@@ -33,15 +33,6 @@ class Unset(enum.Enum):
 
 
 UNSET: Literal[Unset.token] = Unset.token  # an option the user did not give (not the same as None)
-
-
-def check_max_length(max_length: Any) -> None:
-    """Refuse a ``max_length`` that is neither None nor an integer >= 2."""
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
-        raise ConfigError(
-            f"max_length must be an integer >= 2 (room for [CLS] and [SEP]) or None, got {max_length!r}",
-            option="max_length",
-        )
 
 
 def store_tokenizer(store: Store, info: dict[str, Any], tokenizer: Any) -> TextTokenizer | None:
@@ -101,4 +92,4 @@ def store_rows(store: Store, max_length: Any) -> StoredRows:
     return StoredRows(store, max_length, int(info["special_tail"]))
 
 
-__all__ = ["UNSET", "Unset", "check_max_length", "store_rows", "store_tokenizer"]
+__all__ = ["UNSET", "Unset", "store_rows", "store_tokenizer"]

@@ -2,15 +2,10 @@
 
 :func:`iter_blocks` reads a source as a stream of :class:`TextBlock` (a few thousand examples
 each, with their line numbers), so a conversion never holds a large file in memory;
-:func:`read_table` collects the blocks into one :class:`TextTable` for loading on the fly.
-The rows of each input kind are read in :mod:`stoker.text.rows`; which fields hold what is
-:class:`~stoker.text.columns.TextColumns`.
-
-Bad input is named precisely: invalid UTF-8 raises :class:`~stoker.errors.InputError` with
-the file, line and byte (or is replaced with U+FFFD and counted, ``encoding_errors="replace"``);
-a missing column names the columns found; empty texts are kept (an empty sequence), or skipped
-with a warning naming the first lines and counted (``keep_empty=False``). A blank line of a
-JSONL/CSV/TSV file holds no example (as pandas and HF datasets read it) and is counted the same way.
+:func:`read_table` collects them into one :class:`TextTable` for loading on the fly. The rows of
+each input kind are read in :mod:`stoker.text.rows`. Empty texts are kept (an empty sequence), or
+skipped with a warning naming the first lines and counted (``keep_empty=False``); a blank line of
+a JSONL/CSV/TSV file holds no example (as pandas and HF datasets read it) and is counted the same way.
 """
 
 from __future__ import annotations

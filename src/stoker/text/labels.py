@@ -1,11 +1,9 @@
 """Labels to numbers, the same way in every file.
 
-Numbers stay numbers (integers ``int64``, floats ``float32``). Names get ids by one rule users
-know: the names sorted (ImageFolder's rule), so ``train.tsv`` and ``val.tsv`` that hold the same
-names number them alike whatever order their rows come in. Or by a map the user passes,
-``label_names=["neg", "pos"]`` (the position is the id) or ``class_to_idx={"neg": 0, "pos": 1}``;
-with a map every label is looked up by its text, and one outside the map is an
-:class:`~stoker.errors.InputError` naming the file and line.
+Numbers stay numbers (integers ``int64``, floats ``float32``). Names get ids in sorted order
+(ImageFolder's rule, so train and validation files number them alike), or from a map the user
+passes (``label_names=["neg", "pos"]`` or ``class_to_idx={"neg": 0, "pos": 1}``); a label outside
+the map is an :class:`~stoker.errors.InputError` naming the file and line.
 """
 
 from __future__ import annotations

@@ -20,11 +20,12 @@ from stoker.loader import Loader as CoreLoader
 from stoker.pipeline.ranks import distributed_rank
 from stoker.pipeline.sampler import BatchSampler, order_name
 from stoker.text.bucketing import LengthBuckets
-from stoker.text.from_store import UNSET, check_max_length
+from stoker.text.from_store import UNSET
 from stoker.text.inputs import AUTO, TextColumns
 from stoker.text.packing import PackedBatches, PackedText
 from stoker.text.progress import check_progress
 from stoker.text.source import DEFAULT_MAX_LENGTH, DEFAULT_PAD_MULTIPLE, TextSource, packed_source
+from stoker.text.tokenizer import check_max_length
 
 # core options that only apply to a store's own columns: a text source decides its columns and padding
 STORE_ONLY = frozenset({"columns", "pad_value"})
@@ -97,9 +98,7 @@ class TextConfig:
 
     @property
     def block_length(self) -> int:
-        """Tokens per packed block: ``max_length`` (512 when not given)."""
-        if self.max_length is None:
-            raise ConfigError("packing=True needs max_length: it is the block length", option="max_length")
+        """Tokens per packed block: ``max_length`` (512 when not given; None is refused with packing)."""
         return DEFAULT_MAX_LENGTH if self.max_length is UNSET else int(self.max_length)
 
     def buckets(self, shuffle: bool | str) -> bool:
@@ -133,9 +132,9 @@ def build(
     ``pad_to_multiple_of``: None for the text source's own, :data:`DEFAULT_PAD_MULTIPLE`)."""
     seed = options.get("seed", LoaderConfig.seed)
     shuffled = order_name(shuffle) != "sequential"
+    rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     if cfg.packing:
         packed = packed_source(data, tokenizer, cfg.block_length, shuffled, seed, cfg.pad_id, cfg.inputs)
-        rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
         drop_last = options.get("drop_last", LoaderConfig.drop_last)
         size = 1 if batch_size is None else batch_size
         uneven = options.get("uneven", "drop")  # packing leaves the last blocks out unless told to pad
@@ -157,7 +156,6 @@ def build(
         source.tally.bucketing = f"off ({why}; bucketing=True sorts by length)"
         return source, None
     source.tally.bucketing = "on"
-    rank, world = distributed_rank(options.get("rank"), options.get("world_size"))
     uneven = options.get("uneven", LoaderConfig.uneven)
     lengths: Any = source.streamed_lengths()  # a fixed batch_size streams: the first batches come early
     if cfg.max_tokens is not None:  # budget cuts need every length: the corpus is tokenized now (ids kept)
@@ -195,33 +193,20 @@ def Loader(  # noqa: N802 - named as the loader it builds, as users call it
             tokenizer. For a store leave it out; another tokenizer than the store's is refused.
         batch_size, shuffle: as in ``torch.utils.data.DataLoader`` (with ``max_tokens``,
             ``batch_size`` caps the rows of a batch; pass ``None`` for no cap).
-        max_length: see :class:`TextConfig` (512 on the fly when not given; for a store, its own,
-            or a smaller one that cuts further; a larger one is refused).
-        **options: the other keywords of :class:`TextConfig` (``label_names``, ``class_to_idx``,
-            ``progress``, ``text_column``, ...) and the fields of :class:`stoker.LoaderConfig`
-            (``device``, ``num_workers``, ``seed``, ``rank``, ``world_size``, ``drop_last``,
-            ``pad_to_multiple_of`` (default 8 for text), ...). ``block_size``, ``window`` and
-            ``drop_last=True`` shape the core loader's plain batches: they are refused with
-            bucketing (which keeps every row).
+        max_length: see :class:`TextConfig`.
+        **options: the other keywords of :class:`TextConfig` and the fields of
+            :class:`stoker.LoaderConfig` (``pad_to_multiple_of`` defaults to 8 for text).
+            ``block_size``, ``window`` and ``drop_last=True`` shape the core loader's plain
+            batches: they are refused with bucketing (which keeps every row).
 
     Returns the core loader over a :class:`~stoker.text.TextSource` (``loader.source``; packed:
     a ``PackedText``) and, when bucketing or packing, a :class:`~stoker.text.LengthBuckets` or
-    :class:`~stoker.text.PackedBatches` (``loader.batch_sampler``): the same batches as
-    ``stoker.Loader(stoker.text.TextSource(...), batch_sampler=...)``.
-
-    Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
-    when asked or for pairs, ``labels`` when the source has them (names numbered in sorted
-    order, or by ``label_names``/``class_to_idx``: ``loader.label_names``); with ``packing``,
-    ``input_ids`` and ``position_ids``. ``loader.report()`` counts tokens, padding and truncation
-    and says whether batches are length-bucketed. With ``shuffle=False`` batches come in input
-    order, unbucketed; ``bucketing=True`` gives evaluation a fixed length-sorted order instead.
-
-    On the fly each row is tokenized once: the ids are kept (in memory, or in a temporary file
-    past ``STOKER_TEXT_CACHE_MEMORY`` bytes; removed by ``loader.close()`` or garbage collection)
-    and later epochs gather them. With bucketing and a row-count ``batch_size``, the first epoch's
-    batches come while a background thread still tokenizes later windows; ``len()`` is known up
-    front, and ``state_dict()`` during that pass waits for it to end. With ``max_tokens`` the
-    corpus is tokenized at construction (the batch boundaries need every length).
+    :class:`~stoker.text.PackedBatches` (``loader.batch_sampler``). Batches are dicts of tensors:
+    ``input_ids``, ``attention_mask`` (int64), ``token_type_ids`` when asked or for pairs,
+    ``labels`` when the source has them (``loader.label_names``); packed: ``input_ids`` and
+    ``position_ids``. ``loader.report()`` counts tokens, padding and truncation. On the fly each
+    row is tokenized once and its ids kept (spilled to a temporary file past
+    ``STOKER_TEXT_CACHE_MEMORY`` bytes); ``loader.close()`` ends the background tokenization.
     """
     text_opts = {k: options.pop(k) for k in list(options) if k in TextConfig.names()}
     unknown = set(options) - loader_options()

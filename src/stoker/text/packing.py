@@ -1,21 +1,12 @@
 """Packing for language-model pretraining: documents concatenated into fixed-length blocks.
 
-Each epoch puts the documents in an order fixed by ``(seed, epoch)``, concatenates their ids
-(special tokens included, as the tokenizer adds them) and cuts the stream into blocks of
-``block_length`` tokens; the tail shorter than a block is left out. Nothing is padded.
-``position_ids`` restart at 0 where a document starts inside a block, so document boundaries
-stay visible (for position embeddings, or to build a block-diagonal attention mask).
-
-:class:`PackedBatches` (the batch sampler) yields, for each batch, an array of
-``(epoch, block)`` rows; :class:`PackedText` (the BatchSource) turns them into ids. Both are
-pure functions of the epoch, so a resumed loader continues exactly where it stopped.
-
-Over ranks, the epoch's block order (identical on every rank, whatever the world size) is dealt
-as ``pipeline/sampler.py`` deals rows: from position ``p`` (a count of blocks of that order),
-rank ``r`` of ``W`` takes blocks ``p + r``, ``p + r + W``, ... and cuts them into batches. A
-position is global, so a state saved on ``N`` ranks (any rank's: they are the same) resumes on
-``M``, every block once; at the end of the epoch ``uneven="drop"`` (the default here) leaves the
-last ``R mod W`` blocks out, ``"pad"`` repeats blocks from the start of the order.
+Each epoch orders the documents by ``(seed, epoch)``, concatenates their ids (special tokens
+included) and cuts the stream into blocks of ``block_length`` tokens (the short tail is left out;
+nothing is padded). ``position_ids`` restart at 0 where a document starts inside a block.
+:class:`PackedBatches` (the batch sampler) yields ``(epoch, block)`` rows per batch, dealt over
+the ranks as the core deals rows (``uneven="drop"`` by default here); :class:`PackedText` (the
+BatchSource) turns them into ids. Both are pure functions of the epoch, so a resumed loader
+continues where it stopped, on any number of ranks.
 """
 
 from __future__ import annotations
@@ -27,29 +18,26 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, EmptyDatasetError, StateError
+from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.ranks import digest, store_fingerprint
-from stoker.pipeline.sampler import BatchSampler, Sampler, field_fingerprint
+from stoker.pipeline.sampler import BatchSampler, field_fingerprint
 from stoker.pipeline.source import BatchSource
 from stoker.store.columns import Ragged
+from stoker.text.bucketing import check_ranks, deal, dealt_position
 from stoker.text.report import TALLY_KEY, BatchTally, Tally, TextReport
 
 
 @dataclass(frozen=True)
 class Docs:
-    """``docs`` for :class:`PackedText`: ``fetch(indices) -> (values, starts)``, and ``fingerprint()``,
-    what the ranks compare of the documents (``pipeline/ranks.py``)."""
+    """The documents of a :class:`PackedText`: ``fetch(sorted indices) -> (values, starts)``, flat ids
+    holding them and where each starts in them; ``fingerprint()``, what the ranks compare of them."""
 
     fetch: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
     fingerprint: Callable[[], str]
 
-    def __call__(self, needed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.fetch(needed)
-
 
 def ragged_docs(rag: Ragged) -> Docs:
-    """``docs`` for :class:`PackedText` over documents held in memory; their fingerprint hashes every
-    id (0.04 s for 5M uint32 ids on a 2-core VM)."""
+    """``docs`` for :class:`PackedText` over documents held in memory; their fingerprint hashes every id."""
     return Docs(lambda needed: (rag.values, rag.offsets[needed]), lambda: "ids:" + digest([rag.values, rag.offsets]))
 
 
@@ -99,14 +87,11 @@ class PackedBatches(BatchSampler):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lengths", np.asarray(self.lengths, dtype=np.int64))
-        for name in ("block_length", "batch_size", "world_size"):
+        for name in ("block_length", "batch_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}", option=name)
-        if not 0 <= self.rank < self.world_size:
-            raise ConfigError(f"rank {self.rank} is not in [0, world_size={self.world_size})", option="rank")
-        if self.uneven not in ("pad", "drop"):
-            raise ConfigError(f"uneven must be 'pad' or 'drop', not {self.uneven!r}", option="uneven")
+        check_ranks(self)
         if self.num_blocks < (self.world_size if self.uneven == "drop" else 1):
             raise EmptyDatasetError(
                 f"{int(self.lengths.sum()):,} tokens make {self.num_blocks} blocks of {self.block_length}, fewer than the "
@@ -117,52 +102,33 @@ class PackedBatches(BatchSampler):
     def num_blocks(self) -> int:
         return int(self.lengths.sum()) // self.block_length
 
-    def _split(self, rank: int | None = None, world_size: int | None = None) -> Sampler:
-        """The deal of the epoch's blocks over the ranks (positions in the epoch's block order)."""
-        rank = self.rank if rank is None else rank
-        world = self.world_size if world_size is None else world_size
-        return Sampler(self.num_blocks, "sequential", rank=rank, world_size=world, uneven=self.uneven)
-
-    @property
-    def blocks_per_rank(self) -> int:
-        return self._split().rows_per_rank(0)
+    def _dealt(self) -> Any:
+        """The epoch's blocks dealt over the ranks (positions count blocks of the epoch's order)."""
+        return deal(self.num_blocks, self, self.batch_size, self.drop_last)
 
     def __len__(self) -> int:
-        return self._split().num_batches(self.batch_size, self.drop_last)
+        return len(self._dealt())
 
-    def _deliver(self, epoch: int, start: int, position: int) -> Iterator[np.ndarray]:
-        """This rank's batches of ``epoch`` from position ``position``, from its batch ``start`` on."""
+    def _blocks(self, epoch: int, dealt: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        """``(epoch, block)`` rows of the batches ``dealt`` (positions in ``epoch``'s block order)."""
         rng = np.random.default_rng([self.seed, epoch, 2])
         blocks = rng.permutation(self.num_blocks) if self.shuffle else np.arange(self.num_blocks)
-        for at in self._split().batches(epoch, self.batch_size, self.drop_last, start, position):
+        for at in dealt:
             ids = blocks[at]
             yield np.stack([np.full(len(ids), epoch, dtype=np.int64), ids], axis=1)
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[np.ndarray]:
-        return self._deliver(epoch, start, 0)
+        return self._blocks(epoch, self._dealt().batches(epoch, start))
 
-    # -- elastic positions (BatchSampler): counts of the epoch's blocks, the same on every rank ---
     def position(self, start: int, batches: int, world_size: int) -> int:
         """The position after ``batches`` batches on each of ``world_size`` ranks from position ``start``."""
-        n = self.num_blocks
-        if not 0 <= start <= n:
-            raise StateError(f"cannot resume at position {start}: an epoch has {n} blocks")
-        if self.uneven == "drop" and world_size > n:
-            raise StateError(f"cannot resume: {n} blocks cannot have been split over {world_size} ranks")
-        then = self._split(0, world_size)
-        there = then.num_batches(self.batch_size, self.drop_last, start)
-        if batches > there:
-            raise StateError(
-                f"cannot resume after {batches} batches from position {start} on {world_size} rank(s): "
-                f"only {there} batches were left there"
-            )
-        return then.position(self.batch_size, batches, start)
+        return dealt_position(self._dealt(), "blocks", start, batches, world_size)
 
     def batches_left(self, position: int) -> int:
-        return self._split().num_batches(self.batch_size, self.drop_last, position)
+        return self._dealt().batches_left(position)
 
     def batches_from(self, epoch: int, position: int) -> Iterator[np.ndarray]:
-        return self._deliver(epoch, 0, position)
+        return self._blocks(epoch, self._dealt().batches_from(epoch, position))
 
     def fingerprint(self) -> dict[str, Any]:
         """Every field but the rank and the world size (a position is global)."""
@@ -173,13 +139,10 @@ class PackedBatches(BatchSampler):
 
 @dataclass(frozen=True, eq=False)
 class PackedText(BatchSource):
-    """BatchSource of packed blocks: ``input_ids`` and ``position_ids``, both ``(batch, block_length)``.
+    """BatchSource of packed blocks: ``input_ids`` and ``position_ids``, both ``(batch, block_length)``,
+    from ``docs`` (:func:`ragged_docs` in memory, :func:`store_docs` from a store)."""
 
-    ``docs(indices) -> (values, starts)`` returns flat ids holding the given documents (sorted
-    indices) and where each starts in them: views of an in-memory Ragged, or a store gather.
-    """
-
-    docs: Any
+    docs: Docs
     lengths: np.ndarray
     block_length: int
     shuffle: bool = True
@@ -195,10 +158,8 @@ class PackedText(BatchSource):
         return batch_size * self.block_length * 10.0
 
     def content_fingerprint(self) -> str:
-        """What the ranks compare: the block length and the documents' fingerprint (``Docs``); for
-        other ``docs``, a hash of the document lengths only."""
-        said = getattr(self.docs, "fingerprint", None)
-        return f"packed:{self.block_length}:" + (said() if callable(said) else "lengths:" + digest([self.lengths]))
+        """What the ranks compare: the block length and the documents' fingerprint."""
+        return f"packed:{self.block_length}:{self.docs.fingerprint()}"
 
     def _epoch_layout(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
@@ -231,7 +192,7 @@ class PackedText(BatchSource):
             doc = order[j]
             within = pos - (ends[j] - self.lengths[doc])
             needed = np.unique(doc)
-            values, starts = self.docs(needed)
+            values, starts = self.docs.fetch(needed)
             flat = starts[np.searchsorted(needed, doc)] + within
             shape = (len(pairs), self.block_length)
             tally = BatchTally(len(pairs), len(pos), 0, 0)

@@ -15,11 +15,8 @@ TALLY_KEY = "_stoker_text_tally"
 
 @dataclass(slots=True)
 class BatchTally:
-    """Counts of one batch (travels inside the batch dict under ``TALLY_KEY``).
-
-    A slotted, unfrozen dataclass: one is made per batch and never changed (frozen ones cost more
-    to build). Not a tuple: the loader walks tuples in a batch as nested data.
-    """
+    """Counts of one batch (travels inside the batch dict under ``TALLY_KEY``; not a tuple, which
+    the loader would walk as nested data)."""
 
     examples: int
     real_tokens: int

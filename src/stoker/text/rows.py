@@ -306,9 +306,8 @@ def bulk_rows(source: Any, columns: TextColumns) -> Bulk | None:
         sizes = {len(texts), *(len(v) for v in (pairs, labels) if v is not None)}
         if len(sizes) > 1 or not only(texts, str):
             return None
-        return Bulk(
-            list(range(len(texts))), list(texts), None if pairs is None else list(map(str, pairs)), _list(labels)
-        )
+        pairs = None if pairs is None else list(map(str, pairs))
+        return Bulk(list(range(len(texts))), list(texts), pairs, None if labels is None else list(labels))
     if isinstance(source, (list, tuple)):
         if columns.pair or not only(source, str):
             return None
@@ -361,10 +360,6 @@ def _flat_tsv(path: Path, data: bytes, text: str, columns: TextColumns) -> Bulk 
     pairs = flat[pos[columns.pair] :: width] if columns.pair else None
     labels = flat[pos[label] :: width] if label else None
     return Bulk(list(range(2, lines + 1)), flat[pos[columns.text] :: width], pairs, labels)
-
-
-def _list(values: Any) -> list[Any] | None:
-    return None if values is None else list(values)
 
 
 def _bulk_tsv(path: Path, lines: list[str], columns: TextColumns) -> Bulk | None:

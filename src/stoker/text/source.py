@@ -1,13 +1,8 @@
 """``TextSource``: padded batches of token ids from texts or a text store, for :class:`stoker.Loader`.
 
-    source = stoker.text.TextSource("corpus.txt", tokenizer="bert-base-uncased", max_length=128)
-    buckets = stoker.text.LengthBuckets(source.streamed_lengths(), batch_size=32, round_to=source.pad_to_multiple_of)
-    loader = stoker.Loader(source, batch_sampler=buckets)          # or batch_size=32 without bucketing
-
-:func:`open_rows` turns what the user passes (texts, a file, a store) into rows that give
-token ids for a batch of indices; :class:`TextSource` pads them (``batches.PaddedText``) and
-:func:`packed_source` packs them (``packing.PackedText``). ``stoker.text.Loader`` builds one of
-them and a batch sampler, and returns the core loader over both.
+:func:`open_rows` turns what the user passes (texts, a file, a store) into rows that give token
+ids for a batch of indices; :class:`TextSource` pads them (``batches.PaddedText``) and
+:func:`packed_source` packs them (``packing.PackedText``).
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ import numpy as np
 from stoker.errors import ConfigError
 from stoker.pipeline.ranks import digest, store_fingerprint
 from stoker.store.reader import Store
-from stoker.text.batches import PaddedText, StoredRows, TokenizedRows
+from stoker.text.batches import DEFAULT_PAD_MULTIPLE, PaddedText, StoredRows, TokenizedRows
 from stoker.text.bucketing import StreamedLengths
 from stoker.text.from_store import UNSET, store_rows, store_tokenizer
 from stoker.text.inputs import TextColumns, read_table
@@ -37,7 +32,6 @@ from stoker.text.tokenizer import TextTokenizer, resolve
 
 DEFAULT_MAX_LENGTH = 512  # on the fly, when max_length= is not given
 DEFAULT_TOKENIZER = "bert-base-uncased"  # on the fly, when tokenizer= is not given
-DEFAULT_PAD_MULTIPLE = 8  # a text batch's width rounds up to this (tensor cores), when not given
 
 
 def is_store(data: Any) -> bool:
@@ -107,33 +101,20 @@ class TextSource(PaddedText):
     """Dynamically padded batches from texts (tokenized in the loader's workers) or a text store.
 
     Args:
-        data: a list of strings (or of ``(text, text_b)`` pairs), a dict of columns, a path to a
-            .txt (one example per line), .jsonl, .csv or .tsv file, or a store written by
-            ``stoker.convert.text`` (or its path).
-        tokenizer: a name (``"bert-base-uncased"``, bundled and the default), a path to
-            tokenizer.json or vocab.txt, a ``tokenizers.Tokenizer`` or a transformers fast
-            tokenizer. For a store: leave it out (the store's), or give the same one; another is
-            refused.
-        max_length: longest example in tokens, special tokens included; longer ones are cut
-            (keeping [CLS]/[SEP]) and counted. Default 512 on the fly. For a store: leave it out
-            (the store's), or give a smaller one (rows cut further the tokenizer's way, counted
-            as truncated); a larger one is refused.
+        data, tokenizer: as :func:`stoker.text.Loader`'s ``source`` and ``tokenizer``.
+        max_length: as :class:`~stoker.text.TextConfig`'s (512 on the fly when not given).
         pad_to_multiple_of: a batch's width is its longest row rounded up to a multiple of this.
         token_type_ids: also return ``token_type_ids`` (always for sentence pairs).
         pad_id: override the tokenizer's (or the store's) pad id.
         columns: which fields of a file or dict hold texts, pairs and labels, and what to do with
             empty lines and invalid UTF-8 (default: ``TextColumns()``).
-        label_names, class_to_idx: the label map (names in id order, or a dict name -> id),
-            shared by train and validation sources; without one, label names are numbered in
-            sorted order. A label outside a given map is an InputError naming its line.
-        progress: the token count that bucketing needs (:meth:`lengths`, on the fly): ``None`` a
-            bar when stderr is a terminal, ``True``/``False`` always/never, or a callable.
-        widen_on_device: see :class:`~stoker.text.batches.PaddedText` (default: decided from where
-            the batches land).
+        label_names, class_to_idx: the label map (names in id order, or a dict name -> id);
+            without one, label names are numbered in sorted order.
+        progress: the token count that bucketing needs (see :class:`~stoker.text.TextConfig`).
+        widen_on_device: see :class:`~stoker.text.batches.PaddedText`.
 
-    Batches are dicts of tensors: ``input_ids``, ``attention_mask`` (int64), ``token_type_ids``
-    when asked or for pairs, ``labels`` when the input has them. :meth:`report` counts the
-    tokens, padding and truncation of the batches delivered.
+    Batches are those of :func:`stoker.text.Loader`; :meth:`report` counts the tokens, padding and
+    truncation of the batches delivered.
     """
 
     tokenizer: TextTokenizer | None
@@ -190,9 +171,7 @@ class TextSource(PaddedText):
 
     def content_fingerprint(self) -> str:
         """What the ranks compare (``pipeline/ranks.py``): a store's content and the ``max_length`` it
-        is cut to; on the fly, a hash of every text, pair and label read and of the tokenizer. The
-        texts are in memory already; hashing them took 0.13 s for 16 MB of text (20 Newsgroups) on a
-        2-core VM, the tokenizer's hash 0.06 s: far less than tokenizing them."""
+        is cut to; on the fly, a hash of every text, pair and label read and of the tokenizer."""
         rows = self.rows
         if isinstance(rows, StoredRows):
             return f"{store_fingerprint(rows.store)}:max_length={rows.max_length}"

@@ -1,15 +1,9 @@
 """Flat arrays that grow by appending: in memory, or in a memory-mapped temporary file past a size.
 
-The token cache of an on-the-fly text loader (:mod:`stoker.text.cache`) appends the ids of each
-tokenized block to a :class:`FlatArray`. It starts in memory; when the array would grow past
-``STOKER_TEXT_CACHE_MEMORY`` bytes (default 1 GiB, read when the cache is made), it moves to a
-file in a :class:`SpillDir` and grows there (``ftruncate`` + a new ``np.memmap``; views taken
-before a growth stay valid, so readers in other threads never see a moved array).
-
-Spill files live in ``<tempfile.gettempdir()>/stoker-text-<pid>-<random>/``. The cache removes its
-directory when it is closed or garbage-collected (and at interpreter exit); a process killed
-before that leaves it behind, and :func:`sweep_stale` (run before every new directory is made)
-removes the directories whose pid is no longer alive.
+A :class:`FlatArray` starts in memory; past ``STOKER_TEXT_CACHE_MEMORY`` bytes (default 1 GiB) it
+moves to a file in a :class:`SpillDir` (``<tempdir>/stoker-text-<pid>-<random>/``) and grows
+there; views taken before a growth stay valid. The directory goes when the cache is closed or
+collected; :func:`sweep_stale` (run before each new one) removes those of dead processes.
 """
 
 from __future__ import annotations
@@ -100,10 +94,6 @@ class FlatArray:
         self.array: np.ndarray = np.empty(0, self.dtype)
         self.used = 0
         self.path: str | None = None
-
-    @property
-    def in_file(self) -> bool:
-        return self.path is not None
 
     def append(self, values: np.ndarray) -> int:
         """Append ``values``; returns where they start."""

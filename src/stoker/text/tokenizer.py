@@ -10,35 +10,9 @@ its pad id and the smallest integer dtype that holds its ids.
 * the name ``"bert-base-uncased"``: the WordPiece vocabulary bundled in ``stoker/text/data``
   (see ``data/NOTICE``), so it works with no network.
 
-:meth:`TextTokenizer.encode` tokenizes a whole batch in one ``encode_batch`` call (the Rust
-tokenizer releases the GIL and spreads the batch over its own threads) and returns flat ids
-with offsets, ready for one padding pass.
-
-**Long lines are cut before tokenizing, with the same ids.** With ``max_length`` set, a single
-text longer than :attr:`TextTokenizer.cut_at` characters is tokenized from a prefix only, so a
-50 MB line costs what its first few kilobytes cost. The ids (and the ``truncated`` flag) are
-exactly those of the whole line truncated by the tokenizer, because the prefix is chosen so that:
-
-1. it ends just before an ASCII space, after a printable ASCII character. For the tokenizers
-   allowed here (:func:`cut_bound`: char-by-char normalizers; pre-tokenizers that split at
-   whitespace; models that tokenize each pre-tokenized word alone; no added token containing
-   whitespace) the words of the prefix are then exactly the first words of the line, normalized
-   and tokenized the same, so the prefix's tokens are the first tokens of the line;
-2. it gives *more* than ``max_length`` tokens (its encoding overflows): then the kept tokens are
-   the line's first ones, and the line is truncated too.
-
-A prefix that fails (2), e.g. one long word or a run of spaces, is doubled and tried again, up
-to the whole line (the old cost, for such lines only). A line of at most ``cut_at`` characters and
-any tokenizer outside that list are tokenized whole, as before. Each text of a sentence pair is cut
-the same way, on its own: truncation (longest first) keeps at most ``max_length`` tokens of either
-text, so a text that keeps more than ``max_length`` tokens gives the pair the same ids as the whole.
-
-**Without ``max_length`` a text is tokenized whole**, and the tokenizer's memory grows with it (tens
-of bytes per character): a text over :data:`MAX_WHOLE_CHARS` characters is an :class:`InputError`
-(pass ``max_length``, or split the document), never an allocation that aborts the interpreter.
-``cut_at`` itself only decides where to start: ``(max_length + 1)`` times the longest vocabulary
-entry plus one separator, at least 1,024 characters, which a line of ordinary words never needs
-to grow.
+:meth:`TextTokenizer.encode` tokenizes a whole batch in one ``encode_batch_fast`` call (the Rust
+tokenizer releases the GIL) and returns flat ids with offsets, ready for one padding pass. Long
+lines are tokenized from a prefix with the same ids (:mod:`stoker.text.long_lines`).
 """
 
 from __future__ import annotations
@@ -55,13 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from stoker.errors import ConfigError, InputError
+from stoker.errors import ConfigError
 from stoker.store.columns import Ragged
-
-
-class LongLineWarning(UserWarning):
-    """Lines longer than :attr:`TextTokenizer.cut_at` were tokenized from a prefix (same ids)."""
-
+from stoker.text.long_lines import LongLineWarning, check_whole, cut_bound, encode_cut, longest_entry
 
 BUNDLED = {"bert-base-uncased": "bert-base-uncased-vocab.txt"}
 _PAD_NAMES = ("[PAD]", "<pad>", "<|padding|>")
@@ -75,6 +45,15 @@ def _tokenizers() -> Any:
             "stoker.text needs the 'tokenizers' package: pip install 'stoker[text]'", option="tokenizer"
         ) from exc
     return tokenizers
+
+
+def check_max_length(max_length: Any) -> None:
+    """Refuse a ``max_length`` that is neither None nor an integer >= 2."""
+    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
+        raise ConfigError(
+            f"max_length must be an integer >= 2 (room for [CLS] and [SEP]) or None, got {max_length!r}",
+            option="max_length",
+        )
 
 
 def smallest_uint(vocab_size: int) -> np.dtype:
@@ -127,14 +106,14 @@ class TextTokenizer:
         name: where it came from (kept in a store's metadata).
         max_length: longest encoding, special tokens included (``None``: no truncation).
         cut_at: single texts longer than this many characters are tokenized from a prefix, with
-            the same ids (see the module doc); ``None``: every text is tokenized whole.
+            the same ids (:mod:`~stoker.text.long_lines`); ``None``: every text is tokenized whole.
     """
 
     tokenizer: Any
     pad_id: int
     name: str
     max_length: int | None = None
-    cut_at: int | None = None  # single texts longer than this (chars) are tokenized from a prefix; None: never
+    cut_at: int | None = None
     _warned: list[bool] = field(default_factory=lambda: [False], repr=False, compare=False)
 
     @property
@@ -146,32 +125,11 @@ class TextTokenizer:
         """The smallest integer dtype holding every id (uint16 for BERT's 30,522)."""
         return smallest_uint(max(self.vocab_size, self.pad_id + 1))
 
-    def encode(self, texts: list[str], pairs: list[str] | None = None, special_tokens: bool = True) -> Encoded:
+    def encode(self, texts: list[str], pairs: list[str] | None = None) -> Encoded:
         """Tokenize a batch in one call; ids come back flat (``Ragged``) in :attr:`id_dtype`."""
-        limit = self.cut_at
-        if limit is None and self.max_length is None:
-            _check_whole(texts, pairs)
-        cut = None
-        if pairs is not None:
-            cut = np.zeros(len(texts), dtype=bool)
-            if limit is not None:  # each text of a pair cut on its own (module docstring)
-                texts, pairs = list(texts), list(pairs)
-                for side in (texts, pairs):
-                    for i, text in enumerate(side):
-                        if len(text) > limit:
-                            side[i], was_cut = self._side_prefix(text)
-                            cut[i] |= was_cut
-            encs = self.tokenizer.encode_batch_fast(list(zip(texts, pairs)), add_special_tokens=special_tokens)
-        else:
-            long = [] if limit is None else [i for i, t in enumerate(texts) if len(t) > limit]
-            inputs = list(texts)
-            for i in long:
-                inputs[i] = _prefix(texts[i], limit or 0)
-            encs = self.tokenizer.encode_batch_fast(inputs, add_special_tokens=special_tokens)
-            if long:
-                cut = np.zeros(len(texts), dtype=bool)
-                for i in long:
-                    encs[i], cut[i] = self._encode_long(texts[i], inputs[i], encs[i], special_tokens)
+        if self.cut_at is None and self.max_length is None:
+            check_whole(texts, pairs)
+        encs, cut = encode_cut(self.tokenizer, self.cut_at, texts, pairs)
         if cut is not None and cut.any():
             self._warn_once()
         rows = [e.ids for e in encs]
@@ -190,30 +148,6 @@ class TextTokenizer:
             full = np.flatnonzero(lengths >= self.max_length)
             truncated[full] = [bool(encs[i].overflowing) for i in full.tolist()]
         return Encoded(Ragged(ids, offsets), None if types is None else Ragged(types, offsets), truncated, cut)
-
-    def _side_prefix(self, text: str) -> tuple[str, bool]:
-        """A prefix of one text of a pair that alone gives more than ``max_length`` tokens (the text
-        itself, uncut, when none shorter does), and whether it is shorter than the text."""
-        limit = self.cut_at or 0
-        while limit < len(text):
-            prefix = _prefix(text, limit)
-            if prefix and self.tokenizer.encode_batch_fast([prefix])[0].overflowing:
-                return prefix, True
-            limit *= 2
-        return text, False
-
-    def _encode_long(self, text: str, prefix: str, enc: Any, special_tokens: bool) -> tuple[Any, bool]:
-        """The encoding of ``text`` from its shortest tried prefix that overflows ``max_length``
-        (same ids as the whole line's), and whether the text was cut (False: tokenized whole)."""
-        limit = self.cut_at or 0
-        while not (prefix and enc.overflowing):
-            limit *= 2
-            if limit >= len(text):
-                return self.tokenizer.encode_batch_fast([text], add_special_tokens=special_tokens)[0], False
-            prefix = _prefix(text, limit)
-            if prefix:
-                enc = self.tokenizer.encode_batch_fast([prefix], add_special_tokens=special_tokens)[0]
-        return enc, True
 
     def _warn_once(self) -> None:
         if self._warned[0]:
@@ -280,10 +214,7 @@ def resolve(
     [CLS] and [SEP] are kept). ``pad_id`` overrides the pad token; without it a tokenizer that
     has no pad token is refused. ``lowercase`` applies to a ``vocab.txt`` only.
     """
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2):
-        raise ConfigError(
-            f"max_length must be an integer >= 2 (room for [CLS] and [SEP]), got {max_length!r}", option="max_length"
-        )
+    check_max_length(max_length)
     tk = _tokenizers()
     hinted_pad: int | None = None
     longest: int | None = None  # the longest vocabulary entry, where a vocab.txt was read
@@ -328,80 +259,6 @@ def resolve(
     return TextTokenizer(tok, int(pad_id), name, max_length, cut_bound(tok, max_length, longest))
 
 
-# the parts of a tokenizer under which a prefix ending before " " tokenizes as the line's first words
-_LOCAL_NORMALIZERS = {"BertNormalizer", "Lowercase", "NFC", "NFD", "NFKC", "NFKD", "StripAccents"}
-_WORD_PRE_TOKENIZERS = {"BertPreTokenizer", "Whitespace", "WhitespaceSplit", "Punctuation", "Digits", "ByteLevel"}
-_WORD_MODELS = {"WordPiece", "BPE", "WordLevel", "Unigram"}
-_PREFIX_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))  # printable ASCII but space
-
-
-def _parts(spec: Any, key: str) -> list[dict[str, Any]]:
-    """A normalizer or pre-tokenizer spec as its list of steps (a ``Sequence`` flattened)."""
-    if spec is None:
-        return []
-    if spec.get("type") == "Sequence":
-        return [part for sub in spec.get(key, []) for part in _parts(sub, key)]
-    return [spec]
-
-
-def _spec(part: Any) -> Any:
-    """The JSON spec of one part of a tokenizer (normalizer, pre-tokenizer), without the vocabulary."""
-    return None if part is None else json.loads(part.__getstate__())
-
-
-def cut_bound(tok: Any, max_length: int | None, longest: int | None = None) -> int | None:
-    """The length in characters above which a single text may be tokenized from a prefix (see the
-    module doc), or None when ``max_length`` is None or the tokenizer is not one whose words are
-    tokenized independently of what follows them. ``longest``: the longest vocabulary entry when
-    the caller read it (a ``vocab.txt``), else taken from the tokenizer's vocabulary. The parts are
-    read one by one: the vocabulary is never dumped to JSON."""
-    if max_length is None:
-        return None
-    norms = _parts(_spec(tok.normalizer), "normalizers")
-    pres = _parts(_spec(tok.pre_tokenizer), "pretokenizers")
-    if not pres or any(n.get("type") not in _LOCAL_NORMALIZERS for n in norms):
-        return None
-    for pre in pres:
-        kind = pre.get("type")
-        if kind == "Metaspace" and pre.get("split", True):
-            continue
-        if kind not in _WORD_PRE_TOKENIZERS or (kind == "ByteLevel" and not pre.get("use_regex", True)):
-            return None
-    if type(tok.model).__name__ not in _WORD_MODELS:
-        return None
-    added = [t.content for t in tok.get_added_tokens_decoder().values()]
-    if any(any(ch.isspace() for ch in t) for t in added):
-        return None
-    if longest is None:
-        longest = max(map(len, tok.get_vocab(with_added_tokens=True)), default=1)
-    longest = max([longest, *map(len, added)])
-    return max(1024, (max_length + 1) * (longest + 1))
-
-
-MAX_WHOLE_CHARS = 2**23  # a text tokenized whole (no max_length) has at most this many characters
-
-
-def _check_whole(texts: list[str], pairs: list[str] | None) -> None:
-    """An InputError for a text over :data:`MAX_WHOLE_CHARS` characters (no max_length cuts it)."""
-    for side in (texts, pairs or ()):
-        for i, text in enumerate(side):
-            if len(text) > MAX_WHOLE_CHARS:
-                raise InputError(
-                    f"text {i} of this batch ({text[:40]!r}...) has {len(text):,} characters, over the "
-                    f"{MAX_WHOLE_CHARS:,} tokenized whole without max_length (the tokenizer takes tens of bytes "
-                    "per character): pass max_length= to cut it, or split the document"
-                )
-
-
-def _prefix(text: str, limit: int) -> str:
-    """The longest ``text[:c]`` with ``c <= limit``, ``text[c] == " "`` and ``text[c - 1]`` printable
-    ASCII; ``""`` when there is none (the caller then tries a longer limit)."""
-    c = text.rfind(" ", 0, limit + 1)
-    while c > 0 and text[c - 1] not in _PREFIX_CHARS:
-        c = text.rfind(" ", 0, c)
-    return text[:c] if c > 0 else ""
-
-
 def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[Any, str, int | None]:
     """The tokenizer named or found at ``spec``, its name, and (for a ``vocab.txt``) its longest entry."""
     tk = _tokenizers()
@@ -433,18 +290,12 @@ def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[A
     return wordpiece_from_vocab(path, lowercase), str(path), longest_entry(path)
 
 
-def longest_entry(path: str | os.PathLike[str]) -> int:
-    """The longest entry of a ``vocab.txt`` in characters (one C-level split of the file; an entry
-    holding a space counts as its longest part: the bound it feeds is only where cutting starts)."""
-    return max(map(len, Path(path).read_text(encoding="utf-8", errors="replace").split()), default=1)
-
-
 __all__ = [
     "BUNDLED",
     "Encoded",
     "LongLineWarning",
     "TextTokenizer",
-    "cut_bound",
+    "check_max_length",
     "resolve",
     "smallest_uint",
     "wordpiece_from_vocab",

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker.text.tokenizer import LongLineWarning, resolve
+from stoker.text.long_lines import LongLineWarning
+from stoker.text.tokenizer import resolve
 
-pytestmark = pytest.mark.filterwarnings("ignore::stoker.text.tokenizer.LongLineWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::stoker.text.long_lines.LongLineWarning")
 
 VOCAB = resolve("bert-base-uncased").tokenizer.get_vocab()
 WORDS = sorted(w for w in VOCAB if w.isalpha() and len(w) > 2)[:5000]

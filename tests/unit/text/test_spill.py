@@ -19,7 +19,7 @@ def test_an_array_moves_to_a_file_past_its_limit_and_keeps_every_value(tmp_path,
     for part in parts:
         start = flat.append(part)
         views.append((start, flat.array))  # a view taken then must stay valid after later growth
-    assert flat.in_file and Path(flat.path).parent.parent == tmp_path
+    assert flat.path is not None and Path(flat.path).parent.parent == tmp_path
     want = np.concatenate(parts)
     assert np.array_equal(flat.array[: flat.used], want)
     for (start, view), part in zip(views, parts):

@@ -143,7 +143,7 @@ def docstring_texts():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-@pytest.mark.filterwarnings("ignore::stoker.text.tokenizer.LongLineWarning")
+@pytest.mark.filterwarnings("ignore::stoker.text.long_lines.LongLineWarning")
 @pytest.mark.parametrize("kind", ["short lines", "long documents"])
 def test_bucketed_padding_stays_under_5_percent_on_real_text(kind):
     docs = docstring_texts()

@@ -95,7 +95,7 @@ def test_bundled_vocab_ships_its_notice():
 def test_the_longest_entry_read_from_vocab_txt_gives_the_bound_the_vocabulary_gives(tmp_path):
     """resolve() reads a vocab.txt's longest entry from the file (no dict of the vocabulary): the
     same cut bound as the tokenizer's own vocabulary gives, for the bundled file and another."""
-    from stoker.text.tokenizer import cut_bound
+    from stoker.text.long_lines import cut_bound
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##é\nextraordinarilylongwordpiece\n")
