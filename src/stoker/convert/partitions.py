@@ -60,11 +60,6 @@ class TextPart:
     file: int = 0
 
 
-def text_format(src: Path) -> str:
-    """The format of a text file by its suffix (``lines``, ``jsonl``, ``csv``, ``tsv``); InputError if unknown."""
-    return TextFiles.of(src).fmt
-
-
 def _files(src: TextFiles | Path) -> TextFiles:
     return src if isinstance(src, TextFiles) else TextFiles.of(src)
 
@@ -297,5 +292,4 @@ __all__ = [
     "save_plan",
     "scan_text_part",
     "staging_dir",
-    "text_format",
 ]
