@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from stoker.convert.options import ConvertOptions, ConvertResult
-from stoker.convert.samples import Columnize, Failure, Guarded, compatible, conflict, fingerprint
+from stoker.convert.samples import Columnize, Failure, Guarded, check_fields, fingerprint
 from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaError, StoreExistsError
 from stoker.pipeline.collate import fetch
 from stoker.pipeline.processes import ProcessPool
@@ -257,19 +257,7 @@ def _add(writer: StoreWriter, out: dict[str, Any]) -> None:
     batch_schema: dict[str, Column] = out["schema"]
     if writer.schema is None:
         writer.schema = dict(batch_schema)
-    for name in writer.schema:
-        if name not in batch_schema:
-            raise conflict(int(index[0]), name, writer.schema[name], None, None)
-    for name, got in batch_schema.items():
-        have = writer.schema.get(name)
-        if have is None:
-            raise SchemaError(
-                f"dataset[{int(index[0])}] has a field {name!r} that earlier samples lack",
-                row=int(index[0]),
-                column=name,
-            )
-        if not compatible(have, got):
-            raise conflict(int(index[0]), name, have, got, None)
+    check_fields(int(index[0]), writer.schema, batch_schema, None)
     before = writer.rows_written
     try:
         writer.add_batch(out["columns"])
