@@ -13,11 +13,8 @@ Resuming: the staging directory ``.NAME.partial`` beside the store keeps every f
 shard, the writer's journal and ``skipped.txt`` (indices left out with ``on_error="skip"``,
 written before the rows after them can reach a shard). A new run on the same dataset (same
 type, length and field names, recorded in the journal's metadata, and the same content of a
-few samples, the journal's fingerprint: ``samples.fingerprint``, computed as the first task of
-the worker pool so this process never calls ``__getitem__`` before the workers are forked, and a
-file the dataset opens lazily is not shared with them) starts at the first index
-not yet in a finished shard, with a ResumeWarning saying so; other input is refused (or, with
-``overwrite=True``, started over). One conversion at a time works in the directory (the
+few samples: ``samples.fingerprint``) starts at the first index not yet in a finished shard,
+with a ResumeWarning saying so; other input is refused (or, with ``overwrite=True``, started over). One conversion at a time works in the directory (the
 writer locks it; a second is refused, naming the first's pid). The directory becomes the
 store when the last shard is written.
 
