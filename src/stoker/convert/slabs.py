@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from stoker.convert.options import ConvertOptions
-from stoker.errors import EmptyDatasetError
+from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.schedule import usable_cores
 from stoker.store.format import Column
 from stoker.store.shardfile import ShardTask
@@ -69,7 +69,9 @@ def write_slabs(
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
-    writers = options.min_workers(1, default_writers(), "shards written at once")
+    writers = default_writers() if options.workers is None else options.workers
+    if writers < 1:
+        raise ConfigError(f"workers must be at least 1 (shards written at once), got {writers}", option="workers")
     row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
     # a cold input's pages, given back slab by slab, are reused for the store's: finer slabs help it
     limit = int(options.shard_size)
