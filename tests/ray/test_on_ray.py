@@ -11,6 +11,7 @@ import pytest
 
 import stoker
 from stoker.convert import on_ray
+from stoker.convert.inputs import TextFiles
 from stoker.convert.partitions import plan_text, staging_dir
 
 pytestmark = pytest.mark.ray
@@ -38,7 +39,7 @@ def _assert_same_store(single: Path, on_ray: Path) -> None:
 
 
 def test_text_equals_the_single_machine_conversion(ray_cluster, corpus, tmp_path):
-    parts = plan_text(corpus, 4)
+    parts = plan_text(TextFiles.of(corpus), 4)
     lines = corpus.read_bytes()
     first, last = lines[parts[0].start : parts[0].stop], lines[parts[-1].start : parts[-1].stop]
     assert b"\nc\t" not in first and b"\na\t" not in last  # partitions see different label subsets

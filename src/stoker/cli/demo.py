@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,16 @@ def measure(make: Callable[[], Iterable[Any]], count: Callable[[Any], int], seco
         elapsed = time.perf_counter() - t0
         if elapsed >= seconds:
             return samples / max(elapsed, 1e-9)
+
+
+def torch_rate(dataset: Any, batch_size: int, seconds: float, **options: Any) -> float:
+    """:func:`measure` of a shuffled torch DataLoader over ``dataset`` (map-style, samples of tensors)."""
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pin_memory without CUDA
+        dl = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, **options)
+        return measure(lambda: dl, lambda b: len(b[0]), seconds)
 
 
 def print_rates(title: str, rates: list[tuple[str, float]]) -> None:

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 
-from stoker.cli.demo import measure, print_rates
+from stoker.cli.demo import measure, print_rates, torch_rate
 
 
 class _SeedImageFolder:
@@ -41,8 +39,6 @@ class _SeedImageFolder:
 
 
 def run(data: Path, seconds: float) -> None:
-    import torch
-
     import stoker
     from stoker import vision
 
@@ -72,18 +68,9 @@ def run(data: Path, seconds: float) -> None:
         ),
         ("stoker resized store (uint8 224, memory copy)", measure(lambda: res_loader, count, seconds)),
     ]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pin_memory without CUDA
-        folder = cast("torch.utils.data.Dataset[Any]", _SeedImageFolder(photos))  # map-style, duck-typed
-        dl = torch.utils.data.DataLoader(
-            folder, batch_size=128, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True
-        )
-        rates.append(
-            (
-                "torch DataLoader (ImageFolder + PIL Resize/ToTensor/Normalize, 2 workers)",
-                measure(lambda: dl, lambda b: len(b[1]), seconds),
-            )
-        )
+    folder = _SeedImageFolder(photos)
+    rate = torch_rate(folder, 128, seconds, num_workers=2, pin_memory=True, persistent_workers=True)
+    rates.append(("torch DataLoader (ImageFolder + PIL Resize/ToTensor/Normalize, 2 workers)", rate))
     print_rates(
         "Photos to 224x224 training batches, shuffled, to CPU tensors (stoker: uint8; Normalize runs on the GPU)", rates
     )

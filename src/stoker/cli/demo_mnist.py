@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 
-from stoker.cli.demo import measure, print_rates
+from stoker.cli.demo import measure, print_rates, torch_rate
 from stoker.errors import StoreNotFoundError
 
 
@@ -29,8 +27,6 @@ class _DigitsDataset:
 
 
 def run(data: Path, seconds: float) -> None:
-    import torch
-
     import stoker
 
     src = data / "mnist"
@@ -50,16 +46,7 @@ def run(data: Path, seconds: float) -> None:
     first = next(iter(loader))
     print("  a batch: " + ", ".join(f"{k} {tuple(v.shape)} {v.dtype}" for k, v in first.items()))
     rates = [("stoker.Loader (uint8, threads)", measure(lambda: loader, lambda b: len(b["label"]), seconds))]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pin_memory without CUDA
-        digits = cast("torch.utils.data.Dataset[Any]", _DigitsDataset(images, labels))  # map-style, duck-typed
-        dl = torch.utils.data.DataLoader(
-            digits, batch_size=256, shuffle=True, num_workers=2, pin_memory=True, persistent_workers=True
-        )
-        rates.append(
-            (
-                "torch DataLoader (per-sample Dataset, 2 workers, pin_memory)",
-                measure(lambda: dl, lambda b: len(b[1]), seconds),
-            )
-        )
+    digits = _DigitsDataset(images, labels)
+    rate = torch_rate(digits, 256, seconds, num_workers=2, pin_memory=True, persistent_workers=True)
+    rates.append(("torch DataLoader (per-sample Dataset, 2 workers, pin_memory)", rate))
     print_rates("MNIST, batches of 256, shuffled, to CPU tensors", rates)

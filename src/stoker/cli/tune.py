@@ -171,15 +171,8 @@ def run(args: argparse.Namespace) -> int:
     best = result.best
     rows = []
     for i, t in enumerate(result.trials, 1):
-        marks = [
-            m
-            for m, on in (
-                ("best", best is not None and t.setting == best.setting),
-                ("defaults", t.setting == result.defaults_setting),
-            )
-            if on
-        ]
-        mark = ", ".join(marks)
+        is_best = best is not None and t.setting == best.setting
+        mark = ", ".join(m for m, on in (("best", is_best), ("defaults", t.setting == result.defaults_setting)) if on)
         wait = "-" if t.wait_share is None else f"{t.wait_share:.0%}"
         rows.append((i, describe(t.setting), _rate(t.rate), wait, t.error or mark))
     table(["#", "setting", "rows/s", "consumer waits", ""], rows, title="trials")

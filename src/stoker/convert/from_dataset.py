@@ -13,11 +13,8 @@ Resuming: the staging directory ``.NAME.partial`` beside the store keeps every f
 shard, the writer's journal and ``skipped.txt`` (indices left out with ``on_error="skip"``,
 written before the rows after them can reach a shard). A new run on the same dataset (same
 type, length and field names, recorded in the journal's metadata, and the same content of a
-few samples, the journal's fingerprint: ``samples.fingerprint``, computed as the first task of
-the worker pool so this process never calls ``__getitem__`` before the workers are forked, and a
-file the dataset opens lazily is not shared with them) starts at the first index
-not yet in a finished shard, with a ResumeWarning saying so; other input is refused (or, with
-``overwrite=True``, started over). One conversion at a time works in the directory (the
+few samples: ``samples.fingerprint``) starts at the first index not yet in a finished shard,
+with a ResumeWarning saying so; other input is refused (or, with ``overwrite=True``, started over). One conversion at a time works in the directory (the
 writer locks it; a second is refused, naming the first's pid). The directory becomes the
 store when the last shard is written.
 
@@ -40,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from stoker.convert.options import ConvertOptions, ConvertResult
-from stoker.convert.samples import Columnize, Failure, Guarded, compatible, conflict, fingerprint
+from stoker.convert.samples import Columnize, Failure, Guarded, check_fields, fingerprint
 from stoker.errors import ConfigError, EmptyDatasetError, SampleError, SchemaError, StoreExistsError
 from stoker.pipeline.collate import fetch
 from stoker.pipeline.processes import ProcessPool
@@ -257,19 +254,7 @@ def _add(writer: StoreWriter, out: dict[str, Any]) -> None:
     batch_schema: dict[str, Column] = out["schema"]
     if writer.schema is None:
         writer.schema = dict(batch_schema)
-    for name in writer.schema:
-        if name not in batch_schema:
-            raise conflict(int(index[0]), name, writer.schema[name], None, None)
-    for name, got in batch_schema.items():
-        have = writer.schema.get(name)
-        if have is None:
-            raise SchemaError(
-                f"dataset[{int(index[0])}] has a field {name!r} that earlier samples lack",
-                row=int(index[0]),
-                column=name,
-            )
-        if not compatible(have, got):
-            raise conflict(int(index[0]), name, have, got, None)
+    check_fields(int(index[0]), writer.schema, batch_schema, None)
     before = writer.rows_written
     try:
         writer.add_batch(out["columns"])

@@ -189,15 +189,15 @@ def convert(
     writer = options.writer(store, schema, metadata)
     with writer, options.bar(len(images), "images", unit="img") as bar:
         results = cast(
-            Generator[Chunk, None, None],
+            Generator[tuple[dict[str, Any], list[Skipped]], None, None],
             ordered_map(convert_chunk, chunks, workers=workers, depth=2 * max(workers, 1), stage="convert"),
         )
         try:
-            for (batch, bad), done in _zip_sizes(results):
+            for batch, bad in results:
                 skipped.extend(bad)
                 if len(batch["image"]):
                     writer.add_batch(batch)
-                bar.update(done)
+                bar.update(len(batch["image"]) + len(bad))  # files done: written or skipped
         finally:
             results.close()
         if writer.rows_written == 0:
@@ -212,12 +212,3 @@ def convert(
         rows = writer.rows_written
     report = {"skipped": tuple(skipped), "ignored": tuple(images.ignored), "classes": tuple(images.classes or ())}
     return ConvertResult(Path(store), rows, len(skipped), report=report)
-
-
-Chunk = tuple[dict[str, Any], list[Skipped]]
-
-
-def _zip_sizes(results: Iterator[Chunk]) -> Iterator[tuple[Chunk, int]]:
-    """Each converted chunk with the number of files it covered (written or skipped)."""
-    for batch, bad in results:
-        yield (batch, bad), len(batch["image"]) + len(bad)

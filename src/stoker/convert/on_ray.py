@@ -27,13 +27,7 @@ input is cut into), ``cpus_per_task`` (Ray CPUs and converter threads per task) 
 The result equals, row for row, the single-machine conversion of the same input (shards may be
 cut elsewhere). A task that fails ends the conversion with its StokerError (noted with the
 partition), or, when its worker died ``retries + 1`` times, with a WorkerError naming the
-partition; finished partitions are kept for the re-run.
-
-Why Ray and not Dask: Ray is already stoker's cluster extra (``stoker[ray]``), its tasks are
-retried when a worker or node dies, scheduled by the resources they declare (``num_cpus``), and
-the same ``ray.init(address=...)`` reaches a laptop, a cluster or an autoscaling one; one Ray task
-per partition is the whole scheduler this needs, with no cluster of our own (plain tasks, not a Ray
-Data map, which started its tasks late: ``ray_map.py``).
+partition; finished partitions are kept for the re-run. Why Ray, and its runs: docs/guides/cluster.md.
 
 Every node must see the staging directory at the same path (a shared file system: NFS, Lustre,
 EFS), and the input there too unless it is in an object store (``s3://bucket/prefix/``: each task
@@ -190,17 +184,10 @@ def text(
     target.merge([stage / part_name(i) for i in wanted], overwrite, {"stoker.text": report})
     clear(stage)
     phases["merge"] = time.perf_counter() - t0 - sum(phases.values())
-    rows = sum(s["rows"] for s in summaries)
-    out = {
-        **report,
-        "partitions": len(scans),
-        "reused_partitions": sorted(i for i, r in results.items() if r),
-        "phase_seconds": phases,
-        "partition_seconds": {i: s.get("seconds") for i, s in zip(wanted, summaries, strict=True)},
-        "partition_windows": windows,
-        "partition_cpu_seconds": [s.get("cpu_seconds") for s in summaries],
-    }
-    return ConvertResult(Path(dest), rows, skipped, report=out, seconds=time.perf_counter() - t0)
+    out = {**report, **_run_report(len(scans), results, phases, wanted, summaries, windows)}
+    return ConvertResult(
+        Path(dest), sum(s["rows"] for s in summaries), skipped, report=out, seconds=time.perf_counter() - t0
+    )
 
 
 def images(
@@ -296,19 +283,16 @@ def images(
     }
     target.merge([stage / part_name(i) for i in written], overwrite, meta)
     clear(stage)
+    phases["merge"] = time.perf_counter() - t0 - sum(phases.values())
     report = {
         "skipped": tuple(skipped),
         "ignored": tuple(found.ignored),
         "classes": tuple(found.classes or ()),
-        "partitions": len(ranges),
-        "reused_partitions": sorted(i for i, r in results.items() if r),
-        "phase_seconds": {**phases, "merge": time.perf_counter() - t0 - sum(phases.values())},
-        "partition_seconds": {i: s.get("seconds") for i, s in enumerate(summaries)},
-        "partition_windows": windows,
-        "partition_cpu_seconds": [s.get("cpu_seconds") for s in summaries],
+        **_run_report(len(ranges), results, phases, indices, summaries, windows),
     }
-    rows = sum(s["rows"] for s in summaries)
-    return ConvertResult(Path(dest), rows, len(skipped), report=report, seconds=time.perf_counter() - t0)
+    return ConvertResult(
+        Path(dest), sum(s["rows"] for s in summaries), len(skipped), report=report, seconds=time.perf_counter() - t0
+    )
 
 
 # -- the driver's side ----------------------------------------------------------------------------
@@ -326,8 +310,27 @@ def _local(path: Any, option: str) -> Path:
 
 def waves(least: int, slots: int) -> int:
     """The default partition count: at least ``least``, in whole waves of ``slots`` tasks (a last wave partly
-    empty takes as long as a full one: 1,700 x 64 MiB on 1,600 slots, two waves of 64 MiB; 3,200, two of 34)."""
+    empty takes as long as a full one)."""
     return slots * max(1, math.ceil(least / slots))
+
+
+def _run_report(
+    count: int,
+    results: Mapping[int, Any],
+    phases: dict[str, float],
+    indices: list[int],
+    summaries: list[dict[str, Any]],
+    windows: dict[int, list[float]],
+) -> dict[str, Any]:
+    """The report's entries on the run itself: partitions (and those reused), phases and each task's times."""
+    return {
+        "partitions": count,
+        "reused_partitions": sorted(i for i, r in results.items() if r),
+        "phase_seconds": phases,
+        "partition_seconds": {i: s.get("seconds") for i, s in zip(indices, summaries, strict=True)},
+        "partition_windows": windows,
+        "partition_cpu_seconds": [s.get("cpu_seconds") for s in summaries],
+    }
 
 
 def _digest(text: str) -> str:

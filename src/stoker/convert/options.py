@@ -86,23 +86,13 @@ class ConvertOptions:
         """A ``StoreWriter`` of ``store`` with these options: shard size, overwrite, ``metadata`` (what the
         conversion records) updated with the user's, ``storage_options``; ``keywords`` add to or replace them."""
         options: dict[str, Any] = {"shard_size": self.shard_size, "overwrite": self.overwrite}
-        options.update(metadata=self.with_metadata(metadata), **self.remote(store), **keywords)
+        # storage_options reach a URL's RemoteStoreWriter (a ConfigError for a local store)
+        options.update(metadata=self.with_metadata(metadata), **remote_kwargs(store, self.storage_options), **keywords)
         return stores.StoreWriter(store, schema, **options)  # a URL gets a RemoteStoreWriter
-
-    def remote(self, store: str | os.PathLike[str]) -> dict[str, Any]:
-        """The keywords that carry ``storage_options`` to a ``StoreWriter`` of ``store`` (a ConfigError for a local one)."""
-        return remote_kwargs(store, self.storage_options)
 
     def with_metadata(self, base: Mapping[str, Any]) -> dict[str, Any]:
         """``base`` (what the conversion records about its input) updated with the user's ``metadata``."""
         return {**base, **(self.metadata or {})}
-
-    def min_workers(self, least: int, default: int, what: str) -> int:
-        """``workers``, or ``default`` when unset; a ConfigError when it is under ``least`` (``what`` says why)."""
-        workers = default if self.workers is None else self.workers
-        if workers < least:
-            raise ConfigError(f"workers must be at least {least} ({what}), got {workers}", option="workers")
-        return workers
 
     def bar(self, total: int | None, desc: str, unit: str = "rows", initial: int = 0) -> Any:
         """A progress reporter with ``update(n)``, ``set_postfix(**kw)`` and ``with``: a tqdm bar or the callable."""

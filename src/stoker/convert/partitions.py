@@ -60,20 +60,10 @@ class TextPart:
     file: int = 0
 
 
-def text_format(src: Path) -> str:
-    """The format of a text file by its suffix (``lines``, ``jsonl``, ``csv``, ``tsv``); InputError if unknown."""
-    return TextFiles.of(src).fmt
-
-
-def _files(src: TextFiles | Path) -> TextFiles:
-    return src if isinstance(src, TextFiles) else TextFiles.of(src)
-
-
-def plan_text(src: TextFiles | Path, partitions: int) -> list[TextPart]:
-    """The files of ``src`` cut into about ``partitions`` byte ranges of about one size (each file into a share
+def plan_text(files: TextFiles, partitions: int) -> list[TextPart]:
+    """``files`` cut into about ``partitions`` byte ranges of about one size (each file into a share
     by its size, at least one), each ending after a newline; a CSV/TSV file's header put before each of its
     ranges but the first file's first (the header lines of the files after the first are left out)."""
-    files = _files(src)
     read = files.reader()
     headers = files.headers(read)
     total = max(sum(files.sizes), 1)
@@ -105,10 +95,9 @@ def _line_end(read: Any, i: int, at: int, size: int) -> int:
     return size
 
 
-def materialize(src: TextFiles | Path, part: TextPart, directory: Path) -> tuple[Path, int, int, bool]:
+def materialize(files: TextFiles, part: TextPart, directory: Path) -> tuple[Path, int, int, bool]:
     """Write partition ``part`` as a file in ``directory``; (its path, newlines and double quotes of its range,
     whether the range ends with a newline)."""
-    files = _files(src)
     read = files.reader()
     out = directory / f"{part_name(part.index)}{files.suffix}"
     newlines = quotes = 0
@@ -124,9 +113,8 @@ def materialize(src: TextFiles | Path, part: TextPart, directory: Path) -> tuple
     return out, newlines, quotes, last == b"\n"
 
 
-def scan_text_part(src: TextFiles | Path, part: TextPart, columns: TextColumns, directory: Path) -> dict[str, Any]:
+def scan_text_part(files: TextFiles, part: TextPart, columns: TextColumns, directory: Path) -> dict[str, Any]:
     """The pre-pass over one partition: its newlines, examples, and label kind and names (no tokenizing)."""
-    files = _files(src)
     path, newlines, quotes, ends = materialize(files, part, directory)
     try:
         if files.fmt == "csv" and quotes % 2:
@@ -297,5 +285,4 @@ __all__ = [
     "save_plan",
     "scan_text_part",
     "staging_dir",
-    "text_format",
 ]

@@ -2,11 +2,11 @@
 counted, and one Ray task run per partition with its failures turned into errors.
 
 :func:`run_map` runs ``fn(row, job)`` (a task of ``ray_tasks.py``) once per partition as a Ray task
-declaring ``cpus`` Ray CPUs, retried ``retries`` times after its worker dies. Plain Ray tasks, not a
-Ray Data map: on a 2-CPU Ray, Ray Data started a map's second task 1.1 s after its first and packed
-six 1.5 s tasks into 6.0 s where Ray tasks took 4.5 s (``docs/guides/cluster.md``). A partition's own StokerError, sent back pickled by its task, is raised as itself; Ray
-failing (a worker that died every attempt) is raised as a WorkerError naming the partition. Both
-say how many partitions finished and are kept in the staging directory for a re-run.
+declaring ``cpus`` Ray CPUs, retried ``retries`` times after its worker dies (plain Ray tasks, not a Ray
+Data map: docs/guides/cluster.md says why). A partition's own StokerError, sent back pickled by its
+task, is raised as itself; Ray failing (a worker that died every attempt) is raised as a WorkerError
+naming the partition. Both say how many partitions finished and are kept in the staging directory for a
+re-run.
 """
 
 from __future__ import annotations

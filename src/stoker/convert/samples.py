@@ -60,8 +60,10 @@ def describe(col: Column) -> str:
     return "bytes" if col.kind == "binary" else "a str"
 
 
-def compatible(have: Column, got: Column) -> bool:
-    """Whether a value inferred as ``got`` can go into a column declared or inferred as ``have``."""
+def compatible(have: Column | None, got: Column) -> bool:
+    """Whether a value inferred as ``got`` can go into a column declared or inferred as ``have`` (None: no column)."""
+    if have is None:
+        return False
     if have.kind == "sequence":
         ok_kind = got.kind == "sequence" or (got.kind == "tensor" and len(got.shape or ()) == 1)
         return ok_kind and np.can_cast(got.numpy_dtype, have.numpy_dtype, "same_kind")
@@ -72,9 +74,19 @@ def compatible(have: Column, got: Column) -> bool:
     return True
 
 
-def conflict(index: int, name: str, have: Column, got: Column | None, since: int | None) -> SchemaError:
+def check_fields(index: int, schema: Mapping[str, Column], got: Mapping[str, Column], since: int | None) -> None:
+    """A SchemaError when the fields ``got`` of dataset[index] do not fit ``schema`` (set by dataset[since];
+    None: by earlier samples): a field missing, a field more, or a value of another kind, dtype or shape."""
+    for name in {**schema, **got}:
+        if name not in got or not compatible(schema.get(name), got[name]):
+            raise conflict(index, name, schema.get(name), got.get(name), since)
+
+
+def conflict(index: int, name: str, have: Column | None, got: Column | None, since: int | None) -> SchemaError:
     """The error for a sample whose field does not fit the schema so far (set by dataset[since])."""
     earlier = "earlier samples" if since is None else f"the samples from dataset[{since}]"
+    if have is None:
+        return SchemaError(f"dataset[{index}] has a field {name!r} that {earlier} lack", row=index, column=name)
     if got is None:
         return SchemaError(f"dataset[{index}] has no field {name!r}, which {earlier} have", row=index, column=name)
     hint = ""
@@ -165,19 +177,8 @@ class Columnize:
         schema = {name: declared.get(name) or infer(name, v, first) for name, v in fields.items()}
         values: dict[str, list[Any]] = {name: [] for name in schema}
         for index, fields in good:
-            for name in schema:
-                if name not in fields:
-                    raise conflict(index, name, schema[name], None, first)
+            check_fields(index, schema, {name: infer(name, v, index) for name, v in fields.items()}, first)
             for name, v in fields.items():
-                if name not in schema:
-                    raise SchemaError(
-                        f"dataset[{index}] has a field {name!r} that the samples from dataset[{first}] lack",
-                        row=index,
-                        column=name,
-                    )
-                got = infer(name, v, index)
-                if not compatible(schema[name], got):
-                    raise conflict(index, name, schema[name], got, first)
                 values[name].append(v)
         columns: dict[str, Any] = {}
         for name, col in schema.items():

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from stoker.convert.options import ConvertOptions
-from stoker.errors import EmptyDatasetError
+from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.schedule import usable_cores
 from stoker.store.format import Column
 from stoker.store.shardfile import ShardTask
@@ -34,11 +34,6 @@ MIN_PIPELINED_SHARD = 32 * 2**20
 def default_writers() -> int:
     """Shards written at once: one per usable core, at most :data:`MAX_WRITERS`."""
     return min(usable_cores(), MAX_WRITERS)
-
-
-def rows_per_step(row_bytes: int, target_bytes: int) -> int:
-    """Rows in a step of about ``target_bytes`` (at least one)."""
-    return max(1, int(target_bytes // max(row_bytes, 1)))
 
 
 def write_slabs(
@@ -74,15 +69,14 @@ def write_slabs(
     """
     if rows <= 0:
         raise EmptyDatasetError(f"{desc} has no rows; there is nothing to convert")
-    writers = options.min_workers(1, default_writers(), "shards written at once")
+    writers = default_writers() if options.workers is None else options.workers
+    if writers < 1:
+        raise ConfigError(f"workers must be at least 1 (shards written at once), got {writers}", option="workers")
     row_bytes = sum(col.row_size * col.numpy_dtype.itemsize for col in schema.values())
-    # Shards of at most shard_size; a small input is cut finer (not under MIN_PIPELINED_SHARD) so
-    # that reading overlaps writing from start to end: into 2 * (writers + 1) slabs, or 8 * (...)
-    # for an input read from disk, whose pages, given back slab by slab, are then reused for the
-    # store's (finer slabs help a cold file, and cost a warm one).
+    # a cold input's pages, given back slab by slab, are reused for the store's: finer slabs help it
     limit = int(options.shard_size)
     target = min(limit, max(rows * row_bytes // ((8 if cold else 2) * (writers + 1)), MIN_PIPELINED_SHARD))
-    slabs = even_slabs(rows, rows_per_step(row_bytes, target), align, multiple=writers)
+    slabs = even_slabs(rows, max(1, target // max(row_bytes, 1)), align, multiple=writers)
     step = max(stop - start for start, stop in slabs)
     depth = writers + 1  # slabs asked for ahead of the one being read: one per writer, and the next
     if ahead is not None:

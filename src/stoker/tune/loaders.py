@@ -14,9 +14,9 @@ from typing import Any
 
 from stoker.errors import ConfigError
 from stoker.store.reader import Store
+from stoker.tune.space import IMAGE_ONLY
 
 DEFAULT_CROP = 224  # the training crop of an encoded image store
-IMAGE_OPTIONS = ("reduced_decode", "decode_device")  # tune settings that are ImageSource options
 
 
 def store_kind(store: Store) -> str:
@@ -43,13 +43,13 @@ class LoaderPlan:
     def options(self, setting: dict[str, Any]) -> dict[str, Any]:
         """The loader keywords of ``setting``: shuffled, seeded, on ``device`` (an image source's
         own options, ``reduced_decode`` and ``decode_device``, go to the source instead)."""
-        loader = {k: v for k, v in setting.items() if k not in IMAGE_OPTIONS}
+        loader = {k: v for k, v in setting.items() if k not in IMAGE_ONLY}
         return {"shuffle": True, "seed": self.seed, "device": self.device, **loader}
 
     @staticmethod
     def source_options(setting: dict[str, Any]) -> dict[str, Any]:
         """The ``ImageSource`` options of ``setting``."""
-        return {k: v for k, v in setting.items() if k in IMAGE_OPTIONS}
+        return {k: v for k, v in setting.items() if k in IMAGE_ONLY}
 
     def make(self, setting: dict[str, Any]) -> Any:
         """The loader with ``setting``'s keywords (a dict of loader keywords, maybe empty: the defaults)."""

@@ -6,15 +6,10 @@ searched keyword, its candidate values in order; :meth:`Space.settings` lists th
 constraints applied (``engine`` and ``prefetch_factor`` only matter with workers).
 
 Only settings that change how fast batches come, never which rows or in what order, are searched
-by default. ``pad_to_multiple_of`` and ``bucket_window`` of a text loader change the batches
-themselves (their padded width, which rows share a batch) and their cost falls in the training
-step, which a simulated step does not model: they are searched only when named. So are an image
-loader's ``reduced_decode`` (JPEG decoded at 1/2, 1/4, 1/8 scale when that still covers the crop:
-other pixels, by a resampling step) and ``decode_device`` (``"cuda"``: nvJPEG decode and resampling
-on the GPU), options of its ``ImageSource``. ``pin_memory`` and ``decode_device`` only matter with a
-CUDA device: on the CPU they are left out (:func:`default_space` says so). ``chunk_size`` (batches
-per worker task; None: about 1 MiB of data) is searched only when named too: it adds a trial per
-candidate to every search, and its default already serves most sources.
+by default; those that change the batches or pixels (a text loader's ``pad_to_multiple_of`` and
+``bucket_window``, an ``ImageSource``'s ``reduced_decode`` and ``decode_device``) and ``chunk_size``
+only when named, and the CUDA-only ones (``pin_memory``, ``decode_device``) never on the CPU. The
+notes of :func:`default_space` say why, to the user.
 """
 
 from __future__ import annotations
@@ -24,8 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stoker.config import LoaderConfig
 from stoker.errors import ConfigError
-from stoker.pipeline.schedule import DEFAULT_PREFETCH, ENGINES, usable_cores
+from stoker.pipeline.schedule import ENGINES, usable_cores
 from stoker.text.loader import TextConfig
 from stoker.text.source import DEFAULT_PAD_MULTIPLE
 from stoker.vision.options import ImageOptions
@@ -37,13 +33,14 @@ COMMON = ("num_workers", "engine", "prefetch_factor", "pin_memory")
 TEXT_ONLY = ("pad_to_multiple_of", "bucket_window")
 IMAGE_ONLY = ("reduced_decode", "decode_device")  # ImageSource options
 CUDA_ONLY = ("pin_memory", "decode_device")
-# what the loader does when a keyword is not given, read from the code that decides it (the search
-# starts from the loader's own schedule, which replaces the first four: tuner.py, _schedule_keywords)
+# what the loader does when a keyword is not given, read from the config objects (the search starts from
+# the loader's own schedule, which replaces the first four: tuner.py, _schedule_keywords; without workers
+# the engine is threads, and pinning is off on the CPU)
 LOADER_DEFAULTS: dict[str, Any] = {
     "engine": ENGINES[0],
-    "prefetch_factor": DEFAULT_PREFETCH,
+    "prefetch_factor": LoaderConfig.prefetch_factor,
     "pin_memory": False,
-    "chunk_size": None,
+    "chunk_size": LoaderConfig.chunk_size,
     "pad_to_multiple_of": DEFAULT_PAD_MULTIPLE,
     "bucket_window": TextConfig.bucket_window,
     "reduced_decode": ImageOptions.reduced_decode,
@@ -111,7 +108,7 @@ def normalize(setting: dict[str, Any]) -> dict[str, Any] | None:
     """
     out = dict(setting)
     if out.get("num_workers") == 0:
-        if out.get("engine", "threads") != "threads":
+        if out.get("engine", LOADER_DEFAULTS["engine"]) != LOADER_DEFAULTS["engine"]:
             return None
         if out.get("prefetch_factor", LOADER_DEFAULTS["prefetch_factor"]) != LOADER_DEFAULTS["prefetch_factor"]:
             return None

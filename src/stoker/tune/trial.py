@@ -9,7 +9,7 @@ new pass's workers and first reads) is timed like any step. When the trial goes 
 pass, that whole pass is warm-up (its timed batches are dropped and the timing starts again).
 
 A trial given ``stable`` (a screen) ends as soon as the confidence interval of its mean batch
-interval (Student's t at :data:`CONFIDENCE`, over up to :data:`BLOCKS` runs of consecutive
+interval (90 %, Student's t from :data:`T90`, over up to :data:`BLOCKS` runs of consecutive
 batches) is narrower than ``stable`` of it; given ``beat`` (rows/s), also as soon as its interval's
 top is below ``beat`` (:meth:`Ending.behind`). A screen looks at its interval after every
 1/:data:`LOOK_EVERY` more batches, and ends at ``max_seconds`` of its whole cost (build and
@@ -27,7 +27,6 @@ from typing import Any
 from stoker.pipeline.tuning import nbytes
 
 BLOCKS = 8  # runs of consecutive batches (batch means) the interval is computed over, at most
-CONFIDENCE = 0.90  # two-sided confidence of a trial's interval
 MIN_BLOCKS = 4  # no interval from fewer runs
 LOOK_EVERY = 16  # a screen looks at its interval again after 1/16 more timed batches (at least one)
 RACE_SPREAD = 0.20  # a screen is dropped by racing only once its interval's half-width is under this share

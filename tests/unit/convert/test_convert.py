@@ -117,5 +117,5 @@ def test_reports_by_kind(tmp_path):
 
 
 def test_slab_conversions_need_a_writer(tmp_path):
-    with pytest.raises(ConfigError, match="workers must be at least 1"):
+    with pytest.raises(ConfigError, match=r"workers must be at least 1 \(shards written at once\), got 0"):
         stoker.convert.arrays({"x": np.arange(4)}, tmp_path / "s", workers=0)

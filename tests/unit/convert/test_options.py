@@ -67,13 +67,6 @@ def test_user_metadata_is_copied_and_overrides_what_the_conversion_records():
     assert ConvertOptions().with_metadata({"a": 1}) == {"a": 1}
 
 
-def test_min_workers_uses_the_default_and_refuses_too_few():
-    assert ConvertOptions().min_workers(1, 4, "shards written at once") == 4
-    assert ConvertOptions(workers=2).min_workers(1, 4, "shards written at once") == 2
-    with pytest.raises(ConfigError, match=r"workers must be at least 1 \(shards written at once\), got 0"):
-        ConvertOptions(workers=0).min_workers(1, 4, "shards written at once")
-
-
 def test_a_callable_progress_is_told_each_increment():
     seen = []
     with ConvertOptions(progress=seen.append).bar(10, "rows") as bar:
