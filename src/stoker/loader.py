@@ -374,7 +374,7 @@ class Loader:
         observers = self.observers
         span = observers.span
         finalize = self.source.finalize if overrides(self.source, "finalize") else None
-        handed = tuner.handed if tuner is not None and (tuner.tune_workers or tuner.tune_prefetch) else None
+        handed = None if tuner is None else tuner.handed
         try:
             requested = perf_counter()
             for chunk in results:

@@ -1,22 +1,12 @@
 """Online tuning (``num_workers="auto"``, ``prefetch_factor="auto"``): worker threads and prefetch
-depth sized while the loader runs, from what it
-measures, in the style of tf.data's AUTOTUNE.
+depth sized while the loader runs, from what it measures (``docs/autotune.md``).
 
 The controller runs on the consumer's side, no thread of its own: each batch handed out is counted
-(:meth:`AutoTuner.handed`, with the consumer's wait for it), each worker task is timed
-(:meth:`AutoTuner.timed`), and at the end of a *window* (:data:`WINDOW_S` seconds, or
-:data:`SEARCH_WINDOW_S` while it searches; :data:`MIN_BATCHES` batches at least) the window's figures
-(:class:`Measure`: the consumer's wait share and step, the rate, the workers' busy share, the queue's
-occupancy and the spread of the task times) go to the decision policy
-(:class:`~stoker.pipeline.autotune_policy.Policy`, its rules in that module). A change is applied to the
-running map's :class:`~stoker.pipeline.threads.Knobs` (from the next batch on; nothing in flight is
-dropped and the order of the batches never changes) and recorded as a :class:`Decision`.
-
-Workers go from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores
-(worker threads, whose reads may wait on I/O) or the usable cores (worker processes: the schedule
-runs reads that hold the GIL in processes, so each keeps a core busy and one more could only share),
-prefetch from 1 to :data:`MAX_PREFETCH`. With processes, whose tasks are not timed here, the busy
-share is the share of workers with a task outstanding when the consumer asks.
+(:meth:`AutoTuner.handed`), each worker task is timed (:meth:`AutoTuner.timed`), and at the end of a
+*window* (:data:`WINDOW_S` seconds, :data:`SEARCH_WINDOW_S` while it searches, :data:`MIN_BATCHES`
+batches at least) the window's :class:`Measure` goes to the policy (``pipeline/autotune_policy.py``).
+A change is applied to the running map's :class:`~stoker.pipeline.threads.Knobs` from the next batch
+on (the order of the batches never changes) and recorded as a :class:`Decision`.
 """
 
 from __future__ import annotations

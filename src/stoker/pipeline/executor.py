@@ -24,10 +24,9 @@ import numpy as np
 
 from stoker.errors import ConfigError
 from stoker.pipeline.processes import ProcessPool
-from stoker.pipeline.schedule import ENGINES, Schedule
+from stoker.pipeline.schedule import ENGINES, Schedule, chunk_size
 from stoker.pipeline.slots import SlotPlan
 from stoker.pipeline.threads import Knobs, ThreadPool, ordered_map
-from stoker.pipeline.tuning import chunk_size
 
 
 class Executor:
