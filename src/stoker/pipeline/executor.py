@@ -39,9 +39,8 @@ class Executor:
         timeout: seconds to wait for one result (None: forever).
         stage: the name errors and timeouts are tagged with.
         persistent: keep the workers between :meth:`map` calls until :meth:`close`: worker
-            processes, and worker threads (a pass then starts no thread: 596 against 176 us a
-            one-batch pass, benchmarks/bench_pass_starts.py). With ``knobs`` the kept threads start
-            when a map first wants one and are resized by every map; a map at 0 workers leaves them idle.
+            processes, and worker threads (a pass then starts no thread). With ``knobs`` the kept threads
+            start when a map first wants one and are resized by every map; a map at 0 workers leaves them idle.
         slots: how the process pool makes its shared-memory batch slots (``pipeline/slots.py``).
         knobs: the worker count and depth, read while the map runs (they replace ``workers`` and
             ``depth`` there); worker processes read only the depth.

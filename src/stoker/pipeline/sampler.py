@@ -121,7 +121,7 @@ class Sampler:
     def _order_ahead(self, epoch: int) -> None:
         """Build epoch ``epoch``'s order now, for the next :meth:`epoch_order`: called when a pass has
         taken its last batch, while the reads in flight still run, so that the next pass does not
-        start with a permutation (1.5 ms per 10**5 rows). Only for orders of at most ``AHEAD_ROWS``
+        start with a permutation. Only for orders of at most ``AHEAD_ROWS``
         rows: a larger permutation would double the memory held for an epoch that may never come.
         Kept by value (equal samplers have equal orders), for the last ``AHEAD_KEPT`` samplers."""
         if self.order == "global" and self.num_rows <= AHEAD_ROWS:
