@@ -105,10 +105,6 @@ class Sampler:
         left = max(0, self.num_rows - offset)
         return -(-left // self.world_size) if self.uneven == "pad" else left // self.world_size
 
-    @property
-    def samples_per_rank(self) -> int:
-        return self.rows_per_rank(0)
-
     def epoch_order(self, epoch: int) -> EpochOrder:
         """The epoch's order of all rows (lazy for ``block``), identical on every rank.
 
