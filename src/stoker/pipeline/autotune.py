@@ -105,9 +105,8 @@ class AutoTuner(Policy):
         if self.batch_bytes is None and batch is not None:
             self.batch_bytes = float(nbytes(batch)) or None
         now = self._last = self.clock()
-        if now - window.start < (min(WINDOW_S, SEARCH_WINDOW_S) if self.searching() else WINDOW_S):
-            return None
-        if window.batches < MIN_BATCHES:
+        length = min(WINDOW_S, SEARCH_WINDOW_S) if self.searching() else WINDOW_S
+        if now - window.start < length or window.batches < MIN_BATCHES:
             return None
         used = None if self.cpu is None else self.cpu()  # one read: this window's end, the next one's start
         self._window = Window(now, used)
@@ -137,9 +136,9 @@ class AutoTuner(Policy):
             self.on_decision(d)
         return d
 
-    def report(self, inner: Any = None) -> TuneReport:
-        """The settings now and every decision so far (``inner``: the loader's report underneath)."""
-        return TuneReport(self.workers, self.prefetch, tuple(self.decisions), inner)
+    def report(self) -> TuneReport:
+        """The settings now and every decision so far (the loader adds its source's report as ``inner``)."""
+        return TuneReport(self.workers, self.prefetch, tuple(self.decisions), None)
 
     def fixed(self, reason: str) -> Decision:
         """Record a setting picked once (not tuned online), e.g. for worker processes."""
