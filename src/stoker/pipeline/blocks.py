@@ -33,13 +33,12 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError
+from stoker.pipeline.orders import BLOCK_SIZE, WINDOW
 from stoker.pipeline.subset import Subset
 from stoker.settings import env
 from stoker.store.reader import Store
 from stoker.store.sizes import parse_size
 
-BLOCK_SIZE = 4096  # rows per block by default
-WINDOW = 16  # blocks per window by default
 MEMORY_SHARE = 4  # the window takes at most 1/MEMORY_SHARE of the memory limit
 CACHE_SHARE = 2  # a remote window's shards take at most 1/CACHE_SHARE of cache_limit
 READ_AROUND = 128 * 2**10  # the kernel's read-around of a mapped file where the device's is unknown

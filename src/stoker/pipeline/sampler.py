@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, StateError
-from stoker.pipeline.orders import ORDERS, EpochOrder
+from stoker.pipeline.orders import BLOCK_SIZE, ORDERS, WINDOW, EpochOrder
 
 # the most rows whose global order is built ahead, at the end of the epoch before (Sampler._order_ahead)
 AHEAD_ROWS = 2**22
@@ -76,8 +76,8 @@ class Sampler:
     num_rows: int
     order: str = "sequential"
     seed: int = 0
-    block_size: int = 4096
-    window: int = 16
+    block_size: int = BLOCK_SIZE
+    window: int = WINDOW
     rank: int = 0
     world_size: int = 1
     uneven: str = "pad"
