@@ -112,13 +112,9 @@ class LoaderConfig:
             )
         if self.prefetch_factor != AUTO:
             positive_int("prefetch_factor", self.prefetch_factor, auto=True)
-        if self.pad_to_multiple_of is not None:
-            positive_int("pad_to_multiple_of", self.pad_to_multiple_of)
-        for name in ("block_size", "window"):
+        for name in ("pad_to_multiple_of", "block_size", "window", "chunk_size"):
             if getattr(self, name) is not None:
                 positive_int(name, getattr(self, name))
-        if self.chunk_size is not None:
-            positive_int("chunk_size", self.chunk_size)
         if self.num_workers is not None and self.num_workers != AUTO:
             positive_int("num_workers", self.num_workers, 0, auto=True)
         if self.num_workers == 0 and self.prefetch_factor == AUTO:
@@ -151,16 +147,11 @@ class LoaderConfig:
         elif self.columns is not None:
             object.__setattr__(self, "columns", tuple(self.columns))
 
-    @property
-    def autotune(self) -> bool:
-        """Whether a setting is ``"auto"``: the online tuner runs (``pipeline/autotune.py``)."""
-        return AUTO in (self.num_workers, self.prefetch_factor)
-
     def _check_budget(self) -> None:
         budget = self.memory_budget
         if budget is None:
             return
-        if not self.autotune:
+        if AUTO not in (self.num_workers, self.prefetch_factor):  # no "auto" setting: the online tuner is off
             raise ConfigError(
                 f"memory_budget={budget!r} bounds what online tuning adds; it needs num_workers='auto' or "
                 "prefetch_factor='auto' (with fixed settings the bytes in flight are fixed too)",

@@ -10,12 +10,10 @@ runs through one loop::
       -> Transfer.start  (worker)     torch.from_numpy; on CUDA the copy on a side stream
       -> Transfer.finish (consumer)   wait for that copy; then source.finalize on the device
 
-How the reads run (engine, workers, prefetch depth, chunk size, pinning) is the loader's
-:class:`~stoker.pipeline.schedule.Schedule`, decided in one place (``pipeline/schedule.py``) from the
-options given and the source's cost facts. With processes, workers write batches into shared-memory
-slots (``pipeline/slots.py``) and ``Transfer.start`` runs in the consumer on views of the slot, no
-copy. ``num_workers="auto"`` and ``prefetch_factor="auto"`` move workers and depth while a pass runs
-(``pipeline/autotune.py``). Observers (``register_observer``) time each stage through ``pipeline/observe.py``.
+How the reads run is the loader's :class:`~stoker.pipeline.schedule.Schedule`, decided in one place
+(``pipeline/schedule.py``) and moved while a pass runs by the online tuner (``pipeline/autotune.py``)
+for ``"auto"`` settings. With processes, workers write batches into shared-memory slots
+(``pipeline/slots.py``) and ``Transfer.start`` runs in the consumer on views of the slot, no copy.
 """
 
 from __future__ import annotations
@@ -66,10 +64,8 @@ class Loader:
             in torch), the numpy batch (a dict) for a store or a source.
         batch_sampler: a :class:`stoker.BatchSampler` deciding the batches instead of
             batch_size/shuffle/drop_last.
-        **options: the other fields of :class:`stoker.LoaderConfig` (``seed``, ``rank``,
-            ``world_size``, ``uneven``, ``block_size``, ``window``, ``columns``, ``pad_value``,
-            ``pad_to_multiple_of``, ``persistent_workers``, ``engine``, ``memory_budget``, ``chunk_size``).
-        ``num_workers="auto"``, ``prefetch_factor="auto"``: tuned while the loader runs (``pipeline/autotune.py``).
+        **options: the other fields of :class:`stoker.LoaderConfig` (``seed``, ``rank``, ``world_size``,
+            ``columns``, ``engine``, ...); ``num_workers="auto"``/``prefetch_factor="auto"`` tune while it runs.
 
     Rows inside a batch come in the sampler's order, as from a torch ``DataLoader``
     (``in_batch_order="storage"`` sorts them; ``with_index=True`` adds each row's number as ``index``).
@@ -306,13 +302,8 @@ class Loader:
         self._agreed = True
 
     # -- iteration ------------------------------------------------------------------------------
-    def _steering(self, schedule: Schedule) -> AutoTuner | None:
-        """The online tuner when it runs in a pass of ``schedule`` (None without "auto" settings)."""
-        tuner = self._tuner
-        return tuner if tuner is not None and tuner.steers(schedule.workers) else None
-
-    def _executor_for(self, schedule: Schedule, per_chunk: int) -> Executor:
-        cfg, tuner = self.config, self._steering(schedule)
+    def _executor_for(self, schedule: Schedule, per_chunk: int, tuner: AutoTuner | None) -> Executor:
+        cfg = self.config
         if tuner is not None and schedule.engine == "processes":
             # busy share from the tasks outstanding (not timed here)
             schedule = schedule.with_(TUNER, workers=tuner.for_processes())
@@ -356,8 +347,9 @@ class Loader:
         if not self._agreed:
             self._check_ranks()
         self.source.set_epoch(epoch)  # per-row randomness (augmentation) derives from the epoch; see Work
-        schedule = self.schedule
-        tuner = self._steering(schedule)
+        schedule, tuner = self.schedule, self._tuner
+        if tuner is not None and not tuner.steers(schedule.workers):
+            tuner = None  # no worker, and none to add: the online tuner has nothing to steer in this pass
         # Chunks of 1, 2, 4, ... batches up to chunk_size or the source's size (pipeline/executor.py).
         sized = partial(self.source.batch_bytes, self.config.batch_size)
         ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
@@ -368,13 +360,13 @@ class Loader:
         per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, schedule.chunk, half)
         if tuner is not None:  # the settings learned by earlier passes carry over
             tuner.begin_pass(per_chunk, sized())
-        executor = self._executor_for(schedule, per_chunk)
+        executor = self._executor_for(schedule, per_chunk, tuner)
         in_processes = executor.in_processes  # each result is (chunk, counts); the copy starts here
         results = executor.map(tasks)
         observers = self.observers
         span = observers.span
         finalize = self.source.finalize if overrides(self.source, "finalize") else None
-        handed = tuner.handed if tuner is not None and (tuner.tune_workers or tuner.tune_prefetch) else None
+        handed = None if tuner is None else tuner.handed
         try:
             requested = perf_counter()
             for chunk in results:

@@ -480,6 +480,31 @@ def test_loader_ids_are_never_reused(mixed_store):
     assert len(seen) == 50
 
 
+def test_two_observers_each_time_every_stage_their_spans_nested(mixed_store):
+    import contextlib
+
+    events = []
+
+    class Nested(stoker.Observer):
+        def __init__(self, name):
+            self.name = name
+
+        @contextlib.contextmanager
+        def span(self, info, stage):
+            events.append((self.name, "enter", stage))
+            yield
+            events.append((self.name, "exit", stage))
+
+    loader = stoker.Loader(mixed_store, batch_size=100, num_workers=0)
+    loader.register_observer(Nested("a"))
+    loader.register_observer(Nested("b"))
+    list(loader)
+    assert events[:4] == [("a", "enter", "read"), ("b", "enter", "read"), ("b", "exit", "read"), ("a", "exit", "read")]
+    assert len(events) % 4 == 0 and [e for e in events if e[0] == "a"] == [
+        ("a",) + e[1:] for e in events if e[0] == "b"
+    ]
+
+
 def test_no_observer_by_default(mixed_store):
     assert not stoker.Loader(mixed_store, batch_size=8).observers
 

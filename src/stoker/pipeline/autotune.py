@@ -1,22 +1,12 @@
 """Online tuning (``num_workers="auto"``, ``prefetch_factor="auto"``): worker threads and prefetch
-depth sized while the loader runs, from what it
-measures, in the style of tf.data's AUTOTUNE.
+depth sized while the loader runs, from what it measures (``docs/autotune.md``).
 
 The controller runs on the consumer's side, no thread of its own: each batch handed out is counted
-(:meth:`AutoTuner.handed`, with the consumer's wait for it), each worker task is timed
-(:meth:`AutoTuner.timed`), and at the end of a *window* (:data:`WINDOW_S` seconds, or
-:data:`SEARCH_WINDOW_S` while it searches; :data:`MIN_BATCHES` batches at least) the window's figures
-(:class:`Measure`: the consumer's wait share and step, the rate, the workers' busy share, the queue's
-occupancy and the spread of the task times) go to the decision policy
-(:class:`~stoker.pipeline.autotune_policy.Policy`, its rules in that module). A change is applied to the
-running map's :class:`~stoker.pipeline.threads.Knobs` (from the next batch on; nothing in flight is
-dropped and the order of the batches never changes) and recorded as a :class:`Decision`.
-
-Workers go from 1 (0: inline, threads only) to :data:`MAX_WORKERS_PER_CORE` x the usable cores
-(worker threads, whose reads may wait on I/O) or the usable cores (worker processes: the schedule
-runs reads that hold the GIL in processes, so each keeps a core busy and one more could only share),
-prefetch from 1 to :data:`MAX_PREFETCH`. With processes, whose tasks are not timed here, the busy
-share is the share of workers with a task outstanding when the consumer asks.
+(:meth:`AutoTuner.handed`), each worker task is timed (:meth:`AutoTuner.timed`), and at the end of a
+*window* (:data:`WINDOW_S` seconds, :data:`SEARCH_WINDOW_S` while it searches, :data:`MIN_BATCHES`
+batches at least) the window's :class:`Measure` goes to the policy (``pipeline/autotune_policy.py``).
+A change is applied to the running map's :class:`~stoker.pipeline.threads.Knobs` from the next batch
+on (the order of the batches never changes) and recorded as a :class:`Decision`.
 """
 
 from __future__ import annotations
@@ -115,9 +105,8 @@ class AutoTuner(Policy):
         if self.batch_bytes is None and batch is not None:
             self.batch_bytes = float(nbytes(batch)) or None
         now = self._last = self.clock()
-        if now - window.start < (min(WINDOW_S, SEARCH_WINDOW_S) if self.searching() else WINDOW_S):
-            return None
-        if window.batches < MIN_BATCHES:
+        length = min(WINDOW_S, SEARCH_WINDOW_S) if self.searching() else WINDOW_S
+        if now - window.start < length or window.batches < MIN_BATCHES:
             return None
         used = None if self.cpu is None else self.cpu()  # one read: this window's end, the next one's start
         self._window = Window(now, used)
@@ -147,9 +136,9 @@ class AutoTuner(Policy):
             self.on_decision(d)
         return d
 
-    def report(self, inner: Any = None) -> TuneReport:
-        """The settings now and every decision so far (``inner``: the loader's report underneath)."""
-        return TuneReport(self.workers, self.prefetch, tuple(self.decisions), inner)
+    def report(self) -> TuneReport:
+        """The settings now and every decision so far (the loader adds its source's report as ``inner``)."""
+        return TuneReport(self.workers, self.prefetch, tuple(self.decisions), None)
 
     def fixed(self, reason: str) -> Decision:
         """Record a setting picked once (not tuned online), e.g. for worker processes."""

@@ -2,26 +2,11 @@
 figures (a :class:`~stoker.pipeline.tuning.Measure`) and the clock in, at most one change of the
 worker count or the prefetch depth out, with what it learned kept between windows.
 
-:meth:`Policy.decide` is the whole policy, once per window (the full text, bounds and figures:
-``docs/autotune.md``):
-
-1. **Step change** (the step moved :data:`STEP_CHANGE` x, by :data:`STEP_SHARE` of the time between
-   batches): what was learned is forgotten and the rules below apply to the same window.
-2. **Verify the last change** on the mean of :data:`VERIFY_WINDOWS` windows: more workers, a deeper
-   prefetch or reading inline stays if the rate rose :data:`GAIN` over the setting before, or the wait
-   fell to half that setting's mean wait (by :data:`WAIT_LOW` at least; a deeper prefetch: fell at all)
-   without the rate falling :data:`GAIN`; fewer workers while the consumer waits stay unless the rate
-   fell :data:`GAIN`. Else the change is undone and the value blocked for :data:`BLOCK_S`, doubled at
-   each new failure, :data:`FORGET_S` at most.
-3. **The consumer waits** (> :data:`WAIT_HIGH`): on busy workers (>= :data:`BUSY_HIGH`) jump to the
-   estimate ``ceil(workers × busy / (1 - wait))`` (one more at least, the cores at most at once,
-   below a ceiling, within ``memory_budget``); on idle ones double the depth (or ``1 + 2 × spread``);
-   at one worker thread whose second did not pay, read inline. No worker is added while the loader's
-   processes already use :data:`CPU_FULL` of the usable cores (a worker more could only share them). When neither more workers nor a deeper
-   prefetch can be tried and the workers are not the bottleneck (or outnumber the cores), one worker
-   fewer is tried (the hand-off between threads may be what costs).
-4. **The consumer does not wait** (< :data:`WAIT_LOW`, a result ready when asked): retire down to
-   ``ceil(busy × workers / BUSY_RETIRE)``.
+:meth:`Policy.decide` applies, once per window: forget what was learned when the consumer's step
+changed; verify the last change on :data:`VERIFY_WINDOWS` windows (kept when the rate rose
+:data:`GAIN` or the wait fell, else undone and its value blocked for a while); while the consumer
+waits, add workers (to an estimate) or deepen the prefetch, or read inline, or try one worker fewer;
+while it does not, retire idle workers. The rules with their thresholds: ``docs/autotune.md``.
 """
 
 from __future__ import annotations
@@ -82,18 +67,12 @@ class Policy:
         raise NotImplementedError
 
     # -- bounds -------------------------------------------------------------------------------------
-    def in_flight_bytes(self, workers: int, prefetch: int) -> float | None:
-        """Bytes the batches in flight take with these settings (None while a batch's size is unknown)."""
-        if self.batch_bytes is None:
-            return None
-        return workers * prefetch * self.per_chunk * self.batch_bytes
-
     def _fits(self, workers: int, prefetch: int) -> bool:
+        """Whether the batches in flight with these settings fit ``memory_budget`` (not while a batch's size is unknown)."""
         budget = self.bounds.memory_budget
         if budget is None:
             return True
-        need = self.in_flight_bytes(workers, prefetch)
-        return need is not None and need <= budget
+        return self.batch_bytes is not None and workers * prefetch * self.per_chunk * self.batch_bytes <= budget
 
     def _blocked(self, knob: str, value: int, now: float) -> bool:
         ceiling = self._ceiling.get(knob)

@@ -33,13 +33,12 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError
+from stoker.pipeline.orders import BLOCK_SIZE, WINDOW
 from stoker.pipeline.subset import Subset
 from stoker.settings import env
 from stoker.store.reader import Store
 from stoker.store.sizes import parse_size
 
-BLOCK_SIZE = 4096  # rows per block by default
-WINDOW = 16  # blocks per window by default
 MEMORY_SHARE = 4  # the window takes at most 1/MEMORY_SHARE of the memory limit
 CACHE_SHARE = 2  # a remote window's shards take at most 1/CACHE_SHARE of cache_limit
 READ_AROUND = 128 * 2**10  # the kernel's read-around of a mapped file where the device's is unknown
@@ -153,8 +152,7 @@ def fit_memory(rows: int, row_bytes: float, memory: str, num_rows: int, around: 
     """The defaults when their window (or the whole store of ``num_rows``) holds at most ``rows``; else
     ``block_size`` halved, then ``window``, until it does. A block keeps at least twice the read-around
     ``around`` (at least 1 MiB) of rows: a fault reads that much around the row asked for, and the pages
-    read outside the window are wasted (a 512 MiB store of 12 KiB rows under a 128 MiB cgroup, 8 MiB
-    read-around: 128-row blocks x 16 took 0.12x the unlimited epoch's rate, 2048 x 1 0.62x)."""
+    read outside the window are wasted."""
     if min(BLOCK_SIZE * WINDOW, num_rows) <= rows:
         return BlockOrder(BLOCK_SIZE, WINDOW, f"the defaults: their window fits a quarter of {memory}")
     least = max(2**20, 2 * around)

@@ -81,14 +81,9 @@ class ArrayColumns(BatchSource):
             taken = {k: np.empty(shapes[k], v.dtype) for k, v in self.columns.items()}
         else:
             taken = {k: self._pool.get(k, shapes[k], v.dtype) for k, v in self.columns.items()}
-
-        def copy(start: int, stop: int) -> None:
-            part = rows[start:stop]
-            for k, v in self.columns.items():
-                # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
-                np.take(v, part, axis=0, mode="clip", out=taken[k][start:stop])
-
-        copy(0, len(rows))
+        for k, v in self.columns.items():
+            # rows were checked above, so mode="clip" changes nothing (mode="raise" would buffer the output)
+            np.take(v, rows, axis=0, mode="clip", out=taken[k])
         batches = [{k: v[bounds[b] : bounds[b + 1]] for k, v in taken.items()} for b in range(len(chunk))]
         if self.positional:
             return [tuple(b.values()) for b in batches]

@@ -24,10 +24,9 @@ import numpy as np
 
 from stoker.errors import ConfigError
 from stoker.pipeline.processes import ProcessPool
-from stoker.pipeline.schedule import ENGINES, Schedule
+from stoker.pipeline.schedule import ENGINES, Schedule, chunk_size
 from stoker.pipeline.slots import SlotPlan
 from stoker.pipeline.threads import Knobs, ThreadPool, ordered_map
-from stoker.pipeline.tuning import chunk_size
 
 
 class Executor:
@@ -40,9 +39,8 @@ class Executor:
         timeout: seconds to wait for one result (None: forever).
         stage: the name errors and timeouts are tagged with.
         persistent: keep the workers between :meth:`map` calls until :meth:`close`: worker
-            processes, and worker threads (a pass then starts no thread: 596 against 176 us a
-            one-batch pass, benchmarks/bench_pass_starts.py). With ``knobs`` the kept threads start
-            when a map first wants one and are resized by every map; a map at 0 workers leaves them idle.
+            processes, and worker threads (a pass then starts no thread). With ``knobs`` the kept threads
+            start when a map first wants one and are resized by every map; a map at 0 workers leaves them idle.
         slots: how the process pool makes its shared-memory batch slots (``pipeline/slots.py``).
         knobs: the worker count and depth, read while the map runs (they replace ``workers`` and
             ``depth`` there); worker processes read only the depth.

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from typing import Any
-
-STAGES = ("read", "collate", "transfer", "h2d_wait", "finalize")
 
 
 @dataclass(frozen=True)
@@ -66,19 +65,7 @@ class LoaderInfo:
     schedule: str = ""
 
 
-class _NoSpan:
-    """A context manager that does nothing: the span of a loader nobody observes."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-NO_SPAN = _NoSpan()
+NO_SPAN = nullcontext()  # the span of a loader nobody observes (reusable)
 
 
 class Observer:
@@ -118,6 +105,14 @@ class Handle:
             self._remove = None
 
 
+def _attach(items: list[Observer], observer: Observer) -> Handle:
+    """Append ``observer`` to ``items``; the handle takes it out again."""
+    if not isinstance(observer, Observer):
+        raise TypeError(f"an observer must subclass stoker.Observer, got {type(observer).__name__}")
+    items.append(observer)
+    return Handle(lambda: items.remove(observer) if observer in items else None)
+
+
 class Observers:
     """The observers of one loader, as one: a fan-out over the list, cheap when it is empty."""
 
@@ -131,11 +126,9 @@ class Observers:
         return bool(self.items)
 
     def add(self, observer: Observer) -> Handle:
-        if not isinstance(observer, Observer):
-            raise TypeError(f"an observer must subclass stoker.Observer, got {type(observer).__name__}")
-        self.items.append(observer)
+        handle = _attach(self.items, observer)
         observer.loader(self.info)
-        return Handle(lambda: self.items.remove(observer) if observer in self.items else None)
+        return handle
 
     def span(self, stage: str) -> Any:
         items = self.items
@@ -143,7 +136,10 @@ class Observers:
             return NO_SPAN
         if len(items) == 1:
             return items[0].span(self.info, stage)
-        return _Spans([o.span(self.info, stage) for o in items])
+        spans = ExitStack()  # entered here: every caller enters the span at once (``with observers.span(...)``)
+        for o in items:
+            spans.enter_context(o.span(self.info, stage))
+        return spans
 
     def batch(self, requested: float, ready: float, batch: Any) -> None:
         for o in self.items:
@@ -154,21 +150,6 @@ class Observers:
             o.tuned(self.info, decision)
 
 
-class _Spans:
-    __slots__ = ("spans",)
-
-    def __init__(self, spans: list[Any]) -> None:
-        self.spans = spans
-
-    def __enter__(self) -> None:
-        for s in self.spans:
-            s.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        for s in reversed(self.spans):
-            s.__exit__(*exc)
-
-
 class Registry:
     """Observers attached to every loader built while they are registered."""
 
@@ -176,10 +157,7 @@ class Registry:
         self._items: list[Observer] = []
 
     def register(self, observer: Observer) -> Handle:
-        if not isinstance(observer, Observer):
-            raise TypeError(f"an observer must subclass stoker.Observer, got {type(observer).__name__}")
-        self._items.append(observer)
-        return Handle(lambda: self._items.remove(observer) if observer in self._items else None)
+        return _attach(self._items, observer)
 
     def current(self) -> list[Observer]:
         return list(self._items)
@@ -211,4 +189,4 @@ def register_observer(observer: Observer) -> Handle:
     return REGISTRY.register(observer)
 
 
-__all__ = ["NO_SPAN", "STAGES", "Handle", "LoaderInfo", "Observer", "Observers", "qualified_name", "register_observer"]
+__all__ = ["NO_SPAN", "Handle", "LoaderInfo", "Observer", "Observers", "qualified_name", "register_observer"]

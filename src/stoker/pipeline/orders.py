@@ -19,6 +19,8 @@ import numpy as np
 from numpy.random import default_rng  # imported with the module, not at the first epoch start (0.06 s)
 
 ORDERS = ("sequential", "global", "block")
+BLOCK_SIZE = 4096  # rows per block of the block order by default
+WINDOW = 16  # blocks per window by default
 
 
 class EpochOrder:

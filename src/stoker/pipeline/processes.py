@@ -334,15 +334,13 @@ def _shutdown(procs: list[Any], tasks: list[Any], results: Any) -> None:
             pass
     # Read results while the workers finish: a worker blocked writing a large result into a full
     # pipe exits only once it is read, and one killed mid-write would leave a partial message
-    # that any later read of the pipe waits on forever. (Found by the sources work: a consumer
-    # stopping early on an error hung here.)
-    # Between results, wait on the workers' sentinels, so the wait ends as soon as the last one exits.
+    # that any later read of the pipe waits on forever. Between results, wait on the workers' sentinels, so the wait ends as soon as the last one exits.
     deadline = time.monotonic() + 2.0
     while time.monotonic() < deadline:
         alive = [p for p in procs if p.is_alive()]
         if not alive:
             break
-        if not _discard_result(results, timeout=None):
+        if not _discard_result(results):
             mp_connection.wait([p.sentinel for p in alive], timeout=0.05)
     killed = False
     for p in procs:
@@ -350,17 +348,17 @@ def _shutdown(procs: list[Any], tasks: list[Any], results: Any) -> None:
             p.terminate()
             killed = True
         p.join(timeout=2.0)
-    while not killed and _discard_result(results, timeout=None):  # complete messages only
+    while not killed and _discard_result(results):  # complete messages only
         pass
     for q in [*tasks, results]:
         q.close()
         q.join_thread()
 
 
-def _discard_result(results: Any, timeout: float | None) -> bool:
-    """Take one result off the queue and unlink its segment; False when there was none."""
+def _discard_result(results: Any) -> bool:
+    """Take one result off the queue, if one is there now, and unlink its segment; False when there was none."""
     try:
-        _, _, status, payload = results.get(timeout=timeout) if timeout else results.get_nowait()
+        _, _, status, payload = results.get_nowait()
     except (queue.Empty, OSError, ValueError, EOFError):
         return False
     _discard(status, payload)

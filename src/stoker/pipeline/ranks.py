@@ -85,8 +85,8 @@ def shares_process_group(rank: int | None, world_size: int | None) -> bool:
 
 
 def digest(parts: Iterable[bytes | str | np.ndarray]) -> str:
-    """A short hash of ``parts`` in order (each one length-prefixed, so their boundaries count); an
-    array counts by its bytes (SHA-256: 1.1 GB/s on a 2-core VM, where BLAKE2b ran 0.45 GB/s)."""
+    """A short SHA-256 hash of ``parts`` in order (each one length-prefixed, so their boundaries
+    count); an array counts by its bytes."""
     h = hashlib.sha256()
     for part in parts:
         data = (
@@ -162,8 +162,7 @@ def value_parts(value: Any) -> Iterator[bytes | str | np.ndarray]:
 def arrays_fingerprint(columns: Mapping[str, np.ndarray]) -> str:
     """The content of equal-length arrays (``Arrays``, a ``TensorDataset``): each column's name,
     dtype and shape, and the bytes of the rows ``row_runs`` picks: every byte up to
-    ``WHOLE_BYTES`` (256 MiB: 0.3 s on a 2-core VM), else 64 MiB in 256 evenly spaced runs (0.12 s
-    for a 1 GiB ``.npy``, memory-mapped, in the page cache): a change outside the sample then goes unseen."""
+    ``WHOLE_BYTES``, else 64 MiB in 256 evenly spaced runs: a change outside the sample then goes unseen."""
     arrays = {str(k): np.asarray(v) for k, v in columns.items()}
     rows = len(next(iter(arrays.values()))) if arrays else 0
     row_bytes = sum(v.dtype.itemsize * int(np.prod(v.shape[1:], dtype=np.int64)) for v in arrays.values())
@@ -205,10 +204,9 @@ def files_fingerprint(
 ) -> str:
     """A hash of every file's name (relative to ``root``) and size, the labels, and the first ``head``
     bytes of ``sampled`` files spread over the list: one ``stat`` per file (on 8 threads: on a network
-    file system each is a round trip) and a few reads. 1,224 photos on a local disk, 2-core VM: 10-12 ms
-    (about 8 us a file), 88 ms the first time. Modification times are left out: per-node copies of one
-    folder differ in them. A file swapped for another of the same size and head, outside the sample,
-    goes unseen; a store's checksums see every byte."""
+    file system each is a round trip) and a few reads. Modification times are left out: per-node copies
+    of one folder differ in them. A file swapped for another of the same size and head, outside the
+    sample, goes unseen; a store's checksums see every byte."""
     step = max(1, -(-len(paths) // 8))
     with ThreadPoolExecutor(8) as pool:  # a slice a task: a task per file would cost more than its stat
         parts = pool.map(_sizes, [paths[i : i + step] for i in range(0, len(paths), step)])

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from stoker.errors import ConfigError, StateError
-from stoker.pipeline.orders import ORDERS, EpochOrder
+from stoker.pipeline.orders import BLOCK_SIZE, ORDERS, WINDOW, EpochOrder
 
 # the most rows whose global order is built ahead, at the end of the epoch before (Sampler._order_ahead)
 AHEAD_ROWS = 2**22
@@ -76,8 +76,8 @@ class Sampler:
     num_rows: int
     order: str = "sequential"
     seed: int = 0
-    block_size: int = 4096
-    window: int = 16
+    block_size: int = BLOCK_SIZE
+    window: int = WINDOW
     rank: int = 0
     world_size: int = 1
     uneven: str = "pad"
@@ -105,10 +105,6 @@ class Sampler:
         left = max(0, self.num_rows - offset)
         return -(-left // self.world_size) if self.uneven == "pad" else left // self.world_size
 
-    @property
-    def samples_per_rank(self) -> int:
-        return self.rows_per_rank(0)
-
     def epoch_order(self, epoch: int) -> EpochOrder:
         """The epoch's order of all rows (lazy for ``block``), identical on every rank.
 
@@ -121,7 +117,7 @@ class Sampler:
     def _order_ahead(self, epoch: int) -> None:
         """Build epoch ``epoch``'s order now, for the next :meth:`epoch_order`: called when a pass has
         taken its last batch, while the reads in flight still run, so that the next pass does not
-        start with a permutation (1.5 ms per 10**5 rows). Only for orders of at most ``AHEAD_ROWS``
+        start with a permutation. Only for orders of at most ``AHEAD_ROWS``
         rows: a larger permutation would double the memory held for an epoch that may never come.
         Kept by value (equal samplers have equal orders), for the last ``AHEAD_KEPT`` samplers."""
         if self.order == "global" and self.num_rows <= AHEAD_ROWS:

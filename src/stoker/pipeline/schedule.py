@@ -24,7 +24,7 @@ The default rules, in order (a given setting always wins):
   copy); any other gets one worker per usable core, worker *threads* of GIL-holding reads at most
   :data:`GIL_THREADS` (they stop scaling, ``docs/design-notes.md``, vision).
 - **prefetch**: 2 chunks per worker; **chunk**: about 1 MiB of data, 64 batches at most
-  (``pipeline/tuning.py``'s ``chunk_size``); **pin**: on exactly when batches go to a CUDA device.
+  (:func:`chunk_size`); **pin**: on exactly when batches go to a CUDA device.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ ENGINES = ("threads", "processes")
 INLINE_BYTES = 2**20  # batches of a copying source under this are read in the consumer's thread
 GIL_THREADS = 8  # worker threads at most, by default, for reads that hold the GIL
 DEFAULT_PREFETCH = 2
+CHUNK_BYTES = 2**20  # a worker task's data by default (chunk_size)
+CHUNK_BATCHES = 64  # a default chunk's batches at most
 YOU, DEFAULT, TUNER = "you", "default", "online tuner"  # the usual values of Schedule.set_by
 AUTO = "auto"  # a setting the online tuner moves
 
@@ -134,6 +136,14 @@ class Schedule:
         return "; ".join(f"{p} ({self.set_by[k]})" if k in self.set_by else p for p, k in zip(parts, keys))
 
 
+def chunk_size(batch_bytes: float | None) -> int:
+    """How many consecutive batches one worker task reads by default: about :data:`CHUNK_BYTES` of
+    data, :data:`CHUNK_BATCHES` at most, one batch per task when the size of a batch is unknown."""
+    if batch_bytes is None:
+        return 1
+    return int(max(1, min(CHUNK_BATCHES, CHUNK_BYTES // max(batch_bytes, 1))))
+
+
 def default_engine(costs: Costs, cores: int) -> tuple[str, str]:
     """The engine when the user does not say, and why."""
     if costs.holds_gil and cores > 1:
@@ -199,6 +209,7 @@ __all__ = [
     "GIL_THREADS",
     "INLINE_BYTES",
     "Schedule",
+    "chunk_size",
     "decide",
     "default_engine",
     "default_workers",

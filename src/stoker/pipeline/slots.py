@@ -125,11 +125,8 @@ class SlotRing:
 
     def close(self) -> None:
         """Unlink every slot; the memory of a batch still held stays mapped until it is dropped."""
-        for slot in self._slots:
-            unlink_segment(slot.name)
-            if slot.pinned and self._unpin is not None:
-                self._unpin(slot.base)
-        self._slots.clear()
+        for slot in list(self._slots):
+            self._retire(slot)
 
 
 class SlotWriter:

@@ -82,8 +82,7 @@ class _Slot:
     """One item's task and result, handed from a worker thread to the consumer.
 
     A lock taken at creation is released when the result (or the error) is in: the consumer waits
-    by taking it, so a hand-off costs one lock release and one acquire, both in C (a
-    ``concurrent.futures.Future`` takes its condition's lock in each of four Python-level calls).
+    by taking it, so a hand-off costs one lock release and one acquire, both in C.
     """
 
     __slots__ = ("fn", "item", "value", "error", "done", "cancelled", "_ready")
@@ -194,8 +193,7 @@ _POOLS: weakref.WeakSet[ThreadPool] = weakref.WeakSet()  # live pools, stopped a
 @atexit.register
 def _stop_at_exit() -> None:
     """Let worker threads finish the task in hand, skip the queued ones, before the interpreter tears
-    down: a daemon thread still reading a store's mapped shards or in torch during finalization aborted
-    the process ("terminate called without an active exception") when a script left a pass unfinished."""
+    down (a daemon thread still in a mapped shard or in torch then can abort the process)."""
     stop_for_exit(list(_POOLS))
 
 

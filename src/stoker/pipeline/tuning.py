@@ -8,16 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PREFETCH = 8  # chunks in flight per worker at most
-CHUNK_BYTES = 2**20  # a worker task's data by default (``executor.chunk_size``)
-CHUNK_BATCHES = 64  # a default chunk's batches at most
-
-
-def chunk_size(batch_bytes: float | None) -> int:
-    """How many consecutive batches one worker task reads: about :data:`CHUNK_BYTES` of data,
-    :data:`CHUNK_BATCHES` at most, one batch per task when the size of a batch is unknown."""
-    if batch_bytes is None:
-        return 1
-    return int(max(1, min(CHUNK_BATCHES, CHUNK_BYTES // max(batch_bytes, 1))))
 
 
 @dataclass(frozen=True)
@@ -205,14 +195,11 @@ class TuneReport:
 
 
 __all__ = [
-    "CHUNK_BATCHES",
-    "CHUNK_BYTES",
     "Bounds",
     "Decision",
     "Measure",
     "Trial",
     "TuneReport",
     "Window",
-    "chunk_size",
     "nbytes",
 ]
