@@ -21,7 +21,7 @@ from stoker.store.shards import ColumnView
 
 MAX_PIECES = 8  # a shuffled row is taken across shards as at most this many equal pieces (take_across)
 VIEW_ROW_BYTES = 1024  # else rows of several shards at least this large are copied as views, once each
-SCRATCH_BYTES = 256 * 1024  # a shuffled batch of a column up to this size: gathered sorted, then scattered
+SCRATCH_BYTES = 1024 * 1024  # a shuffled batch of a column up to this size: gathered sorted, then scattered
 
 
 class Plan:
@@ -39,7 +39,8 @@ class Plan:
     def __init__(self, idx: np.ndarray, starts: np.ndarray, ascending: bool | None = None) -> None:
         """``ascending``: whether ``idx`` never decreases, when the caller knows (None: checked here)."""
         self.n, self.order, self._by_row = len(idx), None, None
-        if not (ascending_order(idx) if ascending is None else ascending):
+        # one shard: its rows are one run in any order (each search of a shard start then finds 0 or n)
+        if len(starts) > 2 and not (ascending_order(idx) if ascending is None else ascending):
             order = np.argsort(idx)
             self._by_row = by_row = Plan(idx[order], starts, True)
             self.shard = np.empty_like(by_row.shard)
