@@ -1,4 +1,5 @@
-"""Epoch start of the sampler's orders: time and memory per row, block against global order.
+"""Epoch start of the sampler's orders: time and memory per row, block against global order; and
+(``--in-batch STORE``) the cost of rows inside a batch in the sampler's order against storage order.
 
 Each case runs in a fresh Python process (``--case``), so no case inherits another's memory or
 warm caches. A case builds the default batch sampler of one rank of 8 and takes its first batch
@@ -12,6 +13,13 @@ int64 array (block order through a per-row lexsort), then this rank's share of i
 
     python benchmarks/bench_order.py                 # 10**7 and 10**8 rows
     python benchmarks/bench_order.py --rows 10000000
+    python benchmarks/bench_order.py --in-batch STORE --batch-size 512 [--rounds 15]
+
+``--in-batch`` times ``Store.gather`` of the same shuffled batches of every tensor column, in the
+sampler's order and sorted (``in_batch_order="storage"``), into two alternating preallocated buffers
+(what a loader does), the two taking turns each round; it prints the medians of CPU and wall time
+per batch and of the per-round rate ratios (sampled / storage). CPU time is the steadier figure on
+a loaded machine.
 """
 
 from __future__ import annotations
@@ -66,11 +74,52 @@ def case(rows: int, order: str, contender: str) -> dict[str, float]:
     return {"first": seconds[0], "next": seconds[1], "bytes_per_row": peak / rows, "rss_bytes_per_row": rss / rows}
 
 
+def in_batch(path: str, batch_size: int, rounds: int, batches: int = 100) -> None:
+    import statistics
+
+    import stoker
+
+    store = stoker.open(path)
+    cols = [c for c in store.schema if store.schema[c].kind == "tensor"]
+    perm = np.random.default_rng(0).permutation(len(store))
+    chunks = [perm[i * batch_size : (i + 1) * batch_size] for i in range(min(batches, len(store) // batch_size))]
+    orders = {"storage": [np.sort(b) for b in chunks], "sampled": chunks}
+    shapes = {c: ((batch_size, *store.schema[c].row_shape), store.schema[c].numpy_dtype) for c in cols}
+    outs = [{c: np.empty(*shapes[c]) for c in cols} for _ in range(2)]
+    cpu: dict[str, list[float]] = {k: [] for k in orders}
+    wall: dict[str, list[float]] = {k: [] for k in orders}
+    for r in range(rounds):
+        for name in list(orders)[:: 1 if r % 2 else -1]:
+            c0, w0 = time.process_time(), time.perf_counter()
+            for i, rows in enumerate(orders[name]):
+                store.gather(rows, cols, outs[i & 1])
+            cpu[name].append((time.process_time() - c0) / len(chunks) * 1e3)
+            wall[name].append((time.perf_counter() - w0) / len(chunks) * 1e3)
+    print(
+        f"{path}: {len(store.manifest.shards)} shards, columns {cols}, {len(chunks)} batches of {batch_size}, {rounds} rounds"
+    )
+    for name in orders:
+        print(
+            f"  {name:8s} CPU ms/batch {statistics.median(cpu[name]):7.3f}  wall {statistics.median(wall[name]):7.3f}"
+        )
+    for what, t in (("CPU", cpu), ("wall", wall)):
+        ratios = sorted(a / b for a, b in zip(t["storage"], t["sampled"]))
+        print(
+            f"  sampled / storage rate, {what}: median {statistics.median(ratios):.3f} [{ratios[0]:.3f}-{ratios[-1]:.3f}]"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10**7, 10**8])
     parser.add_argument("--case", nargs=3, metavar=("ROWS", "ORDER", "CONTENDER"), help=argparse.SUPPRESS)
+    parser.add_argument("--in-batch", metavar="STORE", help="time a store's gathers in sampled against storage order")
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
+    if args.in_batch:
+        in_batch(args.in_batch, args.batch_size, args.rounds)
+        return
     if args.case:
         print(json.dumps(case(int(args.case[0]), args.case[1], args.case[2])))
         return

@@ -21,56 +21,48 @@ from stoker.store.shards import ColumnView
 
 MAX_PIECES = 8  # a shuffled row is taken across shards as at most this many equal pieces (take_across)
 VIEW_ROW_BYTES = 1024  # else rows of several shards at least this large are copied as views, once each
+SCRATCH_BYTES = 1024 * 1024  # a shuffled batch of a column up to this size: gathered sorted, then scattered
 
 
 class Plan:
-    """Where each requested row lives: (shard, local row), grouped into runs of one shard."""
+    """Where each requested row lives: (shard, local row), grouped into runs of one shard.
+
+    Rows that never decrease, or that all lie in one shard, are ``sorted``: each run is a slice of
+    the output. Otherwise a run is the output positions of one shard's rows, ascending by row;
+    ``by_row`` is then the sorted plan of the same rows and ``order`` their positions in the output.
+    """
+
+    runs: list[tuple[int, np.ndarray | slice]]
+    shard: np.ndarray
+    local: np.ndarray
 
     def __init__(self, idx: np.ndarray, starts: np.ndarray, ascending: bool | None = None) -> None:
         """``ascending``: whether ``idx`` never decreases, when the caller knows (None: checked here)."""
-        if not (ascending_order(idx) if ascending is None else ascending):
-            shard = np.searchsorted(starts, idx, side="right") - 1
-            self._set(shard, idx - starts[shard])
+        self.n, self.order, self._by_row = len(idx), None, None
+        # one shard: its rows are one run in any order (each search of a shard start then finds 0 or n)
+        if len(starts) > 2 and not (ascending_order(idx) if ascending is None else ascending):
+            order = np.argsort(idx)
+            self._by_row = by_row = Plan(idx[order], starts, True)
+            self.shard = np.empty_like(by_row.shard)
+            self.shard[order] = by_row.shard
+            self.local = idx - starts[self.shard]
+            self.sorted = len(by_row.runs) < 2  # all in one shard: one take, whatever the order
+            self.runs = by_row.runs if self.sorted else [(s, order[pos]) for s, pos in by_row.runs]
+            self.order = None if self.sorted else order
             return
-        # sorted rows (a loader's batch): each shard's rows are one run, bounded by one search of
-        # the shard starts among the rows; half the numpy calls of the general path
+        # each shard's rows are one run, bounded by one search of the shard starts among the rows
         cuts = np.searchsorted(idx, starts)
         counts = cuts[1:] - cuts[:-1]
         bounds = cuts.tolist()
-        self.n = len(idx)
         self.sorted = True
-        self.runs: list[tuple[int, np.ndarray | slice]] = [
-            (s, slice(bounds[s], bounds[s + 1])) for s in counts.nonzero()[0].tolist()
-        ]
+        self.runs = [(s, slice(bounds[s], bounds[s + 1])) for s in counts.nonzero()[0].tolist()]
         self.shard = np.repeat(np.arange(len(counts)), counts)
         self.local = idx - starts[self.shard]
 
-    @classmethod
-    def _of(cls, shard: np.ndarray, local: np.ndarray) -> Plan:
-        plan = cls.__new__(cls)
-        plan._set(shard, local)
-        return plan
-
-    def _set(self, shard: np.ndarray, local: np.ndarray) -> None:
-        self.n = len(local)
-        self.shard = shard
-        self.local = local
-        steps = np.diff(shard)
-        self.sorted = bool(self.n < 2 or (steps >= 0).all())
-        if self.sorted:
-            # contiguous runs: (shard, start, stop) positions in the output
-            if self.n == 0:
-                self.runs = []
-            else:
-                bounds = [0, *(np.flatnonzero(steps) + 1).tolist(), self.n]
-                firsts = shard[bounds[:-1]].tolist()
-                self.runs = [(s, slice(a, b)) for s, a, b in zip(firsts, bounds[:-1], bounds[1:])]
-        else:
-            # each shard's positions, ascending: one stable argsort cut by the counts
-            order = np.argsort(shard, kind="stable")
-            counts = np.bincount(shard)
-            ends, sizes = np.cumsum(counts).tolist(), counts.tolist()
-            self.runs = [(s, order[ends[s] - sizes[s] : ends[s]]) for s in counts.nonzero()[0].tolist()]
+    @property
+    def by_row(self) -> Plan:
+        """The plan of the same rows sorted (this plan, where they are)."""
+        return self._by_row or self
 
 
 def ascending_order(idx: np.ndarray) -> bool:
@@ -128,14 +120,19 @@ def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) 
     interleaved (a shuffled batch in sampled order) are one ``take`` over all the shards at once
     (:func:`take_across`): each row copied once, straight to its place, with no Python per row.
     Where that does not apply, rows of at least :data:`VIEW_ROW_BYTES` by one ``np.concatenate``
-    of the rows' views (one copy each), smaller rows by a take and a scatter per shard.
+    of the rows' views (one copy each). Batches of at most :data:`SCRATCH_BYTES`, and the rest, are
+    gathered sorted into a scratch array, then put in place by one scatter.
     """
     sources = {s: views[s].data for s, _ in plan.runs}
-    if not plan.sorted and plan.n and take_across(sources, plan, out):
+    if plan.sorted:
+        for shard, pos in plan.runs:
+            # rows are in range (checked by the Store), so mode="clip" changes nothing; "raise" would buffer
+            sources[shard].take(plan.local[pos], axis=0, out=out[pos], mode="clip")
+        return
+    if out.nbytes > SCRATCH_BYTES and take_across(sources, plan, out):
         return
     if (
-        not plan.sorted
-        and plan.n
+        out.nbytes > SCRATCH_BYTES
         and out.nbytes >= VIEW_ROW_BYTES * plan.n
         and all(a.flags.c_contiguous for a in (out, *sources.values()))
     ):
@@ -143,13 +140,9 @@ def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) 
         rows = map(operator.getitem, map(flat.__getitem__, plan.shard.tolist()), plan.local.tolist())
         np.concatenate(list(rows), out=out.reshape(-1))
         return
-    for shard, pos in plan.runs:
-        src = views[shard].data
-        if isinstance(pos, slice):
-            # rows are in range (checked by the Store), so mode="clip" changes nothing; "raise" would buffer
-            src.take(plan.local[pos], axis=0, out=out[pos], mode="clip")
-        else:
-            out[pos] = np.take(src, plan.local[pos], axis=0)
+    scratch = np.empty_like(out)
+    gather_tensor(views, plan.by_row, scratch)
+    out[plan.order] = scratch
 
 
 class _Span:
@@ -168,29 +161,30 @@ def take_across(sources: Mapping[int, np.ndarray], plan: Plan, out: np.ndarray) 
     elements; one take of those elements, in the plan's order, fills ``out``. Only the indexed
     elements are read: the memory between shards is never touched (the Store checked that every
     row is in range, every row is checked to lie inside its shard here, and the shards stay mapped
-    during the gather). False, with nothing done, where an array is not contiguous, a row would be
-    more than :data:`MAX_PIECES` elements, or a row lies past its shard's end.
+    during the gather). False, with nothing done, for a sorted plan (one take per shard serves it),
+    where an array is not contiguous, a row would be more than :data:`MAX_PIECES` elements, or a
+    row lies past its shard's end.
     """
-    arrays, shape = list(sources.values()), out.shape[1:]
-    row_bytes = out.nbytes // max(plan.n, 1)
-    if not row_bytes or not out.flags.c_contiguous:
+    if plan.sorted or not out.flags.c_contiguous:
         return False
-    if not all(a.flags.c_contiguous and a.dtype == out.dtype and a.shape[1:] == shape for a in arrays):
+    shards, arrays = [s for s, _ in plan.runs], [sources[s] for s, _ in plan.runs]
+    if not all(a.flags.c_contiguous and a.dtype == out.dtype and a.shape[1:] == out.shape[1:] for a in arrays):
         return False
-    ptrs = [a.ctypes.data for a in arrays]
+    # the rows sorted: each shard's last is its highest, and none may lie past its shard's end
+    lasts = [p.stop - 1 for _, p in plan.by_row.runs if isinstance(p, slice)]  # by_row's runs are slices
+    if any(top >= len(a) for top, a in zip(plan.by_row.local[lasts].tolist(), arrays)):
+        return False
+    row_bytes, ptrs = out.nbytes // plan.n, [a.ctypes.data for a in arrays]
     base = min(ptrs)
     size = math.gcd(row_bytes, *(p - base for p in ptrs))
-    pieces = row_bytes // size
-    if pieces > MAX_PIECES:
+    pieces = row_bytes // size if row_bytes else 0
+    if not 0 < pieces <= MAX_PIECES:
         return False
     end = max(p + a.nbytes for p, a in zip(ptrs, arrays))
     span = np.asarray(_Span(base, (end - base) // size, size))
-    table = np.zeros((max(sources) + 1, 2), dtype=np.int64)  # per shard: first element, rows
-    table[list(sources)] = [((p - base) // size, len(a)) for p, a in zip(ptrs, arrays)]
-    first, rows = table[plan.shard].T
-    if not (plan.local < rows).all():  # a row past its shard's end (never read between shards)
-        return False
-    at = first + plan.local * pieces
+    first = np.zeros(max(shards) + 1, dtype=np.int64)  # each shard's first element
+    first[shards] = [(p - base) // size for p in ptrs]
+    at = first[plan.shard] + plan.local * pieces
     if pieces > 1:
         at = (at[:, None] + np.arange(pieces)).reshape(-1)
     np.take(span, at, out=out.reshape(-1).view(span.dtype), mode="clip")

@@ -93,3 +93,33 @@ def test_the_loader_options_reach_the_batches(tmp_path):
         assert sampled["index"].tolist() != sorted(sampled["index"].tolist())  # sampled, not storage, order
         stored = next(iter(stoker.Loader(tmp_path / "s", in_batch_order="storage", **kw)))
         assert stored["x"].tolist() == sorted(sampled["x"].tolist()) and "index" not in stored
+
+
+@pytest.mark.parametrize("path", ["sorted then scattered", "one take across the shards", "row views"])
+def test_a_shuffled_gather_is_in_the_samplers_order_on_every_path(tmp_path, monkeypatch, path):
+    # shards of unequal sizes (the last is short, so its later columns start elsewhere), every shard's
+    # first and last row, repeats; each way store/gather.py copies a shuffled batch, forced in turn
+    from stoker.store import gather
+
+    rng = np.random.default_rng(5)
+    n = 250
+    cols = {
+        "y": np.arange(n, dtype=np.int64),
+        "x": rng.integers(0, 255, (n, 1200), dtype=np.uint8),
+        "z": rng.random((n, 3)).astype(np.float32),
+        "s": [f"row {i}" for i in range(n)],
+        "ids": [np.arange(i % 7, dtype=np.int32) + i for i in range(n)],
+    }
+    ds = stoker.open(stoker.write(tmp_path / "s", cols, shard_size=60_000))
+    sizes = [s.rows for s in ds.manifest.shards]
+    assert len(sizes) > 3 and len(set(sizes)) > 1
+    starts = np.cumsum([0, *sizes])
+    rows = np.concatenate([starts[:-1], starts[1:] - 1, rng.permutation(n)[:150], [0, n - 1]])
+    rng.shuffle(rows)
+    monkeypatch.setattr(gather, "SCRATCH_BYTES", 1 << 40 if path == "sorted then scattered" else 0)
+    monkeypatch.setattr(gather, "MAX_PIECES", 0 if path == "row views" else 1 << 20)
+    got = ds.gather(rows)
+    for name in ("y", "x", "z"):
+        assert np.array_equal(got[name], cols[name][rows]), name
+    assert got["s"] == [f"row {i}" for i in rows.tolist()]
+    assert [got["ids"][k].tolist() for k in range(len(rows))] == [cols["ids"][i].tolist() for i in rows.tolist()]

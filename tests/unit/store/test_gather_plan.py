@@ -66,3 +66,11 @@ def test_random_rows_match_the_row_by_row_answer():
             np.testing.assert_array_equal(plan.shard, shard)
             np.testing.assert_array_equal(plan.local, local)
             assert (covered(plan, len(rows)) == 1).all()
+
+
+def test_rows_of_a_one_shard_store_are_one_run_in_any_order():
+    idx = np.array([3, 0, 2, 3, 1], dtype=np.int64)
+    plan = Plan(idx, np.array([0, 4], dtype=np.int64))
+    assert plan.sorted and plan.runs == [(0, slice(0, 5))]
+    np.testing.assert_array_equal(plan.local, idx)
+    np.testing.assert_array_equal(plan.shard, np.zeros(5))
