@@ -8,7 +8,8 @@ Every (contender, workload) runs in its own process, in the environment that con
 (``ENVS``: peers that pin conflicting versions get their own venv). Each writes its own format
 with its own writer, then loads shuffled batches on the CPU for ``--seconds``. Printed: a ratio
 table (stoker = 1.0) with write time, bytes on disk, time to first batch (from the loader's
-construction; the libraries imported before the clock starts, ``import_s`` in the JSON), peak PSS and peak USS of the contender's process tree (shared pages counted once:
+construction; the libraries imported before the clock starts, ``import_s`` in the JSON; the raw data and the
+format dropped from the page cache first, so every contender starts cold), peak PSS and peak USS of the contender's process tree (shared pages counted once:
 ``child.py``) and the peak RSS summed over its processes (shared pages once per process); written:
 ``<out>.json`` and ``<out>.png``. A contender that cannot run says why in the table.
 
