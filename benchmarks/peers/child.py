@@ -81,6 +81,18 @@ def peak_rss_mb() -> float:
     return total / 1024
 
 
+def evict(*dirs: Path) -> None:
+    """Drop the files under ``dirs`` from the page cache, so that every contender's first batch reads
+    its data cold: otherwise the raw .npy that several peers share stays cached between them while a
+    format only one contender reads (stoker's store) was evicted by the formats written since."""
+    for f in (f for d in dirs for f in d.rglob("*") if f.is_file()):
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def warm_imports(contender: str) -> float:
     """Import the libraries ``contender`` loads with (those installed); returns the seconds taken."""
     t0 = time.perf_counter()
@@ -132,6 +144,7 @@ def main() -> None:
             out["write_s"] = said[-1]["write_s"]  # the writer's own time, not the process start
             out["bytes_on_disk"] = du(work)
             ready.write_text("ok")
+        evict(raw, work)
         out["import_s"] = warm_imports(args.contender)
         t0 = time.perf_counter()
         make_iter, count = load(w, raw, work)

@@ -8,7 +8,8 @@ Every (contender, workload) runs in its own process, in the environment that con
 (``ENVS``: peers that pin conflicting versions get their own venv). Each writes its own format
 with its own writer, then loads shuffled batches on the CPU for ``--seconds``. Printed: a ratio
 table (stoker = 1.0) with write time, bytes on disk, time to first batch (from the loader's
-construction; the libraries imported before the clock starts, ``import_s`` in the JSON), peak PSS and peak USS of the contender's process tree (shared pages counted once:
+construction; the libraries imported before the clock starts, ``import_s`` in the JSON; the raw data and the
+format dropped from the page cache first, so every contender starts cold), peak PSS and peak USS of the contender's process tree (shared pages counted once:
 ``child.py``) and the peak RSS summed over its processes (shared pages once per process); written:
 ``<out>.json`` and ``<out>.png``. A contender that cannot run says why in the table.
 
@@ -49,6 +50,7 @@ from registry import contenders_for  # noqa: E402
 from workloads import MAX_LENGTH, WORKLOADS, image_files, make_raw, texts  # noqa: E402
 
 ENVS = {"peers": ".venv-peers", "mosaic": ".venv-mosaic", "ffcv": ".venv-ffcv"}
+MEMORY = ("peak_pss_mb", "peak_pss_anon_mb", "peak_pss_shmem_mb", "peak_pss_file_mb", "peak_uss_mb", "peak_rss_mb")
 
 
 def env_python(env: str) -> Path:
@@ -167,8 +169,9 @@ def work_dir(root: Path, workload: str, contender: str) -> Path:
 
 def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
     """One row per (workload, contender) from the rows of each round: the first round's row (its
-    write time, disk size) with ``samples_per_s``, ``first_batch_s`` and ``cpu_us_per_sample`` the medians
-    of the rounds that measured it, ``rounds`` the per-round rates, ``first_batch_rounds`` the per-round first batches, ``load_averages`` the loads, and
+    write time, disk size) with ``samples_per_s``, ``first_batch_s``, ``cpu_us_per_sample`` and the memory
+    figures (``MEMORY``) the medians of the rounds that measured it, ``rounds`` the per-round rates,
+    ``first_batch_rounds``, ``peak_pss_rounds``, ... each round's figure, ``load_averages`` the loads, and
     for stoker ``vs_peers``: per peer, the median of the per-round ratios stoker / peer."""
     merged: dict[tuple[str, str], dict] = {}
     per: dict[tuple[str, str], list[dict]] = {}
@@ -187,11 +190,12 @@ def merge_rounds(rounds: list[list[dict]]) -> list[dict]:
         cpu = [r["cpu_us_per_sample"] for r in ok if "cpu_us_per_sample" in r]
         if cpu:
             row["cpu_us_per_sample"] = float(np.median(cpu))
-        first = [r["first_batch_s"] for r in ok if "first_batch_s" in r]
-        if first:
-            row["first_batch_s"], row["first_batch_rounds"] = float(np.median(first)), first
+        for k in ("first_batch_s", *MEMORY):  # medians, and every round's value under <key without _s/_mb>_rounds
+            values = [r[k] for r in ok if k in r]
+            if values:
+                row[k], row[k.rsplit("_", 1)[0] + "_rounds"] = float(np.median(values)), values
         row["load_averages"] = [r["load_average"] for r in ok if "load_average" in r]
-        for k in ("write_s", "bytes_on_disk", "first_batch_s", "peak_rss_mb", "peak_pss_mb", "peak_uss_mb"):
+        for k in ("write_s", "bytes_on_disk"):
             if k not in row and any(k in r for r in ok):
                 row[k] = next(r[k] for r in ok if k in r)
     for (workload, name), row in merged.items():
@@ -330,7 +334,29 @@ def markdown(rows: list[dict], day: str) -> str:
                 for w in workloads
             ]
             lines.append(f"| {name.replace('_', chr(92) + '_')} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + startup(rows)) + "\n"
+
+
+def startup(rows: list[dict]) -> list[str]:
+    """Per workload: each contender's time to first batch (median, the rounds' range) and peak PSS
+    (median) with its parts, anonymous · shared memory · mapped files, and peak USS."""
+    lines = []
+    for workload in dict.fromkeys(r["workload"] for r in rows):
+        lines += [
+            "",
+            f"{workload}: first batch s (median; min-max of the rounds) · peak PSS MB = anon + shm + file · USS MB:",
+            "",
+            "| contender | first batch s | PSS MB | anon | shm | file | USS MB |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in rows:
+            if r["workload"] != workload or "first_batch_s" not in r:
+                continue
+            first = r.get("first_batch_rounds", [r["first_batch_s"]])
+            mb = [_mb(r, f"peak_{k}_mb") for k in ("pss", "pss_anon", "pss_shmem", "pss_file", "uss")]
+            spread = f" ({min(first):.2f}-{max(first):.2f})" if len(first) > 1 else ""
+            lines.append(f"| {r['contender']} | {r['first_batch_s']:.2f}{spread} | " + " | ".join(mb) + " |")
+    return lines
 
 
 def _mb(row: dict, key: str) -> str:

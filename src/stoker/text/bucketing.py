@@ -232,7 +232,7 @@ class LengthBuckets(BatchSampler):
         # the epoch's first window (of several) is cut into runs (by batch number), delivered run by run
         lead = int(full[0]) // self.window
         first, top = lead * self.window, min((lead + 1) * self.window, count)
-        cuts = np.unique(np.minimum(first + LEAD_CUTS, top)) if count > self.window else np.array([], dtype=np.int64)
+        cuts = first + LEAD_CUTS if count > self.window else LEAD_CUTS[:0]
         edges = np.concatenate([[first], cuts[cuts < top], [top]])  # the runs: edges[k] .. edges[k + 1]
         head = full[: np.count_nonzero(full // self.window == lead)]  # window-major: the lead window's batches
         full[: len(head)] = head[np.argsort(np.searchsorted(edges, head, side="right"), kind="stable")]

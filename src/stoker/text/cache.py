@@ -103,8 +103,8 @@ class _State:
         new = np.flatnonzero(~self.done[idx])
         if len(new) == 0:
             return
-        if len(new) < len(idx) or len(np.unique(idx)) < len(idx):
-            rows, first = np.unique(idx[new], return_index=True)
+        rows, first = np.unique(idx[new], return_index=True)  # return_index: a plain unique imports numpy.ma
+        if len(rows) < len(idx):
             new = new[first]
         else:
             rows = idx
