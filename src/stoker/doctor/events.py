@@ -304,25 +304,7 @@ _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 
 _SCALARS = frozenset({int, float, str, bool, type(None)})
-_ENCODER = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps with options makes one per call
-
-
-def _fast_encode() -> Callable[[Any], str]:
-    """``_ENCODER.encode`` without the C encoder ``JSONEncoder`` builds on every call (a third of an
-    event's cost); the plain one where this Python's ``c_make_encoder`` takes other arguments."""
-    import json.encoder as je
-
-    try:
-        c = je.c_make_encoder(None, _ENCODER.default, je.encode_basestring_ascii, None, ":", ",", False, False, True)  # type: ignore[attr-defined]
-        sample = [["x", 1, 0.5, None, True, "é"]]
-        if "".join(c(sample, 0)) == _ENCODER.encode(sample):
-            return lambda obj: "".join(c(obj, 0))
-    except TypeError:
-        pass
-    return _ENCODER.encode
-
-
-_encode = _fast_encode()
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode  # events hold no cycles
 
 
 def _plain(value: Any) -> Any:
@@ -352,9 +334,9 @@ def as_json(record: Any) -> dict[str, Any]:
 
 
 def to_wire(event: Any) -> list[Any]:
-    """The JSON-able list of an event: a record, or ``(RecordClass, *field values)``."""
+    """The JSON-able list of an event: a record, or ``(RecordClass, *field values)`` (scalars only)."""
     if isinstance(event, tuple):
-        return [event[0].TAG, *map(_plain, event[1:])]
+        return [event[0].TAG, *event[1:]]
     return [event.TAG, *(_plain(getattr(event, f.name)) for f in fields(event))]
 
 
