@@ -358,26 +358,3 @@ def encode_line(events: Iterable[Any]) -> str:
 def decode_line(line: str) -> list[Event]:
     """The records of one line; ``ValueError`` for a torn or foreign line."""
     return [from_wire(item) for item in json.loads(line)]
-
-
-__all__ = [
-    "BatchDesc",
-    "BatchSeen",
-    "DeviceStep",
-    "Event",
-    "IterStart",
-    "LoaderDesc",
-    "LoaderSeen",
-    "Meta",
-    "Probe",
-    "StageSpan",
-    "Step",
-    "TensorDesc",
-    "Tuned",
-    "WorkerSeen",
-    "as_json",
-    "decode_line",
-    "encode_line",
-    "from_wire",
-    "to_wire",
-]
