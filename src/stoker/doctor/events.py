@@ -16,7 +16,7 @@ object keyed by field name::
     ["worker", loader, worker, workers]             a DataLoader worker process's first fetch call (its id of workers)
     ["iter", loader, start, end]                    an iterator made over a loader (an epoch start: workers started)
     ["device", loader, start, end, h2d, blocking, pageable, nbytes, copy_s, syncs, sync_s, ops]   CUDA copies and syncs of one step
-    ["meta", pid, ppid, start, end, cpus, argv, forked, rank, cost_s]    the process (fields unknown yet are null)
+    ["meta", pid, ppid, start, end, argv, forked, rank, cost_s]    the process (fields unknown yet are null)
 
 A line is a JSON list of such events. Times are ``time.perf_counter()`` seconds.
 
@@ -267,7 +267,6 @@ class Meta:
     Attributes:
         pid, ppid: the process and its parent.
         start, end: when recording started and ended in it.
-        cpus: ``os.cpu_count()``.
         argv: the script's command line.
         forked: whether the process was forked from a recording one (a worker).
         rank: the process's ``RANK`` under torchrun (None: not a distributed rank).
@@ -279,7 +278,6 @@ class Meta:
     ppid: int | None = None
     start: float | None = None
     end: float | None = None
-    cpus: int | None = None
     argv: tuple[str, ...] | None = None
     forked: bool = False
     rank: int | None = None

@@ -71,7 +71,7 @@ class Recorder:
         if not _FORK_HANDLER and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
             _FORK_HANDLER.append(True)
-        self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter(), cpus=os.cpu_count()))
+        self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter()))
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="stoker-doctor-recorder", daemon=True)
         self._thread.start()
