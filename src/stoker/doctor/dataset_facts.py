@@ -21,6 +21,7 @@ import os
 import random
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -230,23 +231,19 @@ def _all(results: Iterator[bool | None]) -> bool | None:
     return None if unknown else True
 
 
-class _SavedRandomState:
+@contextmanager
+def _saved_random_state() -> Iterator[None]:
     """The states of ``random``, numpy's and torch's global generators, restored on exit."""
-
-    def __enter__(self) -> _SavedRandomState:
-        self.py = random.getstate()
-        np = sys.modules.get("numpy")
-        self.np = np.random.get_state() if np is not None else None
-        torch = sys.modules.get("torch")
-        self.torch = torch.get_rng_state() if torch is not None else None
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        random.setstate(self.py)
-        if self.np is not None:
-            sys.modules["numpy"].random.set_state(self.np)
-        if self.torch is not None:
-            sys.modules["torch"].set_rng_state(self.torch)
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    saved = random.getstate(), np and np.random.get_state(), torch and torch.get_rng_state()
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        if np is not None:
+            np.random.set_state(saved[1])
+        if torch is not None:
+            torch.set_rng_state(saved[2])
 
 
 def draws_randomly(dataset: Any, index: Any) -> bool | None:
@@ -255,7 +252,7 @@ def draws_randomly(dataset: Any, index: Any) -> bool | None:
     The global random generators are restored afterwards: the script draws what it would have drawn.
     """
     try:
-        with _SavedRandomState():
+        with _saved_random_state():
             first = dataset[index]
             second = dataset[index]
     except Exception:  # noqa: BLE001 -- the script's own error shows when its loader calls it

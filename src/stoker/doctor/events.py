@@ -16,7 +16,7 @@ object keyed by field name::
     ["worker", loader, worker, workers]             a DataLoader worker process's first fetch call (its id of workers)
     ["iter", loader, start, end]                    an iterator made over a loader (an epoch start: workers started)
     ["device", loader, start, end, h2d, blocking, pageable, nbytes, copy_s, syncs, sync_s, ops]   CUDA copies and syncs of one step
-    ["meta", pid, ppid, start, end, cpus, argv, forked, rank, cost_s]    the process (fields unknown yet are null)
+    ["meta", pid, ppid, start, end, argv, forked, rank, cost_s]    the process (fields unknown yet are null)
 
 A line is a JSON list of such events. Times are ``time.perf_counter()`` seconds.
 
@@ -267,7 +267,6 @@ class Meta:
     Attributes:
         pid, ppid: the process and its parent.
         start, end: when recording started and ended in it.
-        cpus: ``os.cpu_count()``.
         argv: the script's command line.
         forked: whether the process was forked from a recording one (a worker).
         rank: the process's ``RANK`` under torchrun (None: not a distributed rank).
@@ -279,7 +278,6 @@ class Meta:
     ppid: int | None = None
     start: float | None = None
     end: float | None = None
-    cpus: int | None = None
     argv: tuple[str, ...] | None = None
     forked: bool = False
     rank: int | None = None
@@ -304,25 +302,7 @@ _NESTED: dict[str, Callable[[dict[str, Any]], Any]] = {
 
 
 _SCALARS = frozenset({int, float, str, bool, type(None)})
-_ENCODER = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps with options makes one per call
-
-
-def _fast_encode() -> Callable[[Any], str]:
-    """``_ENCODER.encode`` without the C encoder ``JSONEncoder`` builds on every call (a third of an
-    event's cost); the plain one where this Python's ``c_make_encoder`` takes other arguments."""
-    import json.encoder as je
-
-    try:
-        c = je.c_make_encoder(None, _ENCODER.default, je.encode_basestring_ascii, None, ":", ",", False, False, True)  # type: ignore[attr-defined]
-        sample = [["x", 1, 0.5, None, True, "é"]]
-        if "".join(c(sample, 0)) == _ENCODER.encode(sample):
-            return lambda obj: "".join(c(obj, 0))
-    except TypeError:
-        pass
-    return _ENCODER.encode
-
-
-_encode = _fast_encode()
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode  # events hold no cycles
 
 
 def _plain(value: Any) -> Any:
@@ -352,9 +332,9 @@ def as_json(record: Any) -> dict[str, Any]:
 
 
 def to_wire(event: Any) -> list[Any]:
-    """The JSON-able list of an event: a record, or ``(RecordClass, *field values)``."""
+    """The JSON-able list of an event: a record, or ``(RecordClass, *field values)`` (scalars only)."""
     if isinstance(event, tuple):
-        return [event[0].TAG, *map(_plain, event[1:])]
+        return [event[0].TAG, *event[1:]]
     return [event.TAG, *(_plain(getattr(event, f.name)) for f in fields(event))]
 
 
@@ -376,26 +356,3 @@ def encode_line(events: Iterable[Any]) -> str:
 def decode_line(line: str) -> list[Event]:
     """The records of one line; ``ValueError`` for a torn or foreign line."""
     return [from_wire(item) for item in json.loads(line)]
-
-
-__all__ = [
-    "BatchDesc",
-    "BatchSeen",
-    "DeviceStep",
-    "Event",
-    "IterStart",
-    "LoaderDesc",
-    "LoaderSeen",
-    "Meta",
-    "Probe",
-    "StageSpan",
-    "Step",
-    "TensorDesc",
-    "Tuned",
-    "WorkerSeen",
-    "as_json",
-    "decode_line",
-    "encode_line",
-    "from_wire",
-    "to_wire",
-]

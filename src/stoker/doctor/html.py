@@ -169,7 +169,7 @@ def render_html(report: Report) -> str:
         "<h1>stoker doctor</h1>",
         f"<p class='muted'>command: <code>{e(' '.join(report.command or ['(in-process)']))}</code>; exit code {report.exit_code}; "
         f"wall time {report.wall_s:.2f} s; GPU: {e(report.gpu_status)}</p>",
-        f"<p class='muted' id='cost'>the doctor's own cost: {e(cost_line(report))}</p>",
+        f"<p class='muted' id='cost'>the doctor itself cost: {e(cost_line(report))}</p>",
         f"<div class='verdict {cls}' id='verdict'>{e(report.verdict)}</div>",
         f"<p id='message'>{e(report.message)}</p>",
     ]

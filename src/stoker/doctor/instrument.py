@@ -87,10 +87,10 @@ _profiling = torch.autograd._profiler_enabled
 class _Span:
     """One stage of one batch: times it; labels it for torch.profiler when that records."""
 
-    __slots__ = ("emit", "key", "stage", "t0", "rf")
+    __slots__ = ("rec", "key", "stage", "t0", "rf")
 
-    def __init__(self, emit: Callable[[Any], None], key: int, stage: str) -> None:
-        self.emit, self.key, self.stage = emit, key, stage
+    def __init__(self, rec: Any, key: int, stage: str) -> None:
+        self.rec, self.key, self.stage = rec, key, stage
         self.rf: torch.profiler.record_function | None = None
 
     def __enter__(self) -> _Span:
@@ -104,7 +104,9 @@ class _Span:
         t1 = perf_counter()
         if self.rf is not None:
             self.rf.__exit__(None, None, None)
-        self.emit((StageSpan, self.key, self.stage, get_ident(), self.t0, t1, 1))
+        rec = self.rec
+        rec.emit((StageSpan, self.key, self.stage, get_ident(), self.t0, t1, 1))
+        rec.cost_s += perf_counter() - t1
 
 
 class LoaderObserver(Observer):
@@ -117,15 +119,10 @@ class LoaderObserver(Observer):
         self._instr._register(info.loader_id, LoaderDesc.from_info(info))
 
     def span(self, info: LoaderInfo, stage: str) -> _Span:
-        return _Span(self._instr.emit, info.loader_id, stage)
+        return _Span(self._instr._rec, info.loader_id, stage)
 
     def batch(self, info: LoaderInfo, requested: float, ready: float, batch: Any) -> None:
-        instr = self._instr
-        key = info.loader_id
-        instr.emit((Step, key, requested, ready))
-        instr.copies.step(key, requested, ready)
-        if instr._inspected.get(key, 0) < instr.inspect_batches:
-            instr._inspect(key, batch)
+        self._instr._step(info.loader_id, requested, ready, batch)
 
     def tuned(self, info: LoaderInfo, decision: Any) -> None:
         self._instr.emit(Tuned.of(info.loader_id, decision))
@@ -135,7 +132,9 @@ class Instrumentation:
     """Installs the torch patches and the stoker observer for one recorder; ``uninstall()`` removes them.
 
     Events go to the recorder as records, or, per batch and per stage, as
-    ``(RecordClass, *field values)`` tuples (see ``events.py``).
+    ``(RecordClass, *field values)`` tuples (see ``events.py``). Each hook adds the time it takes
+    beyond the work it times (the loader's, the Dataset's) to the recorder's ``cost_s``; the wrappers
+    of ``copies.py`` (CUDA hosts, the first steps) are not counted.
     """
 
     def __init__(self, recorder: Any, inspect_batches: int = 4, probe: bool = True) -> None:
@@ -152,10 +151,6 @@ class Instrumentation:
 
     def emit(self, event: Any) -> None:
         self._rec.emit(event)
-
-    def hold(self, event: Any) -> None:
-        """``event`` written with the next one (in a worker: one write for a collate and its fetch)."""
-        self._rec.hold(event)
 
     # -- patching -----------------------------------------------------------------------------
     def _patch(self, owner: Any, name: str, new: Any) -> None:
@@ -231,8 +226,9 @@ class Instrumentation:
         def __init__(it: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
             t0 = perf_counter()
             orig(it, loader, *args, **kwargs)
+            t1 = perf_counter()
             key = id(loader)
-            self.emit(IterStart(key, t0, perf_counter()))
+            self.emit(IterStart(key, t0, t1))
             setattr(it, _KEY, key)
             if key not in self._seen:
                 self._register(key, self._torch_info(loader))
@@ -241,6 +237,7 @@ class Instrumentation:
                 self._probed.add(id(dataset))  # here, before the first fetch: the probe is not a data wait
                 if not isinstance(dataset, torch.utils.data.IterableDataset) and _sized(dataset):
                     self.emit(Probe(id(dataset), dataset_facts.draws_randomly(dataset, 0), 0))
+            self._rec.cost_s += perf_counter() - t1
 
         return __init__
 
@@ -248,18 +245,23 @@ class Instrumentation:
         def __next__(it: Any) -> Any:
             t0 = perf_counter()
             out = orig(it)
-            t1 = perf_counter()
-            key = it.__dict__.get(_KEY, 0)
-            self.emit((Step, key, t0, t1))
-            self.copies.step(key, t0, t1)
-            if self._inspected.get(key, 0) < self.inspect_batches:
-                self._inspect(key, out)
+            self._step(it.__dict__.get(_KEY, 0), t0, perf_counter(), out)
             return out
 
         return __next__
 
+    def _step(self, key: int, requested: float, ready: float, batch: Any) -> None:
+        """A batch of loader ``key`` handed out: its ``Step``, the copy watch, the first batches described."""
+        rec = self._rec
+        rec.emit((Step, key, requested, ready))
+        self.copies.step(key, requested, ready)
+        if self._inspected.get(key, 0) < self.inspect_batches:
+            self._inspect(key, batch)
+        rec.cost_s += perf_counter() - ready
+
     def _fetch(self, orig: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         def fetch(fetcher: Any, index: Any) -> Any:
+            begin = perf_counter()
             collate = fetcher.collate_fn
             if not getattr(collate, "_stoker_doctor", False):
                 fetcher.collate_fn = self._timed_collate(collate, id(fetcher.dataset))
@@ -270,8 +272,11 @@ class Instrumentation:
                 self._probe(fetcher, index)
             t0 = perf_counter()
             out = orig(fetcher, index)
+            t1 = perf_counter()
             items = len(index) if isinstance(index, (list, tuple, range)) else 1
-            self.emit((StageSpan, key, "fetch", get_ident(), t0, perf_counter(), items))
+            rec = self._rec
+            rec.emit((StageSpan, key, "fetch", get_ident(), t0, t1, items))
+            rec.cost_s += perf_counter() - t1 + t0 - begin
             return out
 
         return fetch
@@ -297,7 +302,10 @@ class Instrumentation:
         def timed(samples: Any) -> Any:
             t0 = perf_counter()
             out = collate(samples)
-            self.hold((StageSpan, key, "collate", get_ident(), t0, perf_counter()))
+            t1 = perf_counter()
+            rec = self._rec
+            rec.emit((StageSpan, key, "collate", get_ident(), t0, t1))
+            rec.cost_s += perf_counter() - t1
             return out
 
         timed._stoker_doctor = True  # type: ignore[attr-defined]

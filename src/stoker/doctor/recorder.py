@@ -4,14 +4,16 @@ Each process writes ``events-<pid>.jsonl`` in the run's directory, so a crash ke
 written and worker processes never share a file. Each line holds the events of one flush; the
 records and their wire format are defined in ``events.py``.
 
-The process that starts the recorder appends events to a list (``emit`` is ``list.append``)
-and a daemon thread writes them every ``interval`` seconds, then at ``close()`` (and at exit).
-A process forked from it (a worker) writes each event as it happens, because a forked child has
-no flusher thread and may leave through ``os._exit`` (an event given to ``hold``, a fetch's collate,
-is written with the next one, its fetch). A hard crash (``os._exit``, a signal)
-loses at most the last interval of the main process's events. Each process counts the seconds it
-spent encoding and writing events (``cost_s``, in its last :class:`Meta`: at ``close()``, which a
-``multiprocessing`` child runs at its exit too): what recording cost the script.
+``emit`` appends an event to a list. The process that starts the recorder writes the list every
+``interval`` seconds from a daemon thread; a process forked from it (a worker, which has no such
+thread) writes it from ``emit`` once ``interval`` has passed since its last write. Both write the
+rest at ``close()``, which runs at exit (``atexit``; a ``multiprocessing`` child runs it among its
+exit finalizers, before its ``os._exit``). A hard crash (``os._exit``, a signal) loses at most the
+last interval of a process's events.
+
+``cost_s`` counts the seconds the doctor spent in this process: encoding and writing events, and
+what the hooks add to it (``Instrumentation`` adds the time its hooks take beyond the work they
+time). It is written in the process's last :class:`Meta`, at ``close()``.
 
 ``child.py`` loads this file by path (as it loads ``events.py``), so it imports nothing of the
 stoker package.
@@ -52,14 +54,13 @@ class Recorder:
         self.interval = float(interval)
         self._buf: list[Any] = []
         self.emit = self._buf.append  # the hot path: one list append
-        self.hold = self._buf.append  # an event written with the next one (the same in this process)
-        self._held: list[Any] = []
+        self._due = 0.0  # in a forked child: when ``emit`` writes next
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._file: TextIO | None = None
         self._pid = os.getpid()
-        self.cost_s = 0.0  # seconds this process spent encoding and writing events
+        self.cost_s = 0.0  # seconds the doctor spent in this process (see the module's docstring)
 
     # -- life ---------------------------------------------------------------------------------
     def start(self) -> Recorder:
@@ -70,7 +71,7 @@ class Recorder:
         if not _FORK_HANDLER and hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=_after_fork_in_child)
             _FORK_HANDLER.append(True)
-        self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter(), cpus=os.cpu_count()))
+        self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter()))
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="stoker-doctor-recorder", daemon=True)
         self._thread.start()
@@ -83,7 +84,7 @@ class Recorder:
             self._thread.join()
             self._thread = None
         if self._file is not None:
-            self.emit(Meta(pid=self._pid, end=time.perf_counter(), cost_s=self.cost_s))
+            self._buf.append(Meta(pid=self._pid, end=time.perf_counter(), cost_s=self.cost_s))
             self.flush()
             self._file.close()
             self._file = None
@@ -112,25 +113,20 @@ class Recorder:
             self._file.flush()
             self.cost_s += time.thread_time() - t0
 
-    def _write_through(self, event: Any) -> None:
-        with self._lock:
-            if self._file is not None:
-                t0 = time.perf_counter()  # a worker's one thread; perf_counter costs less than thread_time
-                self._file.write(encode_line((*self._held, event)))
-                self._held.clear()  # in place: ``hold`` is this list's append
-                self._file.flush()
-                self.cost_s += time.perf_counter() - t0
+    def _emit_in_child(self, event: Any) -> None:
+        self._buf.append(event)
+        if time.perf_counter() >= self._due:
+            self.flush()
+            self._due = time.perf_counter() + self.interval
 
     def _become_child(self) -> None:
-        """In a forked child: own file, no thread, every event written at once."""
+        """In a forked child: own file, no thread; ``emit`` writes once an interval has passed."""
         self._lock = threading.Lock()
         self._thread = None
         self._buf = []
         self._inherited = self._file  # kept, never flushed here: its buffer belongs to the parent
         self._open()
-        self.emit = self._write_through
-        self._held = []
-        self.hold = self._held.append  # written with the next event: one write for a fetch and its collate
+        self.emit = self._emit_in_child
         self.cost_s = 0.0
         self.emit(Meta(pid=self._pid, ppid=os.getppid(), start=time.perf_counter(), forked=True))
         util = sys.modules.get("multiprocessing.util")

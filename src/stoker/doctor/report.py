@@ -86,21 +86,51 @@ class Report:
         return path
 
 
+def doctor_cost(
+    events: int, procs: dict[int, Any], steps: int, loop: tuple[float, float, float], sampler_cpu_s: float | None
+) -> dict[str, Any]:
+    """What the doctor itself cost a run (``resources["doctor"]`` of the report), estimated from what it timed.
+
+    ``script_s``: the seconds the script's processes spent in the doctor (its hooks beyond the work they time,
+    encoding and writing its ``events``), summed over the ``script_procs`` of ``procs`` processes that reached
+    their end; ``sampler_cpu_s``: the CPU seconds of the sampling thread (where given). ``loop`` is (seconds from
+    the first fetch to the last, the wall seconds of the run, the loop's seconds summed over processes).
+    ``step_us`` is ``script_s`` plus the sampler's CPU during the loop (its share of the run's wall time), per
+    step of every loader; ``step_share`` that over the mean step (loop seconds per step)."""
+    costs = [m.cost_s for m in procs.values() if m.cost_s is not None]
+    window, wall, loop_s = loop
+    sampled = (sampler_cpu_s or 0.0) * min(1.0, window / wall) if wall > 0 else 0.0
+    per_step = (sum(costs) + sampled) / steps if steps else None
+    return {
+        "events": events,
+        "sampler_cpu_s": sampler_cpu_s,
+        "script_s": sum(costs),
+        "script_procs": len(costs),
+        "procs": len(procs),
+        "steps": steps,
+        "step_us": None if per_step is None else 1e6 * per_step,
+        "step_share": per_step / (loop_s / steps) if per_step is not None and loop_s > 0 else None,
+    }
+
+
 def cost_line(report: Report) -> str:
     """What the doctor itself cost this run, in one line (terminal and HTML)."""
     cost = report.resources.get("doctor", {})
     parts = []
+    if cost.get("step_us") is not None:
+        head = f"~{cost['step_us']:,.0f} us per step"
+        if cost.get("step_share") is not None:
+            step_ms = 1000 * report.loop_s / cost["steps"]
+            head += f", {100 * cost['step_share']:.1f} % of the {step_ms:.2f} ms step"
+        parts.append(f"{head} (an estimate from its own timing, over {cost['steps']:,} steps)")
+    line = f"{cost.get('events', 0):,} events recorded by the script's processes"
+    if cost.get("script_procs"):
+        k, n = cost["script_procs"], cost["procs"]
+        some = "" if k == n else f" (the {k} of {n} processes that reached their end)"
+        line += f", {1000 * cost['script_s']:.0f} ms in its hooks and writing them there{some}"
+    parts.append(line)
     if cost.get("sampler_cpu_s") is not None:
         parts.append(f"sampling {cost['sampler_cpu_s']:.2f} CPU-s in the doctor's process")
-    line = f"{cost.get('events', 0):,} events recorded by the script's processes"
-    if cost.get("recording_procs"):
-        k, n = cost["recording_procs"], cost["procs"]
-        some = "" if k == n else f" (the {k} of {n} processes that reached their end)"
-        line += f", {1000 * cost['recording_s']:.0f} ms encoding and writing them there{some}"
-    parts.append(line)
-    if report.wall_s > 0 and cost.get("sampler_cpu_s") is not None:
-        share = (cost["sampler_cpu_s"] + cost.get("recording_s", 0.0)) / report.wall_s
-        parts.append(f"{100 * share:.1f} % of one core over the run's {report.wall_s:.1f} s")
     return "; ".join(parts)
 
 
@@ -117,10 +147,7 @@ def build_report(
 ) -> Report:
     """Read every process's events under ``events_dir`` and judge the run.
 
-    ``resources["doctor"]`` says what the doctor itself cost: the events the script's processes
-    recorded, the seconds they spent encoding and writing them (``recording_s``, summed over the
-    ``recording_procs`` of ``procs`` processes that reached their end), and the CPU seconds of the
-    sampling thread (``sampler_cpu_s``, where given). :func:`cost_line` says it in words."""
+    ``resources["doctor"]`` says what the doctor itself cost (:func:`doctor_cost`); :func:`cost_line` says it in words."""
     recorded = list(read_events(events_dir))
     loaders, procs = build_loaders(recorded)
     active = {k: st for k, st in loaders.items() if st.steps}
@@ -135,14 +162,9 @@ def build_report(
     res = summarize_resources(samples, (first, last) if first is not None and last is not None else None)
     tree_s, root_s = cpu_seconds(samples, config.interval)
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
-    costs = [m.cost_s for m in procs.values() if m.cost_s is not None]
-    res["doctor"] = {
-        "events": len(recorded),
-        "sampler_cpu_s": sampler_cpu_s,
-        "recording_s": sum(costs),
-        "recording_procs": len(costs),
-        "procs": len(procs),
-    }
+    steps = sum(len(st.steps) for st in active.values())
+    window = last - first if first is not None and last is not None else 0.0
+    res["doctor"] = doctor_cost(len(recorded), procs, steps, (window, wall[1] - wall[0], loop), sampler_cpu_s)
     report = Report(
         verdict=bound,
         stall_share=stall,

@@ -218,10 +218,9 @@ class ResourceSampler:
         return cpu_tree, cpu_root, memory, read, count, mem, managers
 
     def _memory(self, pid: int) -> Memory | None:
-        """``pid``'s memory (``pipeline/memory.py``: PSS, USS, RSS from ``smaps_rollup``) when due, else
-        None. The kernel walks the page tables for it (~15 ms for a 500 MB torch process), so each process
-        is read again only after ``USS_BUDGET`` times what its last read cost: at most ~1 % of a core per
-        process; between reads its last figures stand."""
+        """``pid``'s memory (``pipeline/memory.py``: PSS, USS, RSS from ``smaps_rollup``, a page-table walk)
+        when due, else None: each process is read again only after ``USS_BUDGET`` times what its last read
+        cost; between reads its last figures stand."""
         now = time.perf_counter()
         if now < self._uss_due.get(pid, 0.0):
             return None

@@ -136,5 +136,5 @@ def _resources(report: Report) -> Any:
         gpu += f": {r['gpu_util_pct']:.0f} % busy, memory up to {r['gpu_mem_max'] / 2**30:.1f} GiB, PCIe in {_mb(r.get('pcie_rx_bps'))}"
     t.add_row("GPU", gpu)
     t.add_row("wall time", f"{report.wall_s:.2f} s (loop {report.loop_s:.2f} s)")
-    t.add_row("the doctor's own cost", cost_line(report))
+    t.add_row("the doctor itself cost", cost_line(report))
     return t

@@ -49,7 +49,7 @@ RECORDS = [
     BatchSeen(1, BATCH),
     Probe(7, True, 0),
     Probe(7, None, 3),
-    Meta(pid=10, ppid=1, start=0.5, cpus=4),
+    Meta(pid=10, ppid=1, start=0.5),
     Meta(argv=("train.py", "--epochs", "1")),
     Meta(pid=11, ppid=10, start=0.75, forked=True),
     Meta(pid=11, end=9.5, cost_s=0.25),
@@ -71,7 +71,7 @@ def test_the_wire_is_the_tag_then_the_fields_with_nested_records_as_objects():
     assert from_wire(["stage", 1, "read", 123, 2.0, 2.25]).items == 1  # a line written before items existed
     loader = to_wire(LoaderSeen(1, DESC))
     assert loader[:2] == ["loader", 1] and loader[2]["source"] == "Toy" and loader[2]["kind"] == "torch"
-    assert to_wire(Meta(pid=3, end=9.0)) == ["meta", 3, None, None, 9.0, None, None, False, None, None]
+    assert to_wire(Meta(pid=3, end=9.0)) == ["meta", 3, None, None, 9.0, None, False, None, None]
 
 
 def test_the_hot_path_tuple_encodes_as_its_record():
@@ -122,9 +122,9 @@ def test_a_stoker_loader_description_reuses_the_loader_info_fields():
 
 
 def test_meta_records_merge_what_each_knows():
-    start = Meta(pid=10, ppid=1, start=0.0, cpus=4)
+    start = Meta(pid=10, ppid=1, start=0.0)
     merged = start.merged(Meta(argv=("train.py",))).merged(Meta(pid=10, end=5.0))
-    assert merged == Meta(pid=10, ppid=1, start=0.0, end=5.0, cpus=4, argv=("train.py",))
+    assert merged == Meta(pid=10, ppid=1, start=0.0, end=5.0, argv=("train.py",))
 
 
 def test_as_json_is_the_report_form():
