@@ -40,11 +40,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from stoker.errors import ConfigError, StoreError, StoreWriteError
+from stoker.errors import StoreError, StoreWriteError
 from stoker.remote.cachedir import CACHE_DIR_ENV, default_root, new_part, open_lock, writer_pid
 from stoker.store.format import ShardInfo
 from stoker.store.replace import pid_alive
-from stoker.store.shardfile import file_checksum
+from stoker.store.shardfile import shard_problem
 from stoker.store.sizes import parse_size, size_text
 
 DEFAULT_CACHE_LIMIT = 50 * 2**30
@@ -55,14 +55,7 @@ TOTAL_FILE = ".cache.size"
 
 def parse_limit(limit: int | str | None) -> int:
     """``cache_limit`` in bytes: an int, ``"50GB"`` (binary units), or None for the default (50 GiB)."""
-    if limit is None:
-        return DEFAULT_CACHE_LIMIT
-    try:
-        return parse_size(limit)
-    except ConfigError:
-        raise ConfigError(
-            f"cache_limit={limit!r} is not a size like 53687091200, '50GB' or '500MiB'", option="cache_limit"
-        ) from None
+    return DEFAULT_CACHE_LIMIT if limit is None else parse_size(limit, option="cache_limit")
 
 
 def cache_key(url: str, manifest_checksum: str) -> str:
@@ -311,21 +304,6 @@ class ShardFiles:
             os.close(fd)
 
 
-def shard_problem(path: Path, info: ShardInfo, digest: str | None = None) -> str:
-    """What is wrong with a shard file (size, then checksum), or "" when it is the manifest's.
-
-    ``digest``: the checksum taken as the file was written; None reads the file to take it.
-    """
-    size = path.stat().st_size
-    if size != info.bytes:
-        return f"{size} bytes where the manifest says {info.bytes}"
-    if digest is None:
-        digest = file_checksum(path, info.algorithm)
-    if digest != info.checksum:
-        return f"{info.algorithm} {digest[:16]}... where the manifest says {info.checksum[:16]}..."
-    return ""
-
-
 @dataclass
 class Total:
     """What a cache directory holds: ``cached`` bytes of files, and room ``reserved`` by each running download."""
@@ -384,5 +362,4 @@ __all__ = [
     "cache_key",
     "default_root",
     "parse_limit",
-    "shard_problem",
 ]

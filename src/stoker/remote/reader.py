@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundError, StoreWriteError
-from stoker.remote.cache import ShardFiles, cache_key, parse_limit, shard_problem
+from stoker.remote.cache import ShardFiles, cache_key, parse_limit
 from stoker.remote.cachedir import new_part, store_directory
 from stoker.remote.location import Remote, remote
 from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
 from stoker.store.reader import Store
-from stoker.store.shardfile import new_hasher
+from stoker.store.shardfile import new_hasher, shard_problem
 
 FETCH_THREADS = 4  # shards downloaded at once by one process
 _LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the cache's disk, not the network

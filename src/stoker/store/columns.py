@@ -220,6 +220,23 @@ def to_chunk(name: str, col: Column, values: Any, first_row: int) -> Any:
     return out
 
 
+def to_chunks(schema: Mapping[str, Column], columns: Mapping[str, Any], first_row: int) -> tuple[dict[str, Any], int]:
+    """Every column of ``schema`` from ``columns`` as a chunk (:func:`to_chunk`), and their one row count.
+
+    Columns other than the schema's, or of different row counts, are a SchemaError naming ``first_row``.
+    """
+    if set(columns) != set(schema):
+        raise SchemaError(
+            f"rows from {first_row}: columns {sorted(columns)} do not match the store's {sorted(schema)}",
+            row=first_row,
+        )
+    chunks = {name: to_chunk(name, col, columns[name], first_row) for name, col in schema.items()}
+    lengths = {name: len(c) for name, c in chunks.items()}
+    if len(set(lengths.values())) > 1:
+        raise SchemaError(f"rows from {first_row}: columns have different numbers of rows: {lengths}", row=first_row)
+    return chunks, next(iter(lengths.values()), 0)
+
+
 def chunk_row_bytes(col: Column, chunk: Any) -> np.ndarray:
     """Bytes each row of a chunk takes on disk (int64 array)."""
     n = len(chunk)

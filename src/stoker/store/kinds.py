@@ -24,19 +24,8 @@ DTYPE_KEY = b"stoker.dtype"  # ... and the numpy dtype name
 KINDS = ("tensor", "sequence", "binary", "string")
 
 # numpy dtype name -> Arrow type, for the dtypes Arrow can view without a copy.
-_ARROW_NUMERIC = {
-    "int8": pa.int8(),
-    "int16": pa.int16(),
-    "int32": pa.int32(),
-    "int64": pa.int64(),
-    "uint8": pa.uint8(),
-    "uint16": pa.uint16(),
-    "uint32": pa.uint32(),
-    "uint64": pa.uint64(),
-    "float16": pa.float16(),
-    "float32": pa.float32(),
-    "float64": pa.float64(),
-}
+_NUMERIC = [f"{kind}{bits}" for kind in ("int", "uint") for bits in (8, 16, 32, 64)] + ["float16", "float32", "float64"]
+_ARROW_NUMERIC = {name: pa.from_numpy_dtype(np.dtype(name)) for name in _NUMERIC}
 
 
 def _normalize_dtype(dtype: Any, column: str) -> np.dtype:

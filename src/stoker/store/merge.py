@@ -44,7 +44,7 @@ from typing import Any
 from stoker.errors import ConfigError, EmptyDatasetError, SchemaError, ShardError, StoreExistsError, StoreWriteError
 from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo
 from stoker.store.replace import hidden_dir, recover, remove_tree, replace_dir, sweep
-from stoker.store.shardfile import file_checksum
+from stoker.store.shardfile import shard_problem
 from stoker.store.urls import is_remote
 
 COUNTERS = ("skipped_empty", "replaced_lines", "cut_lines", "skipped_count", "ignored_count")
@@ -261,11 +261,10 @@ def _place_shards(parts: list[Path], manifests: list[Manifest], tmp: Path, verif
 
 
 def check_checksum(part: Path, info: ShardInfo, path: Path) -> None:
-    digest = file_checksum(path, info.algorithm)
-    if digest != info.checksum:
+    problem = shard_problem(path, info)
+    if problem:
         raise ShardError(
-            f"part {part}: shard {info.file} has {info.algorithm} {digest[:16]}..., its manifest says "
-            f"{info.checksum[:16]}...: it was altered or damaged; convert that part again",
+            f"part {part}: shard {info.file} has {problem}: it was altered or damaged; convert that part again",
             path=path,
         )
 

@@ -35,19 +35,8 @@ from stoker.store.not_a_store import hint
 from stoker.store.provider import ShardProvider
 from stoker.store.replace import recover
 from stoker.store.selection import check_indices, split_rows
-from stoker.store.shardfile import file_checksum
-from stoker.store.shards import (
-    DEFAULT_MAX_MAPPED_SHARDS,
-    MAX_MAPPED_ENV,
-    MIN_MAX_MAPPED_SHARDS,
-    PinnedDir,
-    ShardCache,
-    check_shard_file,
-    mapped_shards_cap,
-    max_mapped_shards,
-    rewritten,
-    shard_path,
-)
+from stoker.store.shardfile import shard_problem
+from stoker.store.shards import PinnedDir, ShardCache, check_shard_file, max_mapped_shards, rewritten, shard_path
 from stoker.store.urls import is_remote, local_path
 
 
@@ -243,15 +232,11 @@ class Store:
         try:
             for info in self.manifest.shards:
                 path = shard_path(self.path, info)
-                if path.stat().st_size != info.bytes:
+                problem = shard_problem(path, info)
+                if problem:
                     raise ShardError(
-                        f"shard {path} is {path.stat().st_size} bytes, the manifest says {info.bytes}", path=path
-                    )
-                digest = file_checksum(path, info.algorithm)
-                if digest != info.checksum:
-                    raise ShardError(
-                        f"shard {path} has {info.algorithm} {digest[:16]}..., the manifest says {info.checksum[:16]}...: "
-                        "its contents were altered (write the store again, or restore the file)",
+                        f"shard {path} has {problem}: its contents were altered (write the store again, or restore "
+                        "the file)",
                         path=path,
                     )
         finally:  # a shard that fails because the store was rewritten is reported as the rewrite
@@ -338,11 +323,7 @@ def _reopen_provided(provider: ShardProvider, rows: np.ndarray | None) -> Store:
 
 
 def _first(col: Column, value: Any) -> Any:
-    if col.kind == "tensor":
-        return value[0]
-    if col.kind == "sequence":
-        return value[0].copy()
-    return value[0]
+    return value[0].copy() if col.kind == "sequence" else value[0]  # a sequence's row: not a view of the batch
 
 
 def _describe(col: Column) -> str:
@@ -362,12 +343,4 @@ def open(path: str | os.PathLike[str], *, verify: bool = False) -> Store:  # noq
     return Store(path, verify=verify)
 
 
-__all__ = [
-    "DEFAULT_MAX_MAPPED_SHARDS",
-    "MAX_MAPPED_ENV",
-    "MIN_MAX_MAPPED_SHARDS",
-    "Store",
-    "mapped_shards_cap",
-    "max_mapped_shards",
-    "open",
-]
+__all__ = ["Store", "open"]

@@ -31,7 +31,7 @@ import pyarrow as pa
 import xxhash
 
 from stoker.errors import SchemaError, StoreWriteError
-from stoker.store.columns import to_chunk
+from stoker.store.columns import to_chunks
 from stoker.store.format import CHECKSUMS, DEFAULT_CHECKSUM, Column, ShardInfo, arrow_schema
 
 # Hash then write at most this much at a time, so the write copies bytes the hash just read into
@@ -60,6 +60,21 @@ def file_checksum(path: Path, algorithm: str, block: int = 8 * 2**20) -> str:
         while n := f.readinto(buf):
             digest.update(view[:n])
     return digest.hexdigest()
+
+
+def shard_problem(path: Path, info: ShardInfo, digest: str | None = None) -> str:
+    """What is wrong with a shard file (size, then checksum), or "" when it is the manifest's.
+
+    ``digest``: the checksum taken as the file was written; None reads the file to take it.
+    """
+    size = path.stat().st_size
+    if size != info.bytes:
+        return f"{size} bytes where the manifest says {info.bytes}"
+    if digest is None:
+        digest = file_checksum(path, info.algorithm)
+    if digest != info.checksum:
+        return f"{info.algorithm} {digest[:16]}... where the manifest says {info.checksum[:16]}..."
+    return ""
 
 
 def slices(pos: int, n: int, size: int | None = None) -> list[tuple[int, int]]:
@@ -188,18 +203,8 @@ class ShardTask:
 
         ``first_row`` is the store row of the first value, for error messages.
         """
-        if set(columns) != set(self.schema):
-            raise SchemaError(
-                f"rows from {first_row}: columns {sorted(columns)} do not match the store's {sorted(self.schema)}",
-                row=first_row,
-            )
-        chunks = {name: to_chunk(name, col, columns[name], first_row) for name, col in self.schema.items()}
-        lengths = {name: len(c) for name, c in chunks.items()}
-        if len(set(lengths.values())) > 1:
-            raise SchemaError(
-                f"rows from {first_row}: columns have different numbers of rows: {lengths}", row=first_row
-            )
-        if not next(iter(lengths.values()), 0):
+        chunks, rows = to_chunks(self.schema, columns, first_row)
+        if not rows:
             raise SchemaError(f"rows from {first_row}: a shard needs at least one row", row=first_row)
         return self.write_batch(record_batch(self.schema, chunks))
 

@@ -96,17 +96,9 @@ def check_shard_file(directory: Path, info: ShardInfo) -> None:
     One ``lstat`` on a plain path string (open runs this per shard: 100,000 shards must stay cheap);
     a symlink goes through :func:`shard_path`, which refuses one that leads outside the store.
     """
-    name = os.path.join(directory, info.file)
-    try:
-        st = os.lstat(name)
-        if stat.S_ISLNK(st.st_mode):
-            st = os.stat(shard_path(directory, info))
-    except FileNotFoundError:
-        path = directory / info.file
-        raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path) from None
-    except OSError as exc:
-        path = directory / info.file
-        raise ShardError(f"shard {path} cannot be read ({exc.strerror or exc})", path=path) from exc
+    st = _stat(os.path.join(directory, info.file))
+    if stat.S_ISLNK(st.st_mode):
+        st = _stat(shard_path(directory, info), follow=True)
     if stat.S_ISREG(st.st_mode) and st.st_size == info.bytes:
         return
     path = directory / info.file
@@ -177,15 +169,8 @@ class _Shard:
     """
 
     def __init__(self, directory: Path, info: ShardInfo, schema: dict[str, Column]) -> None:
-        path = shard_path(directory, info)
-        self.path = path
-        size = path.stat().st_size
-        if size != info.bytes:
-            raise ShardError(
-                f"shard {path} is {size} bytes, the manifest says {info.bytes}: it was truncated or altered "
-                "(write the store again, or restore the file)",
-                path=path,
-            )
+        check_shard_file(directory, info)
+        path = self.path = directory / info.file
         try:
             table = read_shard(path)
             batches = table.to_batches()
@@ -226,13 +211,7 @@ def shard_path(directory: Path, info: ShardInfo) -> Path:
     A missing shard, or one that is (or links to) a file outside the store, is a ShardError naming it.
     """
     path = directory / info.file  # info.file has no "/" (the manifest is checked): only the file itself can link out
-    try:
-        link = stat.S_ISLNK(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        raise ShardError(f"shard {path} is missing; the store is incomplete (write it again)", path=path) from None
-    except OSError as exc:
-        raise ShardError(f"shard {path} cannot be read ({exc.strerror or exc})", path=path) from exc
-    if not link:
+    if not stat.S_ISLNK(_stat(path).st_mode):
         return path
     real, home = path.resolve(), directory.resolve()
     if not real.is_relative_to(home) or real == home:
@@ -242,6 +221,18 @@ def shard_path(directory: Path, info: ShardInfo) -> Path:
             path=path,
         )
     return path
+
+
+def _stat(name: str | Path, follow: bool = False) -> os.stat_result:
+    """``os.stat`` of shard file ``name`` (a link itself unless ``follow``); missing or unreadable: a ShardError."""
+    try:
+        return os.stat(name, follow_symlinks=follow)
+    except FileNotFoundError:
+        raise ShardError(
+            f"shard {name} is missing; the store is incomplete (write it again)", path=Path(name)
+        ) from None
+    except OSError as exc:
+        raise ShardError(f"shard {name} cannot be read ({exc.strerror or exc})", path=Path(name)) from exc
 
 
 def _check_field_metadata(path: Path, found: pa.Schema, expected: pa.Schema) -> None:

@@ -7,41 +7,23 @@ import re
 
 from stoker.errors import ConfigError
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 2**10,
-    "kb": 2**10,
-    "kib": 2**10,
-    "m": 2**20,
-    "mb": 2**20,
-    "mib": 2**20,
-    "g": 2**30,
-    "gb": 2**30,
-    "gib": 2**30,
-    "t": 2**40,
-    "tb": 2**40,
-    "tib": 2**40,
-}
+# "", "b" -> 1; "k", "kb", "kib" -> 2**10; ... "t", "tb", "tib" -> 2**40 (lower case)
+_UNITS = {"": 1, "b": 1} | {p + s: 2 ** (10 * i) for i, p in enumerate("kmgt", 1) for s in ("", "b", "ib")}
 
 
-def parse_size(size: int | str) -> int:
-    """``268435456``, ``"256MB"`` or ``"1 GiB"`` -> bytes (binary units)."""
+def parse_size(size: int | str, option: str = "shard_size") -> int:
+    """``268435456``, ``"256MB"`` or ``"1 GiB"`` -> bytes (binary units); a ConfigError naming ``option`` if not."""
     if isinstance(size, bool):
-        raise ConfigError(
-            f"shard_size must be a number of bytes or a string like '256MB', not {size!r}", option="shard_size"
-        )
+        raise ConfigError(f"{option} must be a number of bytes or a string like '256MB', not {size!r}", option=option)
     if isinstance(size, int):
         value = size
     else:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(size))
         if not m or m.group(2).lower() not in _UNITS:
-            raise ConfigError(
-                f"shard_size {size!r} is not a size like 268435456, '256MB' or '1GiB'", option="shard_size"
-            )
+            raise ConfigError(f"{option} {size!r} is not a size like 268435456, '256MB' or '1GiB'", option=option)
         value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if value <= 0:
-        raise ConfigError(f"shard_size must be positive, got {size!r}", option="shard_size")
+        raise ConfigError(f"{option} must be positive, got {size!r}", option=option)
     return value
 
 

@@ -42,7 +42,7 @@ from stoker.store.columns import (
     infer_from_sample,
     slice_chunk,
     stack_rows,
-    to_chunk,
+    to_chunks,
 )
 from stoker.store.format import SHARD_PATTERN, Column, Manifest, ShardInfo
 from stoker.store.journal import (
@@ -207,17 +207,7 @@ class StoreWriter:
             raise RuntimeError("this StoreWriter is closed")
         if self.schema is None:
             self.schema = {name: infer_from_batch(name, values) for name, values in columns.items()}
-        first = self.rows_written if first_row is None else first_row
-        if set(columns) != set(self.schema):
-            raise SchemaError(
-                f"rows from {first}: columns {sorted(columns)} do not match the store's {sorted(self.schema)}",
-                row=first,
-            )
-        chunks = {name: to_chunk(name, self.schema[name], columns[name], first) for name in self.schema}
-        lengths = {name: len(c) for name, c in chunks.items()}
-        if len(set(lengths.values())) > 1:
-            raise SchemaError(f"rows from {first}: columns have different numbers of rows: {lengths}", row=first)
-        n = next(iter(lengths.values()))
+        chunks, n = to_chunks(self.schema, columns, self.rows_written if first_row is None else first_row)
         row_bytes = np.zeros(n, dtype=np.int64)
         for name, c in chunks.items():
             row_bytes += chunk_row_bytes(self.schema[name], c)

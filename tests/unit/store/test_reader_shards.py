@@ -101,13 +101,13 @@ def test_gathers_are_equal_whatever_the_shard_count(tmp_path, mixed_columns, sha
     ],
 )
 def test_the_default_cap_is_half_of_max_map_count(max_map_count, env, cap):
-    assert stoker.store.reader.mapped_shards_cap(max_map_count, env) == cap
+    assert stoker.store.shards.mapped_shards_cap(max_map_count, env) == cap
 
 
 @pytest.mark.parametrize("env", ["0", "-3", "many"])
 def test_the_cap_function_refuses_a_variable_that_is_not_a_positive_integer(env):
     with pytest.raises(stoker.StokerError, match="must be an integer >= 1"):
-        stoker.store.reader.mapped_shards_cap(65530, env)
+        stoker.store.shards.mapped_shards_cap(65530, env)
 
 
 def test_a_store_opened_here_takes_its_cap_from_this_kernel(many, monkeypatch):
@@ -116,7 +116,7 @@ def test_a_store_opened_here_takes_its_cap_from_this_kernel(many, monkeypatch):
         max_map_count = int(f.read())
     ds = stoker.open(many)
     assert ds.max_mapped_shards == max(max_map_count // 2, 1024)
-    assert ds.max_mapped_shards == stoker.store.reader.mapped_shards_cap(max_map_count, None)
+    assert ds.max_mapped_shards == stoker.store.shards.mapped_shards_cap(max_map_count, None)
     monkeypatch.setenv("STOKER_MAX_MAPPED_SHARDS", "7")  # read when a store is opened, not before
     assert ds.max_mapped_shards == max(max_map_count // 2, 1024)
     assert stoker.open(many).max_mapped_shards == 7
