@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import stoker
-from stoker.remote import cache as remote
 from stoker.remote import obstore_fetcher as objects
+from stoker.store import shardfile
 
 pytestmark = pytest.mark.usefixtures("obstore_client")
 
@@ -26,7 +26,7 @@ def test_a_downloaded_shard_is_checked_without_reading_its_file_back(s3, tmp_pat
     def read_back(*args, **kwargs):
         raise AssertionError("a downloaded shard was read back to take its checksum")
 
-    monkeypatch.setattr(remote, "file_checksum", read_back)
+    monkeypatch.setattr(shardfile, "file_checksum", read_back)  # what shard_problem reads a file with
     rows = np.concatenate([b["x"].numpy() for b in stoker.Loader(ds, batch_size=500, shuffle=True)])
     assert sorted(rows.tolist()) == list(range(n))
     assert ds.remote_stats()["shards_fetched"] == ds.num_shards > 1
