@@ -10,17 +10,15 @@ input is cut into), ``cpus_per_task`` (Ray CPUs and converter threads per task) 
 (attempts after a task's worker dies). The life of one conversion:
 
 1. **Plan** (driver). A text file is cut into byte ranges ending at newlines; an image folder's file
-   list into ranges of files (``partitions.py``). The plan is kept in the staging directory
-   ``.NAME.ray-parts`` beside the store, with what identifies the input and the options.
+   list into ranges of files (``partitions.py``). The plan is kept in ``.NAME.ray-parts`` beside the store.
 2. **Pre-pass** (text; one Ray task per partition): each partition's newlines, examples and
    label names. Label names are agreed before any part is written (sorted over the whole input, as
    the single-machine conversion numbers them, or the ``label_names=`` given) and every task gets
    them, so codes mean the same in every part; line numbers get each partition's offset. Images
    need none: the driver lists the files and their classes once.
-3. **Convert** (one Ray task per partition, all run by ``ray_map.py``): the
-   single-machine converter (``from_text.convert`` / ``from_images.convert``) writes partition K's
-   rows as the complete store ``part-K`` (whole shards), then a ``part-K.json`` marker. A task whose marker is there and
-   whose part-store matches its checksums returns at once: a re-run converts only what is missing.
+3. **Convert** (one Ray task per partition, run by ``ray_map.py``): the single-machine converter
+   writes partition K's rows as the complete store ``part-K``, then a ``part-K.json`` marker. A task
+   whose marker is there and whose part-store matches its checksums returns at once.
 4. **Commit** (driver): ``stoker.merge`` links the part-stores' shards into one store, in partition
    order, writes one manifest and moves it into place atomically; the staging directory is removed.
 
