@@ -138,10 +138,6 @@ class ShardFiles:
     def _open_lock(self, name: str) -> int:
         return open_lock(self.path(name + ".lock"))
 
-    def new_part(self, name: str) -> Path:
-        """A new, empty file where this process downloads shard ``name`` before it is checked."""
-        return new_part(self.directory, name)
-
     def sweep(self) -> None:
         """Delete the ``.part`` files of dead processes, drop their reservations, and set the total from the directory.
 
@@ -206,13 +202,9 @@ class ShardFiles:
         Under ``<name>.lock`` held exclusively, as a download holds it: no reader maps the file then.
         """
         with self.locked(name):
-            self.unmap(name)
-            try:
-                os.unlink(self.path(name))
-            except FileNotFoundError:
-                return
-            with self._bookkeeping() as total:
-                total.cached = max(0, total.cached - size)
+            if self._delete(name):
+                with self._bookkeeping() as total:
+                    total.cached = max(0, total.cached - size)
 
     @contextmanager
     def _bookkeeping(self, fresh: bool = False) -> Iterator[Total]:
@@ -244,7 +236,7 @@ class ShardFiles:
         for entry in os.scandir(self.directory):
             part = writer_pid(entry.name)
             if part is not None and not pid_alive(part[1]):
-                _unlink(self.directory / entry.name)  # left by a download (or a write) that was killed
+                (self.directory / entry.name).unlink(missing_ok=True)  # left by a download (or a write) that was killed
                 continue
             if part is not None and (part[0] in reserved or not _SHARD_FILE.fullmatch(part[0].rsplit(".part-")[0])):
                 continue  # a download running counts at its reserved size; other files written there, nothing
@@ -293,15 +285,20 @@ class ShardFiles:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return False
-            self.unmap(name)  # a gather still holding it keeps its map: the data stays valid until it returns
-            try:
-                os.unlink(self.path(name))
-            except FileNotFoundError:
-                return False
-            self.evicted += 1
-            return True
+            deleted = self._delete(name)
+            self.evicted += deleted
+            return deleted
         finally:
             os.close(fd)
+
+    def _delete(self, name: str) -> bool:
+        """Unmap and delete shard ``name`` (its lock held); False when it was not there."""
+        self.unmap(name)  # a gather still holding it keeps its map: the data stays valid until it returns
+        try:
+            os.unlink(self.path(name))
+        except FileNotFoundError:
+            return False
+        return True
 
 
 @dataclass
@@ -346,13 +343,6 @@ def _alive(part: str) -> bool:
     """Whether the process that downloads to ``<shard>.part-<pid>`` still runs."""
     found = writer_pid(part)
     return found is not None and pid_alive(found[1])
-
-
-def _unlink(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 __all__ = [

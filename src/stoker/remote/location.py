@@ -28,8 +28,7 @@ from stoker.store.urls import as_url, is_remote, scheme
 T = TypeVar("T")
 ATTEMPTS = 4  # tries of one network call: the first and three retries
 BACKOFF_S = 0.25  # the first retry waits this long, each next one twice as long
-# errors that a retry may cure: a dropped connection, a timeout, a server that went away
-_LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the local disk's, not the network's
+LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the local disk's, not the network's
 _NOT_TRANSIENT = (IsADirectoryError, NotADirectoryError, ValueError)
 # an S3 error reply (obstore keeps the XML body) and botocore's form of one (fsspec)
 _XML_ERROR = re.compile(r"<Code>([^<]{1,64})</Code>\s*<Message>([^<]{0,400})</Message>")
@@ -68,13 +67,7 @@ class Remote:
     def reason(self, exc: BaseException) -> str:
         """What the server said, short: an S3 error's code and message where the reply (or the error it
         wraps) holds one, else :meth:`describe` cut to 160 characters."""
-        seen: BaseException | None = exc
-        text = ""
-        for _ in range(5):  # the error and the few it wraps
-            if seen is None:
-                break
-            text += f" {seen}"
-            seen = seen.__cause__ or seen.__context__
+        text = " ".join(str(e) for e in _chain(exc))
         found = _XML_ERROR.search(text) or _BOTO_ERROR.search(text)
         if found is None:  # obstore's "Error performing GET <url> in 1.2ms - " repeats what the message says
             return _PERFORMING.sub("", self.describe(exc))[:160]
@@ -110,7 +103,7 @@ class Remote:
                         f"{what}: access was refused: no usable credentials for {self.url} "
                         f"({self.describe(exc)}); {_where_credentials(self.url)}",
                     ) from None
-                if isinstance(exc, OSError) and exc.errno in _LOCAL_ERRNOS:  # the local disk (full, read-only)
+                if isinstance(exc, OSError) and exc.errno in LOCAL_ERRNOS:  # the local disk (full, read-only)
                     raise
                 if isinstance(exc, TypeError):  # fsspec's client given an option it does not take
                     raise ConfigError(
@@ -144,14 +137,19 @@ def _no_credentials(exc: BaseException) -> bool:
     options, falls back to the instance-metadata endpoint, which fails off a cloud instance: its error names
     that endpoint.
     """
+    return any(
+        type(e).__name__ in _CREDENTIAL_ERRORS or any(host in str(e) for host in _METADATA_HOSTS) for e in _chain(exc)
+    )
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the few errors it wraps (``__cause__``, else ``__context__``), at most 5."""
+    out: list[BaseException] = []
     seen: BaseException | None = exc
-    for _ in range(5):  # the error and the few it wraps
-        if seen is None:
-            return False
-        if type(seen).__name__ in _CREDENTIAL_ERRORS or any(host in str(seen) for host in _METADATA_HOSTS):
-            return True
+    while seen is not None and len(out) < 5:
+        out.append(seen)
         seen = seen.__cause__ or seen.__context__
-    return False
+    return out
 
 
 def _where_credentials(url: str) -> str:

@@ -18,7 +18,6 @@ timeout, bounded retries with backoff, each retry counted in :meth:`RemoteShards
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import json
@@ -34,13 +33,12 @@ from typing import Any
 from stoker.errors import ManifestError, ShardError, StokerError, StoreNotFoundError, StoreWriteError
 from stoker.remote.cache import ShardFiles, cache_key, parse_limit
 from stoker.remote.cachedir import new_part, store_directory
-from stoker.remote.location import Remote, remote
+from stoker.remote.location import LOCAL_ERRNOS, Remote, remote
 from stoker.store.format import CHECKSUM_KEY, MANIFEST_NAME, Manifest, ShardInfo, _unique_keys
 from stoker.store.reader import Store
 from stoker.store.shardfile import new_hasher, shard_problem
 
 FETCH_THREADS = 4  # shards downloaded at once by one process
-_LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)  # the cache's disk, not the network
 
 
 def open_remote(
@@ -323,7 +321,7 @@ class RemoteShards:
         final = self.files.path(info.file)
         problem = ""
         for attempt in range(2):  # a bad arrival is fetched once more
-            part = self.files.new_part(info.file)
+            part = new_part(self.files.directory, info.file)
             try:
                 digest, route = self.remote.call(f"downloading {url}", functools.partial(self._arrive, info, part))
             except FileNotFoundError:
@@ -334,7 +332,7 @@ class RemoteShards:
                 ) from None
             except OSError as exc:
                 part.unlink(missing_ok=True)
-                if isinstance(exc, StokerError) or exc.errno not in _LOCAL_ERRNOS:
+                if isinstance(exc, StokerError) or exc.errno not in LOCAL_ERRNOS:
                     raise
                 raise StoreWriteError.from_os_error(exc, part) from None
             problem = shard_problem(part, info, digest)
