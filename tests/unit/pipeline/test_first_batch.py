@@ -52,7 +52,12 @@ def test_read_ahead_tells_the_first_batch_at_once_and_the_next_ones_as_taken():
 
 def test_join_rows_concatenates_tensors_arrays_and_file_lists():
     parts = [
-        {"image": torch.full((2, 3), k), "label": np.array([k, k]), "path": [f"{k}a", f"{k}b"], "pair": (torch.ones(2),)}
+        {
+            "image": torch.full((2, 3), k),
+            "label": np.array([k, k]),
+            "path": [f"{k}a", f"{k}b"],
+            "pair": (torch.ones(2),),
+        }
         for k in range(3)
     ]
     joined = join_rows(parts)

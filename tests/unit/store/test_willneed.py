@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import numpy as np
-from numpy.lib.array_utils import byte_bounds
 import pytest
+from numpy.lib.array_utils import byte_bounds
 
 import stoker
 from stoker.store import advice
