@@ -53,10 +53,10 @@ def test_read_ahead_tells_the_first_batch_at_once_and_the_next_ones_as_taken():
 def test_join_rows_concatenates_tensors_arrays_and_file_lists():
     parts = [
         {
-            "image": torch.full((2, 3), k),
+            "image": torch.full((2, 3), k, dtype=torch.uint8),
             "label": np.array([k, k]),
             "path": [f"{k}a", f"{k}b"],
-            "pair": (torch.ones(2),),
+            "pair": (torch.full((2,), k, dtype=torch.bfloat16),),
         }
         for k in range(3)
     ]
@@ -64,7 +64,8 @@ def test_join_rows_concatenates_tensors_arrays_and_file_lists():
     assert joined["image"][:, 0].tolist() == [0, 0, 1, 1, 2, 2]
     assert joined["label"].tolist() == [0, 0, 1, 1, 2, 2]
     assert joined["path"] == ["0a", "0b", "1a", "1b", "2a", "2b"]
-    assert isinstance(joined["pair"], tuple) and joined["pair"][0].shape == (6,)
+    assert isinstance(joined["pair"], tuple) and joined["pair"][0].tolist() == [0, 0, 1, 1, 2, 2]
+    assert joined["image"].dtype == torch.uint8 and joined["pair"][0].dtype == torch.bfloat16
     with pytest.raises(TypeError, match="cannot be joined"):
         join_rows([3, 4])
 
