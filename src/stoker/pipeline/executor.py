@@ -189,25 +189,6 @@ def first_parts(first: np.ndarray | None, workers: int) -> int:
     return 1 if first is None else max(1, min(workers, len(first) // MIN_PART_ROWS))
 
 
-def read_ahead(
-    batches: Iterable[np.ndarray], hook: Callable[[list[np.ndarray]], None], count: int
-) -> Iterator[np.ndarray]:
-    """``batches`` unchanged; ``hook([batch])`` told of each of the first ``count`` in turn, the
-    first of them now (before any worker starts), each later one as it is taken."""
-    it = iter(batches)
-    head = list(itertools.islice(it, 1 if count > 0 else 0))
-    if head:
-        hook(head)
-
-    def rest() -> Iterator[np.ndarray]:
-        for batch in itertools.islice(it, max(0, count - 1)):
-            hook([batch])
-            yield batch
-        yield from it
-
-    return itertools.chain(head, rest())
-
-
 def pass_tasks(
     epoch: int,
     batches: Iterable[np.ndarray],
@@ -245,12 +226,16 @@ def pass_tasks(
         return size if known is None else min(size, largest)
 
     if readahead is not None:
-        batches = read_ahead(batches, readahead, window * largest)
+        head, batches = peek(batches)
+        if head is not None:
+            readahead([head])  # now, before any worker starts
     if upcoming is not None:
         batches = announced(batches, upcoming, max(largest, announce))
 
     def tasks() -> Iterator[tuple[int, int, list[np.ndarray]]]:
         for first, chunk in growing_chunks(batches, limit):
+            if readahead is not None and 0 < first < window * largest:  # one call per chunk, as it goes out
+                readahead(chunk)
             if first == 0 and parts > 1:  # the first chunk is one batch (growing_chunks)
                 yield from ((epoch, 0, [part]) for part in np.array_split(chunk[0], parts))
             else:
@@ -269,5 +254,4 @@ __all__ = [
     "growing_chunks",
     "pass_tasks",
     "peek",
-    "read_ahead",
 ]

@@ -4,6 +4,7 @@ reads, the first before any worker starts. No timings: ``benchmarks/peers/run.py
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 
 import stoker
 from stoker.pipeline.collate import join_rows
-from stoker.pipeline.executor import MIN_PART_ROWS, first_parts, pass_tasks, peek, read_ahead
+from stoker.pipeline.executor import MIN_PART_ROWS, first_parts, pass_tasks, peek
 
 
 def _batches(n: int, size: int = 16) -> list[np.ndarray]:
@@ -41,13 +42,16 @@ def test_first_parts_one_per_worker_of_enough_rows():
     assert head.tolist() == list(range(16)) and len(list(every)) == 3
 
 
-def test_read_ahead_tells_the_first_batch_at_once_and_the_next_ones_as_taken():
-    told: list[int] = []
-    it = read_ahead(iter(_batches(10)), lambda bs: told.extend(int(b[0]) // 16 for b in bs), 4)
-    assert told == [0]  # before anything is taken
-    taken = [int(next(it)[0]) // 16 for _ in range(3)]
-    assert taken == [0, 1, 2] and told == [0, 1, 2]
-    assert len(list(it)) == 7 and told == [0, 1, 2, 3]
+def test_readahead_is_told_the_first_batch_at_once_and_each_chunk_of_the_window_as_it_goes_out():
+    told: list[list[int]] = []
+    _, tasks = pass_tasks(
+        0, _batches(40), lambda: 2**18, readahead=lambda bs: told.append([int(b[0]) // 16 for b in bs]), window=2
+    )
+    assert told == [[0]]  # before any task is taken
+    assert [f for _, f, _ in itertools.islice(tasks, 2)] == [0, 1] and told == [[0], [1, 2]]  # chunks of 1, 2, 4
+    rest = [f for _, f, _ in tasks]
+    assert rest == [3, 7, 11, 15, 19, 23, 27, 31, 35, 39]
+    assert told == [[0], [1, 2], [3, 4, 5, 6], [7, 8, 9, 10]]  # the chunks that start in the window (2 x 4 batches)
 
 
 def test_join_rows_concatenates_tensors_arrays_and_file_lists():
