@@ -33,7 +33,7 @@ from stoker.errors import ConfigError, EmptyDatasetError
 from stoker.pipeline.autotune import AutoTuner, TuneReport, tuner_for  # the online tuner of "auto" settings
 from stoker.pipeline.blocks import block_order
 from stoker.pipeline.dataset_source import DatasetSource
-from stoker.pipeline.executor import Executor, pass_tasks
+from stoker.pipeline.executor import Executor, first_parts, pass_tasks, peek
 from stoker.pipeline.inputs import as_source, describe
 from stoker.pipeline.memory import Memory, tree_memory
 from stoker.pipeline.observe import REGISTRY, Handle, LoaderInfo, Observer, Observers, public_name, qualified_name
@@ -46,7 +46,7 @@ from stoker.pipeline.slots import SlotBuffers, SlotPlan
 from stoker.pipeline.source import overrides
 from stoker.pipeline.state import Position
 from stoker.pipeline.store_source import StoreSource
-from stoker.pipeline.work import Work, begin_copy, finish_copy, read_order
+from stoker.pipeline.work import Work, begin_copy, finished, read_order
 
 _LOADER_IDS = itertools.count(1)  # LoaderInfo.loader_id: unique in a process, unlike id(), which is reused
 
@@ -350,47 +350,41 @@ class Loader:
         schedule, tuner = self.schedule, self._tuner
         if tuner is not None and not tuner.steers(schedule.workers):
             tuner = None  # no worker, and none to add: the online tuner has nothing to steer in this pass
-        # Chunks of 1, 2, 4, ... batches up to chunk_size or the source's size (pipeline/executor.py).
-        sized = partial(self.source.batch_bytes, self.config.batch_size)
-        ahead = self.source.upcoming if overrides(self.source, "upcoming") else None  # e.g. remote shards
-        batches = sampler.batches_from(epoch, position.begin)
+        # Chunks of 1, 2, 4, ... batches up to chunk_size or the source's size; the first batch first
+        # (read in parts over the workers, its rows asked of the disk at once): pipeline/executor.py.
+        source, cfg = self.source, self.config
+        sized = partial(source.batch_bytes, cfg.batch_size)
+        ahead = source.upcoming if overrides(source, "upcoming") else None  # e.g. remote shards
+        first, batches = peek(sampler.batches_from(epoch, position.begin))
+        split = source.rowwise and self.collate_fn is None and cfg.in_batch_order == "sampled"
+        parts = first_parts(first, schedule.workers) if split else 1
+        readahead = source.readahead if overrides(source, "readahead") else None
         # a fetching source (remote store) learns half a window ahead (README, remote stores: reading)
-        fetches = ahead is not None and self.source.costs(self.config.batch_size).fetches
-        half = sampler.window_batches() // 2 if fetches else 0
-        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, schedule.chunk, half)
+        half = sampler.window_batches() // 2 if ahead is not None and source.costs(cfg.batch_size).fetches else 0
+        window = max(1, schedule.workers) * schedule.prefetch
+        per_chunk, tasks = pass_tasks(epoch, batches, sized, ahead, schedule.chunk, half, parts, readahead, window)
         if tuner is not None:  # the settings learned by earlier passes carry over
             tuner.begin_pass(per_chunk, sized())
         executor = self._executor_for(schedule, per_chunk, tuner)
-        in_processes = executor.in_processes  # each result is (chunk, counts); the copy starts here
         results = executor.map(tasks)
         observers = self.observers
         span = observers.span
-        finalize = self.source.finalize if overrides(self.source, "finalize") else None
+        finalize = source.finalize if overrides(source, "finalize") else None
         handed = None if tuner is None else tuner.handed
         try:
             requested = perf_counter()
-            for chunk in results:
-                if in_processes:  # with the counts the worker's copy of the source made (skipped rows, ...)
-                    chunk, part = chunk
-                    if part is not None:
-                        self.source.merge_report(part)
-                for item in chunk:
-                    if in_processes:
-                        with span("transfer"):
-                            item = begin_copy(self.transfer, item)
-                    with span("h2d_wait"):
-                        batch = finish_copy(self.transfer, item)
-                    if finalize is not None:
-                        with span("finalize"):
-                            batch = finalize(batch)
-                    position.done += 1
-                    ready = perf_counter()
-                    if observers:
-                        observers.batch(requested, ready, batch)
-                    if handed is not None:
-                        handed(ready - requested, batch)
-                    yield batch
-                    requested = perf_counter()
+            for batch in finished(results, self.transfer, executor.in_processes, source.merge_report, span, parts):
+                if finalize is not None:
+                    with span("finalize"):
+                        batch = finalize(batch)
+                position.done += 1
+                ready = perf_counter()
+                if observers:
+                    observers.batch(requested, ready, batch)
+                if handed is not None:
+                    handed(ready - requested, batch)
+                yield batch
+                requested = perf_counter()
         finally:
             results.close()
         position.end_pass(epoch, left)

@@ -2,7 +2,8 @@
 
 ``default_collate`` stacks samples like torch's, into numpy arrays (tensors travel as numpy, so a
 batch can be written into shared memory); ``flatten``/``unflatten`` take nested dicts, lists and
-tuples apart into leaves so that every array of a batch can be moved on its own.
+tuples apart into leaves so that every array of a batch can be moved on its own; ``join_rows``
+makes one batch of the parts a first batch was read in.
 """
 
 from __future__ import annotations
@@ -107,3 +108,27 @@ def unflatten(spec: Any, leaves: list[Any]) -> Any:
         return spec[1](*(unflatten(v, leaves) for v in spec[2]))
     items = [unflatten(v, leaves) for v in spec[1]]
     return tuple(items) if kind == "tuple" else items
+
+
+def join_rows(parts: list[Any]) -> Any:
+    """One batch of ``parts``, batches of consecutive rows of it (a rowwise source's first batch, read
+    in parts): tensors and arrays concatenated along their first dimension, lists of strings or bytes
+    (file names) joined, dicts, tuples and other lists leaf by leaf."""
+    first = parts[0]
+    if isinstance(first, dict):
+        return {k: join_rows([p[k] for p in parts]) for k in first}
+    if isinstance(first, tuple) and hasattr(first, "_fields"):
+        return type(first)(*(join_rows(list(leaf)) for leaf in zip(*parts)))
+    if isinstance(first, (tuple, list)):
+        if any(p and isinstance(p[0], (str, bytes)) for p in parts):
+            return type(first)(x for p in parts for x in p)
+        return type(first)(join_rows(list(leaf)) for leaf in zip(*parts))
+    if isinstance(first, np.ndarray):
+        return np.concatenate(parts)
+    if type(first).__module__.startswith("torch"):
+        import torch
+
+        if first.device.type == "cpu" and first.dtype != torch.bfloat16:  # one memcpy: torch.cat's OpenMP
+            return torch.from_numpy(np.concatenate([p.detach().numpy() for p in parts]))  # team stalls on busy cores
+        return torch.cat(parts)
+    raise TypeError(f"the parts of a batch hold a {type(first).__name__}, which cannot be joined by rows")

@@ -173,6 +173,22 @@ def announced(
         yield buffered.popleft()
 
 
+MIN_PART_ROWS = 8  # a first batch read in parts (rowwise sources): rows of each part at least
+
+
+def peek(batches: Iterable[np.ndarray]) -> tuple[np.ndarray | None, Iterator[np.ndarray]]:
+    """The first of ``batches`` (None when there is none), and all of them."""
+    it = iter(batches)
+    head = next(it, None)
+    return head, it if head is None else itertools.chain([head], it)
+
+
+def first_parts(first: np.ndarray | None, workers: int) -> int:
+    """In how many parts a pass reads its first batch ``first`` when its source is ``rowwise``: one
+    per worker, each of :data:`MIN_PART_ROWS` rows at least (1: read whole)."""
+    return 1 if first is None else max(1, min(workers, len(first) // MIN_PART_ROWS))
+
+
 def pass_tasks(
     epoch: int,
     batches: Iterable[np.ndarray],
@@ -180,6 +196,9 @@ def pass_tasks(
     upcoming: Callable[[list[np.ndarray]], None] | None = None,
     most: int | None = None,
     announce: int = 0,
+    parts: int = 1,
+    readahead: Callable[[list[np.ndarray]], None] | None = None,
+    window: int = 1,
 ) -> tuple[int, Iterator[tuple[int, int, list[np.ndarray]]]]:
     """A pass's worker tasks ``(epoch, first batch, chunk)`` (see :func:`growing_chunks`), and the
     most batches a chunk holds by default: size buffers made before the pass as ``batch_bytes() * that``.
@@ -191,6 +210,11 @@ def pass_tasks(
     ahead, or ``announce`` batches when that is more: the next that many batches beyond the tasks
     in flight (:func:`announced`). ``most`` (the loader's ``chunk_size``), when given, bounds
     every chunk instead of the size derived from ``batch_bytes``.
+
+    First batch first: with ``parts`` > 1 the first batch is read as that many tasks, each of
+    consecutive rows of it (:func:`first_parts`; the consumer joins their results), so every worker
+    works on it before any works on a later one. ``readahead`` (the source's hook) is told of the
+    batches of the first ``window`` chunks (the tasks in flight as the pass starts), the first one now.
     """
     known = batch_bytes()
     largest = chunk_size(known) if most is None else most
@@ -201,9 +225,33 @@ def pass_tasks(
         size = chunk_size(batch_bytes())
         return size if known is None else min(size, largest)
 
+    if readahead is not None:
+        head, batches = peek(batches)
+        if head is not None:
+            readahead([head])  # now, before any worker starts
     if upcoming is not None:
         batches = announced(batches, upcoming, max(largest, announce))
-    return largest, ((epoch, first, chunk) for first, chunk in growing_chunks(batches, limit))
+
+    def tasks() -> Iterator[tuple[int, int, list[np.ndarray]]]:
+        for first, chunk in growing_chunks(batches, limit):
+            if readahead is not None and 0 < first < window * largest:  # one call per chunk, as it goes out
+                readahead(chunk)
+            if first == 0 and parts > 1:  # the first chunk is one batch (growing_chunks)
+                yield from ((epoch, 0, [part]) for part in np.array_split(chunk[0], parts))
+            else:
+                yield epoch, first, chunk
+
+    return largest, tasks()
 
 
-__all__ = ["Executor", "chunk_size", "chunked", "announced", "growing_chunks", "pass_tasks"]
+__all__ = [
+    "MIN_PART_ROWS",
+    "Executor",
+    "announced",
+    "chunk_size",
+    "chunked",
+    "first_parts",
+    "growing_chunks",
+    "pass_tasks",
+    "peek",
+]

@@ -4,6 +4,7 @@ A source turns chunks of row-index arrays into batches. The loader calls, per ep
 
     source.set_seed(seed)                        the loader's seed, before any read (copied by forked workers)
     source.set_epoch(epoch)                      main thread, before the first read
+    source.readahead(batches)                    main thread, the first batches of a pass, before their reads
     source.upcoming(batches)                     main thread, batches ahead of the reads in flight
     source.read(chunk)        -> raw batches     a worker (thread or process), many at once
     collate_fn or source.collate(raw) -> batch   the same worker
@@ -36,9 +37,14 @@ class BatchSource:
     Attributes:
         label_names: the names of the label ids its batches carry, in id order (``loader.label_names``),
             or None (no labels, or numeric ones).
+        rowwise: each row of a batch is made on its own (its data and its random draws its own, no
+            padding or draw per batch, reads that do more than copy): a batch read in parts of
+            consecutive rows, joined, is the batch read whole. The loader then reads the first batch of
+            a pass in parts, one per worker, so that it comes as soon as the workers together make it.
     """
 
     label_names: tuple[str, ...] | None = None
+    rowwise: bool = False
 
     def __len__(self) -> int:
         """Rows in the source."""
@@ -62,6 +68,12 @@ class BatchSource:
         """The index arrays of batches the loader will read soon, in order, each announced once and
         before the read that holds it (see ``pass_tasks``): a source that fetches its data (a remote
         store) can start fetching them now. Called in the consumer; the default does nothing."""
+
+    def readahead(self, batches: list[np.ndarray]) -> None:
+        """The first batches of a pass (those the workers take first), each told once, the first before
+        any worker starts: a source whose rows may lie on disk uncached asks for all of them now (a
+        store: ``Store.willneed``), so its first reads wait for one queue of reads, not a page fault at
+        a time. Called in the consumer; the default does nothing."""
 
     def batch_bytes(self, batch_size: int) -> float | None:
         """Expected host bytes of one batch, or None when unknown. Sizes the chunks of work."""

@@ -93,6 +93,10 @@ class StoreSource(BatchSource):
         if self.store.remote is not None and batches:
             self.store.prefetch(np.concatenate([np.sort(b) for b in batches]))
 
+    def readahead(self, batches: list[np.ndarray]) -> None:
+        """A local store's rows of these batches asked of the disk now (``Store.willneed``)."""
+        self.store.willneed(np.concatenate(batches), self.columns)
+
     def read(self, chunk: list[np.ndarray]) -> list[Batch]:
         # Tensor columns are gathered straight into recycled buffers (pinned ones on CUDA), one
         # per chunk: a chunk of one batch hands out the buffer itself, a larger chunk a view of

@@ -3,7 +3,7 @@
 ``stoker.Subset(data, indices)`` is a :class:`~stoker.pipeline.source.BatchSource` whose row ``i``
 is row ``indices[i]`` of ``data``. ``read`` maps each batch's rows and hands the whole chunk to
 the inner source in one call, so a store keeps its one gather per column per chunk; ``upcoming``
-maps the batches announced ahead the same way, so a remote store under a subset fetches the
+and ``readahead`` map the batches announced ahead the same way, so a remote store under a subset fetches the
 shards of the parent rows ahead; every other hook (collate, finalize, buffers, epoch, report and
 its drain/merge between processes, sizes, engine) is the inner source's.
 
@@ -95,6 +95,14 @@ class Subset(BatchSource):
             idx = np.asarray(rows, dtype=np.int64)
             mapped.append(self.indices[idx[(idx >= 0) & (idx < n)]])
         self.source.upcoming(mapped)
+
+    def readahead(self, batches: list[np.ndarray]) -> None:
+        n = len(self.indices)
+        self.source.readahead([self.indices[b[(b >= 0) & (b < n)]] for b in map(np.asarray, batches)])
+
+    @property
+    def rowwise(self) -> bool:  # type: ignore[override]
+        return self.source.rowwise
 
     def collate(self, raw: Any) -> Any:
         return self.source.collate(raw)

@@ -1,17 +1,18 @@
 """``Work``: what a loader's worker (thread or process) does with one task of a pass; ``begin_copy``
-and ``finish_copy``: a batch of any nest of dicts, lists and tuples onto the device."""
+and ``finish_copy``: a batch of any nest of dicts, lists and tuples onto the device; ``finished``:
+a pass's results onto the device, in order."""
 
 from __future__ import annotations
 
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from stoker.device.transfer import PendingBatch, Transfer
-from stoker.pipeline.collate import BF16, flatten, unflatten
+from stoker.pipeline.collate import BF16, flatten, join_rows, unflatten
 from stoker.pipeline.observe import Observers
 from stoker.pipeline.source import BatchSource
 from stoker.store.gather import ascending_order
@@ -159,6 +160,37 @@ def begin_copy(transfer: Transfer, batch: Any) -> tuple[Any, PendingBatch]:
     return spec, transfer.start({str(i): _leaf(x) for i, x in enumerate(leaves)}, back)
 
 
+def finished(
+    results: Iterable[Any],
+    transfer: Transfer,
+    in_processes: bool,
+    merge_report: Callable[[Any], None],
+    span: Any,
+    parts: int,
+) -> Iterator[Any]:
+    """The batches of a pass's ``results`` (one list of batches per task; with worker processes, with the
+    counts the worker's copy of the source made, for ``merge_report``), copied to the device, in order.
+    The first ``parts`` results are the parts of the first batch (``pass_tasks``), joined into one."""
+    pieces: list[Any] = []
+    for chunk in results:
+        if in_processes:
+            chunk, counts = chunk
+            if counts is not None:
+                merge_report(counts)
+        for item in chunk:
+            if in_processes:
+                with span("transfer"):
+                    item = begin_copy(transfer, item)
+            with span("h2d_wait"):
+                batch = finish_copy(transfer, item)
+            if parts > 1:
+                pieces.append(batch)
+                if len(pieces) < parts:
+                    continue
+                batch, pieces, parts = join_rows(pieces), [], 1
+            yield batch
+
+
 def finish_copy(transfer: Transfer, started: tuple[Any, PendingBatch]) -> Any:
     """Wait for :func:`begin_copy`'s copies and rebuild the batch."""
     spec, pending = started
@@ -176,4 +208,4 @@ def _leaf(value: Any) -> Any:
     return value
 
 
-__all__ = ["REORDER", "Reordered", "Work", "begin_copy", "finish_copy", "read_order", "storage_order"]
+__all__ = ["REORDER", "Reordered", "Work", "begin_copy", "finish_copy", "finished", "read_order", "storage_order"]

@@ -29,6 +29,7 @@ import pyarrow as pa
 import xxhash
 
 from stoker.errors import ConfigError, ShardError, StoreError, StoreNotFoundError
+from stoker.store.advice import row_ranges, willneed
 from stoker.store.format import Column, Manifest
 from stoker.store.gather import Plan, ascending_order, gather_columns
 from stoker.store.not_a_store import hint
@@ -135,6 +136,22 @@ class Store:
         wanted = [int(s) for s in shards[np.sort(first)] if int(s) not in mapped]
         if wanted:
             self.remote.prefetch(wanted)
+
+    def willneed(self, indices: np.ndarray, columns: Sequence[str] | None = None) -> None:
+        """Ask the kernel to read rows ``indices`` of ``columns`` (default: all) into the page cache now,
+        without waiting for them (``store/advice.py``): a later gather of cold rows then waits for one
+        queue of reads, not a page fault at a time. Maps the shards they lie in, as a gather would.
+        Advice only: rows out of range are left out, and a remote store's shards are its fetcher's."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        idx = idx[(idx >= 0) & (idx < self._len)]
+        if self.remote is not None or not idx.size:
+            return
+        idx = np.sort(idx if self._rows is None else self._rows[idx])
+        plan = Plan(idx, self._starts, True)
+        for s, run in plan.runs:
+            views = self._cache.get(s).columns
+            for name in self.schema if columns is None else columns:
+                willneed(*row_ranges(views[name], plan.local[run]))
 
     def remote_stats(self) -> dict[str, Any] | None:
         """For a store read through a provider (a remote one), what this process fetched (shards, bytes, cache

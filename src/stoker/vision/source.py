@@ -232,6 +232,18 @@ class ImageSource(BatchSource):
         a plain gather and the GPU decode do not)."""
         return Costs(self.batch_bytes(batch_size), holds_gil=self.reader.holds_gil)
 
+    @property
+    def rowwise(self) -> bool:  # type: ignore[override]
+        """``BatchSource.rowwise``: CPU readers, unless a batch op (per-batch draws) or a callable in the
+        workers (torch's global generator, seeded per task) follows the crop."""
+        return self.reader.holds_gil and not self.augment.batch_ops and not self.augment.worker_ops
+
+    def readahead(self, batches: list[np.ndarray]) -> None:
+        """A store's image and label bytes of these batches asked of the disk now (``Store.willneed``)."""
+        if isinstance(self._data, Store):
+            columns = [self.image_column, self.label_column][: 1 + self.has_labels]
+            self._data.willneed(np.concatenate(batches), columns)
+
     def batch_bytes(self, batch_size: int) -> float:
         return float(batch_size * 3 * self.size[0] * self.size[1])
 
