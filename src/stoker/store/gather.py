@@ -2,8 +2,9 @@
 
 :class:`Plan` maps requested rows to (shard, local row) and groups them into runs of one
 shard; :func:`gather_columns` copies every asked column along it. Fixed-width (tensor)
-columns are copied with one ``np.take`` per shard run straight into the output buffer;
-sequence columns become a :class:`Ragged`, binary and string columns lists.
+columns are copied straight into the output buffer, with one ``np.take`` per shard run of sorted
+rows, or one over all the shards for a shuffled batch (:func:`take_across`); sequence columns
+become a :class:`Ragged`, binary and string columns lists.
 """
 
 from __future__ import annotations
