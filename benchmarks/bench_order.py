@@ -14,6 +14,7 @@ int64 array (block order through a per-row lexsort), then this rank's share of i
     python benchmarks/bench_order.py                 # 10**7 and 10**8 rows
     python benchmarks/bench_order.py --rows 10000000
     python benchmarks/bench_order.py --in-batch STORE --batch-size 512 [--rounds 15] [--baseline GATHER_PY]
+    python benchmarks/bench_order.py --in-batch STORE --batch-size 512 --loader
 
 ``--in-batch`` times ``Store.gather`` of the same shuffled batches of every tensor column, in the
 sampler's order and sorted (``in_batch_order="storage"``), into two alternating preallocated buffers
@@ -22,7 +23,8 @@ orders of another ``store/gather.py`` (e.g. main's, ``git show main:src/stoker/s
 run in ``Store.gather``'s place, and rates are then relative to its storage order. It prints the
 1-minute load average over the run and, per contender, the median [quartiles] of the CPU time (this
 thread's) and wall time per batch and of the per-round rate ratios. CPU time is the steadier figure
-on a loaded machine.
+on a loaded machine. With ``--loader`` it times whole batches of ``stoker.Loader`` in the two orders
+instead (:func:`in_batch_loader`).
 """
 
 from __future__ import annotations
@@ -160,6 +162,45 @@ def in_batch(path: str, batch_size: int, rounds: int, baseline: str | None, batc
         )
 
 
+def in_batch_loader(path: str, batch_size: int, rounds: int, batches: int = 40) -> None:
+    """``stoker.Loader`` over the store with ``in_batch_order="sampled"`` (the default) and
+    ``"storage"``: each loader built once and warmed by a whole epoch, then every round the first
+    ``batches`` batches of a new ``iter()`` of each, turns reversed every other round; process CPU
+    time (all threads) and wall time per batch, rates vs storage order."""
+    import stoker
+
+    loaders = {
+        order: stoker.Loader(stoker.open(path), batch_size=batch_size, shuffle=True, in_batch_order=order)
+        for order in ("storage", "sampled")
+    }
+    for loader in loaders.values():
+        for _ in loader:
+            pass
+    cpu: dict[str, list[float]] = {k: [] for k in loaders}
+    wall: dict[str, list[float]] = {k: [] for k in loaders}
+    loads = [os.getloadavg()[0]]
+    for r in range(rounds):
+        for order in list(loaders)[:: 1 if r % 2 else -1]:
+            it = iter(loaders[order])
+            c0, w0 = time.process_time(), time.perf_counter()
+            for _ in range(batches):
+                next(it)
+            cpu[order].append((time.process_time() - c0) / batches * 1e3)
+            wall[order].append((time.perf_counter() - w0) / batches * 1e3)
+            del it
+        loads.append(os.getloadavg()[0])
+    print(
+        f"{path}: stoker.Loader, batches of {batch_size}, {rounds} rounds x {batches} batches, "
+        f"1-min load {min(loads):.1f}-{max(loads):.1f}; ms per batch and rate vs storage: median [quartiles]"
+    )
+    for order in loaders:
+        ratios = {k: [a / b for a, b in zip(t["storage"], t[order])] for k, t in (("cpu", cpu), ("wall", wall))}
+        print(
+            f"  {order:8s} CPU {_quartiles(cpu[order])} = {_quartiles(ratios['cpu'])}x   "
+            f"wall {_quartiles(wall[order])} = {_quartiles(ratios['wall'])}x"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10**7, 10**8])
@@ -168,7 +209,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--baseline", metavar="GATHER_PY", help="--in-batch: also time this gather.py's two orders")
+    parser.add_argument("--loader", action="store_true", help="--in-batch: time whole stoker.Loader batches instead")
     args = parser.parse_args()
+    if args.in_batch and args.loader:
+        in_batch_loader(args.in_batch, args.batch_size, args.rounds)
+        return
     if args.in_batch:
         in_batch(args.in_batch, args.batch_size, args.rounds, args.baseline)
         return
