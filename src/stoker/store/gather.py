@@ -48,10 +48,14 @@ class Plan:
         # one shard: its rows are one run in any order (each search of a shard start then finds 0 or n)
         if len(starts) > 2 and not (ascending_order(idx) if ascending is None else ascending):
             self.shard = np.searchsorted(starts, idx, side="right") - 1
-            if self.shard.min() < 0 or self.shard.max() >= len(starts) - 1:  # the take across relies on it
+            try:
+                counts: np.ndarray | None = np.bincount(self.shard, minlength=len(starts) - 1)
+            except ValueError:  # a row below 0 finds shard -1
+                counts = None
+            if counts is None or len(counts) >= len(starts):  # one past the end finds the shard count
                 raise IndexError(f"rows must lie in [0, {int(starts[-1])}), got {int(idx.min())}..{int(idx.max())}")
             self.local = idx - starts[self.shard]
-            self.shards = np.flatnonzero(np.bincount(self.shard, minlength=len(starts) - 1)).tolist()
+            self.shards = np.flatnonzero(counts).tolist()
             self.sorted = len(self.shards) < 2  # all in one shard: one take, whatever the order
             if self.sorted:
                 self._runs = [(self.shards[0], slice(0, self.n))]
