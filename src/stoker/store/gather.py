@@ -2,12 +2,14 @@
 
 :class:`Plan` maps requested rows to (shard, local row) and groups them into runs of one
 shard; :func:`gather_columns` copies every asked column along it. Fixed-width (tensor)
-columns are copied with one ``np.take`` per shard run straight into the output buffer;
-sequence columns become a :class:`Ragged`, binary and string columns lists.
+columns are copied straight into the output buffer, with one ``np.take`` per shard run of sorted
+rows, or one over all the shards for a shuffled batch (:func:`take_across`); sequence columns
+become a :class:`Ragged`, binary and string columns lists.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Mapping, Sequence
@@ -21,48 +23,75 @@ from stoker.store.shards import ColumnView
 
 MAX_PIECES = 8  # a shuffled row is taken across shards as at most this many equal pieces (take_across)
 VIEW_ROW_BYTES = 1024  # else rows of several shards at least this large are copied as views, once each
-SCRATCH_BYTES = 1024 * 1024  # a shuffled batch of a column up to this size: gathered sorted, then scattered
 
 
 class Plan:
-    """Where each requested row lives: (shard, local row), grouped into runs of one shard.
+    """Where each requested row lives: (shard, local row), and the shards it touches (``shards``).
 
-    Rows that never decrease, or that all lie in one shard, are ``sorted``: each run is a slice of
-    the output. Otherwise a run is the output positions of one shard's rows, ascending by row;
-    ``by_row`` is then the sorted plan of the same rows and ``order`` their positions in the output.
+    Rows that never decrease, or that all lie in one shard, are ``sorted``: each of ``runs`` is a
+    touched shard and the slice of the output its rows fill. Otherwise (a shuffled batch) the rows
+    are placed by one search of the shard starts, and ``runs``, ``by_row`` (the sorted plan of the
+    same rows) and ``order`` (their positions in the output) are made only when a gather asks: the
+    one take across the shards (:func:`take_across`) needs none of them.
     """
 
-    runs: list[tuple[int, np.ndarray | slice]]
     shard: np.ndarray
     local: np.ndarray
+    shards: list[int]
 
     def __init__(self, idx: np.ndarray, starts: np.ndarray, ascending: bool | None = None) -> None:
         """``ascending``: whether ``idx`` never decreases, when the caller knows (None: checked here)."""
-        self.n, self.order, self._by_row = len(idx), None, None
+        self.n, self.idx, self.starts = len(idx), idx, starts
+        self._runs: list[tuple[int, np.ndarray | slice]] | None = None
+        self._by_row: Plan | None = None
+        self._order: np.ndarray | None = None
         # one shard: its rows are one run in any order (each search of a shard start then finds 0 or n)
         if len(starts) > 2 and not (ascending_order(idx) if ascending is None else ascending):
-            order = np.argsort(idx)
-            self._by_row = by_row = Plan(idx[order], starts, True)
-            self.shard = np.empty_like(by_row.shard)
-            self.shard[order] = by_row.shard
+            self.shard = np.searchsorted(starts, idx, side="right") - 1
+            try:
+                counts: np.ndarray | None = np.bincount(self.shard, minlength=len(starts) - 1)
+            except ValueError:  # a row below 0 finds shard -1
+                counts = None
+            if counts is None or len(counts) >= len(starts):  # one past the end finds the shard count
+                raise IndexError(f"rows must lie in [0, {int(starts[-1])}), got {int(idx.min())}..{int(idx.max())}")
             self.local = idx - starts[self.shard]
-            self.sorted = len(by_row.runs) < 2  # all in one shard: one take, whatever the order
-            self.runs = by_row.runs if self.sorted else [(s, order[pos]) for s, pos in by_row.runs]
-            self.order = None if self.sorted else order
+            self.shards = np.flatnonzero(counts).tolist()
+            self.sorted = len(self.shards) < 2  # all in one shard: one take, whatever the order
+            if self.sorted:
+                self._runs = [(self.shards[0], slice(0, self.n))]
             return
         # each shard's rows are one run, bounded by one search of the shard starts among the rows
         cuts = np.searchsorted(idx, starts)
         counts = cuts[1:] - cuts[:-1]
         bounds = cuts.tolist()
         self.sorted = True
-        self.runs = [(s, slice(bounds[s], bounds[s + 1])) for s in counts.nonzero()[0].tolist()]
+        self.shards = counts.nonzero()[0].tolist()
+        self._runs = [(s, slice(bounds[s], bounds[s + 1])) for s in self.shards]
         self.shard = np.repeat(np.arange(len(counts)), counts)
         self.local = idx - starts[self.shard]
 
     @property
+    def runs(self) -> list[tuple[int, np.ndarray | slice]]:
+        """Each touched shard and the output positions of its rows (a slice where they are adjacent)."""
+        if self._runs is None:
+            self._runs = [(s, self.order[pos]) for s, pos in self.by_row.runs]
+        return self._runs
+
+    @property
+    def order(self) -> np.ndarray:
+        """The output positions of the rows sorted (``by_row``'s rows in this plan's order)."""
+        if self._order is None:
+            self._order = np.argsort(self.idx)
+        return self._order
+
+    @property
     def by_row(self) -> Plan:
         """The plan of the same rows sorted (this plan, where they are)."""
-        return self._by_row or self
+        if self.sorted:
+            return self
+        if self._by_row is None:
+            self._by_row = Plan(self.idx[self.order], self.starts, True)
+        return self._by_row
 
 
 def ascending_order(idx: np.ndarray) -> bool:
@@ -120,22 +149,18 @@ def gather_tensor(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) 
     interleaved (a shuffled batch in sampled order) are one ``take`` over all the shards at once
     (:func:`take_across`): each row copied once, straight to its place, with no Python per row.
     Where that does not apply, rows of at least :data:`VIEW_ROW_BYTES` by one ``np.concatenate``
-    of the rows' views (one copy each). Batches of at most :data:`SCRATCH_BYTES`, and the rest, are
-    gathered sorted into a scratch array, then put in place by one scatter.
+    of the rows' views (one copy each); the rest are gathered sorted into a scratch array, then put
+    in place by one scatter.
     """
-    sources = {s: views[s].data for s, _ in plan.runs}
     if plan.sorted:
         for shard, pos in plan.runs:
             # rows are in range (checked by the Store), so mode="clip" changes nothing; "raise" would buffer
-            sources[shard].take(plan.local[pos], axis=0, out=out[pos], mode="clip")
+            views[shard].data.take(plan.local[pos], axis=0, out=out[pos], mode="clip")
         return
-    if out.nbytes > SCRATCH_BYTES and take_across(sources, plan, out):
+    if take_across(views, plan, out):
         return
-    if (
-        out.nbytes > SCRATCH_BYTES
-        and out.nbytes >= VIEW_ROW_BYTES * plan.n
-        and all(a.flags.c_contiguous for a in (out, *sources.values()))
-    ):
+    sources = {s: views[s].data for s in plan.shards}
+    if out.nbytes >= VIEW_ROW_BYTES * plan.n and all(a.flags.c_contiguous for a in (out, *sources.values())):
         flat = {s: a.reshape(len(a), -1) for s, a in sources.items()}  # views: every array is contiguous
         rows = map(operator.getitem, map(flat.__getitem__, plan.shard.tolist()), plan.local.tolist())
         np.concatenate(list(rows), out=out.reshape(-1))
@@ -152,43 +177,59 @@ class _Span:
         self.__array_interface__ = {"data": (ptr, True), "shape": (n,), "typestr": f"|V{size}", "version": 3}
 
 
-def take_across(sources: Mapping[int, np.ndarray], plan: Plan, out: np.ndarray) -> bool:
-    """Rows of ``plan`` from the shards' arrays ``sources`` into ``out`` with one ``np.take``.
+def take_across(views: Mapping[int, ColumnView], plan: Plan, out: np.ndarray) -> bool:
+    """Rows of ``plan`` from the shards' arrays (``views``) into ``out`` with one ``np.take``.
 
     The shards lie at different addresses. Seen as one array of ``g``-byte elements running from
     the lowest shard's first row to the end of the highest shard, where ``g`` divides the row size
     and every distance between two shards' first rows, each row is ``row_bytes // g`` consecutive
     elements; one take of those elements, in the plan's order, fills ``out``. Only the indexed
-    elements are read: the memory between shards is never touched (the Store checked that every
-    row is in range, every row is checked to lie inside its shard here, and the shards stay mapped
-    during the gather). False, with nothing done, for a sorted plan (one take per shard serves it),
-    where an array is not contiguous, a row would be more than :data:`MAX_PIECES` elements, or a
-    row lies past its shard's end.
+    elements are read: the memory between shards is never touched (every row of the plan lies below
+    its shard's row count, each shard's array is checked to hold that many rows here, and the shards
+    stay mapped during the gather). False, with nothing done, for a sorted plan (one take per shard
+    serves it), where an array is not contiguous or shorter than its shard, or a row would be more
+    than :data:`MAX_PIECES` elements.
     """
-    if plan.sorted or not out.flags.c_contiguous:
+    if plan.sorted or not plan.n or not out.flags.c_contiguous:
         return False
-    shards, arrays = [s for s, _ in plan.runs], [sources[s] for s, _ in plan.runs]
-    if not all(a.flags.c_contiguous and a.dtype == out.dtype and a.shape[1:] == out.shape[1:] for a in arrays):
-        return False
-    # the rows sorted: each shard's last is its highest, and none may lie past its shard's end
-    lasts = [p.stop - 1 for _, p in plan.by_row.runs if isinstance(p, slice)]  # by_row's runs are slices
-    if any(top >= len(a) for top, a in zip(plan.by_row.local[lasts].tolist(), arrays)):
-        return False
-    row_bytes, ptrs = out.nbytes // plan.n, [a.ctypes.data for a in arrays]
-    base = min(ptrs)
-    size = math.gcd(row_bytes, *(p - base for p in ptrs))
-    pieces = row_bytes // size if row_bytes else 0
+    row_bytes, starts = out.nbytes // plan.n, plan.starts
+    ptrs, top = [], 0
+    for s in plan.shards:
+        view = views[s]
+        a = view.data
+        if not (a.flags.c_contiguous and a.dtype == out.dtype and a.shape[1:] == out.shape[1:]):
+            return False
+        if len(a) < starts[s + 1] - starts[s]:
+            return False
+        ptrs.append(view.address)
+        top = max(top, view.address + a.nbytes)
+    span, first = _layout(row_bytes, tuple(plan.shards), tuple(ptrs), top, len(starts) - 1)
+    pieces = row_bytes // span.itemsize
     if not 0 < pieces <= MAX_PIECES:
         return False
-    end = max(p + a.nbytes for p, a in zip(ptrs, arrays))
-    span = np.asarray(_Span(base, (end - base) // size, size))
-    first = np.zeros(max(shards) + 1, dtype=np.int64)  # each shard's first element
-    first[shards] = [(p - base) // size for p in ptrs]
-    at = first[plan.shard] + plan.local * pieces
+    at = plan.local * pieces + first[plan.shard]
     if pieces > 1:
-        at = (at[:, None] + np.arange(pieces)).reshape(-1)
+        at = np.add.outer(at, np.arange(pieces)).reshape(-1)
     np.take(span, at, out=out.reshape(-1).view(span.dtype), mode="clip")
     return True
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(
+    row_bytes: int, shards: tuple[int, ...], ptrs: tuple[int, ...], top: int, num_shards: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """For :func:`take_across`: the span from the lowest of ``ptrs`` to ``top`` as elements of ``g``
+    bytes (the greatest divisor of ``row_bytes`` and of the distances between the shards), and each
+    shard's first element (length ``num_shards``). A function of addresses alone, so kept for the
+    next batches of the same shards (whatever is mapped there when a gather reads it is what a fresh
+    span would read)."""
+    base = min(ptrs)
+    size = math.gcd(row_bytes, *(p - base for p in ptrs))
+    span = np.asarray(_Span(base, (top - base) // size, size))
+    first = np.zeros(num_shards, dtype=np.int64)
+    first[list(shards)] = [(p - base) // size for p in ptrs]
+    first.flags.writeable = False
+    return span, first
 
 
 def gather_ragged(col: Column, views: Mapping[int, ColumnView], plan: Plan) -> Ragged:

@@ -315,7 +315,7 @@ class Store:
                 raise KeyError(f"no column {name!r}; the store has {list(self.schema)}")
         plan = Plan(idx, self._starts, ascending)
         # only the shards this batch touches, held until the gather returns (eviction cannot unmap them)
-        shards = {s: self._cache.get(s) for s, _ in plan.runs}
+        shards = {s: self._cache.get(s) for s in plan.shards}
         return gather_columns(self.schema, names, shards, plan, out)
 
 

@@ -116,8 +116,8 @@ def test_a_shuffled_gather_is_in_the_samplers_order_on_every_path(tmp_path, monk
     starts = np.cumsum([0, *sizes])
     rows = np.concatenate([starts[:-1], starts[1:] - 1, rng.permutation(n)[:150], [0, n - 1]])
     rng.shuffle(rows)
-    monkeypatch.setattr(gather, "SCRATCH_BYTES", 1 << 40 if path == "sorted then scattered" else 0)
-    monkeypatch.setattr(gather, "MAX_PIECES", 0 if path == "row views" else 1 << 20)
+    monkeypatch.setattr(gather, "MAX_PIECES", 1 << 20 if path == "one take across the shards" else 0)
+    monkeypatch.setattr(gather, "VIEW_ROW_BYTES", 0 if path == "row views" else 1 << 40)
     got = ds.gather(rows)
     for name in ("y", "x", "z"):
         assert np.array_equal(got[name], cols[name][rows]), name

@@ -9,6 +9,7 @@ import pytest
 
 import stoker
 from stoker.store.gather import Plan, gather_tensor, take_across
+from stoker.store.shards import ColumnView
 
 N = 390  # 30 shards of 13 rows: every column starts at the same place in each shard
 
@@ -36,8 +37,8 @@ def test_a_shard_of_another_layout_takes_the_per_shard_path(tmp_path):
     assert np.array_equal(ds.gather(rows, ["x"])["x"], x[rows])
 
 
-def _sources(ds, name):
-    return {s: ds._cache.get(s).columns[name].data for s in range(len(ds.manifest.shards))}
+def _views(ds, name):
+    return {s: ds._cache.get(s).columns[name] for s in range(len(ds.manifest.shards))}
 
 
 def test_rows_of_every_size_land_in_the_samplers_order(store):
@@ -48,7 +49,7 @@ def test_rows_of_every_size_land_in_the_samplers_order(store):
     for name, col in cols.items():
         plan = Plan(rows, ds._starts)
         out = np.empty((len(rows), *col.shape[1:]), col.dtype)
-        assert take_across(_sources(ds, name), plan, out), name
+        assert take_across(_views(ds, name), plan, out), name
         assert np.array_equal(out, col[rows]), name
         assert np.array_equal(ds.gather(rows, [name])[name], col[rows]), name
 
@@ -59,12 +60,55 @@ def test_it_steps_aside_where_it_cannot_apply_and_the_gather_is_still_right(stor
     rows = np.random.default_rng(1).permutation(N)[:100]
     plan = Plan(rows, ds._starts)
     want = cols["xyz"][rows]
-    strided = {s: np.asfortranarray(a) for s, a in _sources(ds, "xyz").items()}  # not C-contiguous
-    short = {s: a[:1] for s, a in _sources(ds, "xyz").items()}  # rows past each shard's end
-    for sources in (strided, short):
+    views = _views(ds, "xyz")
+    strided = {s: ColumnView(np.asfortranarray(v.data)) for s, v in views.items()}  # not C-contiguous
+    short = {s: ColumnView(v.data[:1]) for s, v in views.items()}  # shorter than their shards
+    for bad in (strided, short):
         out = np.full_like(want, -1.0)
-        assert not take_across(sources, plan, out)
+        assert not take_across(bad, plan, out)
         assert (out == -1.0).all()  # nothing written
     out = np.empty_like(want)
-    gather_tensor({s: type("V", (), {"data": a})() for s, a in strided.items()}, plan, out)
+    gather_tensor(strided, plan, out)
     assert np.array_equal(out, want)
+
+
+@pytest.mark.parametrize("name", ["img", "big", "label", "odd", "xyz"])
+def test_shard_edges_repeats_and_every_batch_size_come_back_in_order(store, name):
+    # every shard's first and last row, a row repeated at both ends, one row, two, none: byte for byte
+    path, cols = store
+    ds = stoker.open(path)
+    starts = ds.shard_starts
+    edges = np.concatenate([starts[:-1], starts[1:] - 1])
+    rng = np.random.default_rng(4)
+    for rows in (
+        rng.permutation(edges),
+        np.concatenate([[N - 1], rng.permutation(edges), rng.integers(0, N, 40), [N - 1]]),
+        np.array([N - 1, 0]),
+        np.array([200]),
+        np.array([], dtype=np.int64),
+    ):
+        got = ds.gather(rows, [name])[name]
+        want = cols[name][rows]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes(), rows[:5]
+
+
+def test_batches_of_other_shards_and_other_stores_at_the_same_addresses_are_right(tmp_path):
+    # the take across keeps each set of shards' layout for the next batch: a batch of another set of
+    # shards, or a store opened where a closed one was mapped, must still get its own rows
+    rng = np.random.default_rng(6)
+    for k in range(3):
+        x = rng.integers(0, 2**31, size=(N, 200), dtype=np.int32) + k  # 800-byte rows, 6 shards or more
+        ds = stoker.open(stoker.write(tmp_path / f"s{k}", {"x": x}, shard_size=60_000))
+        starts = ds.shard_starts
+        for a, b in ((0, 2), (1, 4), (0, len(starts) - 2)):  # rows of shards a..b, shuffled
+            rows = rng.permutation(np.arange(starts[a], starts[b + 1]))[:60]
+            assert np.array_equal(ds.gather(rows, ["x"])["x"], x[rows])
+        del ds
+
+
+def test_rows_outside_the_store_are_refused_by_the_plan():
+    starts = np.array([0, 4, 9], dtype=np.int64)
+    for rows in ([3, -1, 5], [8, 9, 0], [100, 2, 7]):  # shuffled rows (the Store checks sorted ones)
+        with pytest.raises(IndexError):
+            Plan(np.array(rows, dtype=np.int64), starts)
