@@ -223,14 +223,15 @@ class ResourceSampler:
 
     def _memory(self, pid: int) -> Memory | None:
         """``pid``'s memory (``pipeline/memory.py``: PSS, USS, RSS from ``smaps_rollup``, a page-table walk)
-        when due, else None: each process is read again only after ``USS_BUDGET`` times what the last reads
+        when due, else None: each process is read again only after ``USS_BUDGET`` times the CPU the last reads
         of every process of the tree took, so reading costs at most 1/``USS_BUDGET`` of a core however many
         workers there are; between reads its last figures stand."""
         now = time.perf_counter()
         if now < self._uss_due.get(pid, 0.0):
             return None
+        cpu = time.thread_time()
         read = process_memory(pid)
-        self._uss_cost[pid] = time.perf_counter() - now
+        self._uss_cost[pid] = time.thread_time() - cpu  # its CPU: a loaded machine's waits are nobody's cost
         self._uss_due[pid] = now + USS_BUDGET * sum(self._uss_cost.values())
         return read
 
