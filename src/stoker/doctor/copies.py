@@ -32,8 +32,8 @@ SYNCS = ("item", "tolist", "cpu", "__float__", "__int__")  # Tensor methods that
 
 
 def _non_blocking(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """``non_blocking`` of a ``.to``/``.cuda`` call (by keyword, or the positional ``True`` of ``to(dev, dtype, True)``)."""
-    return bool(kwargs.get("non_blocking", False)) or any(a is True for a in args)
+    """``non_blocking`` of a ``.to``/``.cuda`` call: by keyword, or the first positional bool (``copy`` comes after it)."""
+    return bool(kwargs.get("non_blocking", next((a for a in args if isinstance(a, bool)), False)))
 
 
 class CopyWatch:

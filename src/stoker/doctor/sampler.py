@@ -12,7 +12,8 @@ NVML finds a driver. Without one, ``gpu_status`` says "no GPU (...)" and samplin
 Per process of the tree, ``mem`` lists ``[pid, uss, pss, cpu_s]`` (bytes private to it, its
 proportional share of shared pages: a forked worker's copied-on-access pages show as USS, and the
 CPU seconds it has used; USS and PSS are null in samples where they were not read: each costs a
-page-table walk, so each process is read again only after 100 times its last read's cost), and
+page-table walk, so a process is read again only after 100 times what the last reads of the whole
+tree cost: at most 1 % of a core, however many workers), and
 ``shm_managers`` counts the tree's ``torch_shm_manager`` processes; ``shm_files`` and
 ``shm_bytes`` are the entries of ``/dev/shm`` (whole machine; absent where there is none).
 
@@ -30,7 +31,7 @@ import psutil
 
 from stoker.pipeline.memory import Memory, descendants, process_memory
 
-USS_BUDGET = 100  # a process's USS/PSS is read again after this many times its last read's cost
+USS_BUDGET = 100  # a process's USS/PSS is read again after this many times the last reads of the tree cost
 
 
 class _Gpus:
@@ -103,6 +104,7 @@ class ResourceSampler:
         self._io: dict[int, int] = {}
         self._procs: dict[int, psutil.Process] = {}
         self._uss_due: dict[int, float] = {}  # pid -> when its USS/PSS may be read again
+        self._uss_cost: dict[int, float] = {}  # pid -> seconds its last USS/PSS read took
         self._last_memory: dict[int, Memory] = {}  # pid -> its last figures read
 
     def start(self) -> ResourceSampler:
@@ -185,6 +187,8 @@ class ResourceSampler:
                 procs = [root, *root.children(recursive=True)]
             except psutil.Error:
                 procs = [root]
+        live = {p.pid for p in procs}
+        self._uss_cost = {pid: took for pid, took in self._uss_cost.items() if pid in live}  # the tree's, no more
         cpu_tree = cpu_root = 0.0
         read = count = managers = 0
         memory = Memory()
@@ -219,13 +223,16 @@ class ResourceSampler:
 
     def _memory(self, pid: int) -> Memory | None:
         """``pid``'s memory (``pipeline/memory.py``: PSS, USS, RSS from ``smaps_rollup``, a page-table walk)
-        when due, else None: each process is read again only after ``USS_BUDGET`` times what its last read
-        cost; between reads its last figures stand."""
+        when due, else None: each process is read again only after ``USS_BUDGET`` times the CPU the last reads
+        of every process of the tree took, so reading costs at most 1/``USS_BUDGET`` of a core however many
+        workers there are; between reads its last figures stand."""
         now = time.perf_counter()
         if now < self._uss_due.get(pid, 0.0):
             return None
+        cpu = time.thread_time()
         read = process_memory(pid)
-        self._uss_due[pid] = now + USS_BUDGET * (time.perf_counter() - now)
+        self._uss_cost[pid] = time.thread_time() - cpu  # its CPU: a loaded machine's waits are nobody's cost
+        self._uss_due[pid] = now + USS_BUDGET * sum(self._uss_cost.values())
         return read
 
 

@@ -7,10 +7,12 @@ and leaves torch untouched, and its wrappers, installed and removed, give back t
 The end-to-end run on a GPU is ``tests/e2e/test_doctor_stall_classes.py::test_copies_and_syncs_on_cuda``.
 """
 
+import threading
+
 import torch
 
 from stoker.doctor.config import DoctorConfig
-from stoker.doctor.copies import SYNCS, CopyWatch
+from stoker.doctor.copies import SYNCS, CopyWatch, _non_blocking
 from stoker.doctor.events import DeviceStep, LoaderDesc, LoaderSeen, Meta, Step, encode_line
 from stoker.doctor.report import build_report
 
@@ -116,3 +118,84 @@ def test_the_wrappers_are_transparent_count_no_cpu_tensor_and_come_off():
     finally:
         watch.uninstall()
     assert _torch_as_is() == before
+
+
+def test_non_blocking_copies_from_pageable_memory_ask_for_pinned_batches(tmp_path):
+    # non_blocking=True from pageable memory is still a synchronous copy: the fix is pin_memory=True
+    copies = _report(tmp_path, [dict(PAGEABLE, blocking=0)] * 20)["copies"]
+    assert "40 of 40 from pageable memory (pin_memory=False)" in copies.verdict
+    assert "without non_blocking" not in copies.verdict
+    assert copies.torch_fix.startswith("DataLoader(..., pin_memory=True) and ")
+
+
+def test_syncs_of_several_kinds_are_named_together(tmp_path):
+    mixed = dict(OVERLAPPED, syncs=3, sync_s=0.006, ops=(".cpu()", ".tolist()", "to('cpu')"))
+    sync = _report(tmp_path, [mixed] * 12 + [OVERLAPPED] * 8)["syncs"]
+    assert "12 of 20 steps watched call .cpu(), .tolist(), to('cpu') on a CUDA tensor (3.0 per step, 6.00 ms" in (
+        sync.verdict
+    )
+
+
+class Recorded:
+    """A tensor as the watch's wrappers see one in a recorded call: its device, whether pinned, its bytes."""
+
+    def __init__(self, device, pinned=False, nbytes=0):
+        self.device = type("Device", (), {"type": device})()
+        self.is_cuda, self.nbytes, self._pinned = device == "cuda", nbytes, pinned
+
+    def is_pinned(self):
+        return self._pinned
+
+
+def _moved(t, device, *args, **kwargs):
+    """``Tensor.to(device, ...)`` as it returns: a tensor on ``device``."""
+    return Recorded(device, nbytes=t.nbytes)
+
+
+def test_the_wrappers_count_a_steps_copies_and_syncs_and_the_report_names_them(tmp_path):
+    """The counting of ``copies.py``'s wrappers, fed the calls a loop makes on a CUDA host (here without one):
+    each step copies a pageable batch without non_blocking, one pinned with it, reads a loss with .item() and
+    moves a CPU tensor (not counted). The ``DeviceStep`` events it emits, read by the report, name both stalls."""
+    events = []
+    watch = CopyWatch(events.append)
+    watch.state = "watching"  # what the first batch does where torch sees a CUDA device
+    copy, item = watch._copy(_moved), watch._sync(lambda t: 0.5, "item")
+    as_float = watch._sync(lambda t: 0.5, "__float__")
+    for i in range(20):
+        copy(Recorded("cpu", nbytes=MIB), "cuda")
+        copy(Recorded("cpu", pinned=True, nbytes=MIB), "cuda", non_blocking=True)
+        copy(Recorded("cpu", nbytes=MIB), "cpu")  # host to host: no copy to the device
+        item(Recorded("cuda"))
+        as_float(Recorded("cpu"))  # float() of a CPU tensor waits for nothing
+        watch.step(1, 1.0 + 0.01 * i, 1.001 + 0.01 * i)
+    assert len(events) == 20
+    first = DeviceStep(*events[0][1:])
+    assert (first.h2d, first.blocking, first.pageable, first.nbytes, first.syncs) == (2, 1, 1, 2 * MIB, 1)
+    assert first.ops == (".item()",)
+    run = [Meta(pid=100, ppid=1), LoaderSeen(1, _desc(False))]
+    run += [Step(1, 1.0 + 0.01 * i, 1.001 + 0.01 * i) for i in range(20)] + events
+    (tmp_path / "events-100.jsonl").write_text(encode_line(run))
+    report = build_report(tmp_path, [], "NVIDIA H100", DoctorConfig(interval=0.1), wall=(0.0, 5.0))
+    stalls = {s.kind: s for s in report.stalls}
+    assert set(stalls) == {"copies", "syncs"}
+    assert "20 of 40 without non_blocking=True; 20 of 40 from pageable memory" in stalls["copies"].verdict
+
+
+def test_the_wrappers_count_only_the_loops_thread_and_a_device_to_host_copy_as_a_sync():
+    watch = CopyWatch(lambda e: None)
+    copy = watch._copy(_moved)
+    worker = threading.Thread(target=copy, args=(Recorded("cpu", nbytes=MIB), "cuda"))
+    worker.start()
+    worker.join()
+    assert watch.h2d == 0  # a copy made by another thread (a loader's own) is not the loop's
+    copy(Recorded("cuda"), "cpu")
+    copy(Recorded("cuda"), "cpu", non_blocking=True)  # queued: no wait
+    assert (watch.h2d, watch.syncs, watch.ops) == (0, 1, {"to('cpu')"})
+
+
+def test_non_blocking_is_read_as_torch_reads_it():
+    # Tensor.to(device, dtype, non_blocking, copy), .to(other, non_blocking, copy), .cuda(device, non_blocking)
+    assert _non_blocking(("cuda", torch.float16, True), {})
+    assert _non_blocking((0, True), {}) and _non_blocking(("cuda",), {"non_blocking": True})
+    assert not _non_blocking(("cuda", torch.float16, False, True), {})  # copy=True, non_blocking=False
+    assert not _non_blocking(("cuda",), {"copy": True})

@@ -4,7 +4,9 @@ import multiprocessing
 import os
 import time
 
-from stoker.doctor.sampler import ResourceSampler
+import psutil
+
+from stoker.doctor.sampler import USS_BUDGET, ResourceSampler
 
 
 def _burn_then_wait(seconds, burnt, go):
@@ -51,3 +53,25 @@ def test_sampler_counts_child_processes_cpu():
     assert sampler.gpu_status  # a device name, or "no GPU (...)" and sampling went on
     if "gpu" not in samples[0]:
         assert sampler.gpu_status.startswith("no GPU")
+
+
+def test_memory_reads_are_spaced_by_what_the_whole_tree_costs():
+    """A process's USS/PSS is read again only after USS_BUDGET times the last reads of every process of the
+    tree (at most 1 % of a core however many workers); a process gone from the tree no longer counts."""
+    ctx = multiprocessing.get_context("fork")
+    go = ctx.Event()
+    child = ctx.Process(target=go.wait, args=(120,))
+    child.start()
+    try:
+        sampler = ResourceSampler(os.getpid())
+        me, other = os.getpid(), child.pid
+        assert sampler._memory(me) is not None and sampler._memory(other) is not None  # both due at first
+        costs = sampler._uss_cost
+        assert set(costs) == {me, other} and all(c > 0 for c in costs.values())
+        assert sampler._uss_due[other] >= sampler._uss_due[me] + USS_BUDGET * costs[other]  # mine counted in its wait
+        assert sampler._memory(me) is None and sampler._memory(other) is None  # not due yet
+    finally:
+        go.set()
+        child.join()
+    sampler._tree(psutil.Process(me))
+    assert set(sampler._uss_cost) == {me}  # the child ended: its cost no longer spaces the reads
