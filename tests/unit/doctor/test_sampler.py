@@ -74,4 +74,6 @@ def test_memory_reads_are_spaced_by_what_the_whole_tree_costs():
         go.set()
         child.join()
     sampler._tree(psutil.Process(me))
-    assert set(sampler._uss_cost) == {me}  # the child ended: its cost no longer spaces the reads
+    # the child ended: its cost no longer spaces the reads (other children of this test process, left by
+    # earlier tests of the suite, may be in the tree and counted)
+    assert me in sampler._uss_cost and other not in sampler._uss_cost
