@@ -87,18 +87,16 @@ class Subset(BatchSource):
 
         A row outside the subset is left out of the hint; ``read`` refuses it, naming it.
         """
-        if not overrides(self.source, "upcoming"):
-            return
-        n = len(self.indices)
-        mapped = []
-        for rows in batches:
-            idx = np.asarray(rows, dtype=np.int64)
-            mapped.append(self.indices[idx[(idx >= 0) & (idx < n)]])
-        self.source.upcoming(mapped)
+        if overrides(self.source, "upcoming"):
+            self.source.upcoming(self._parent_rows(batches))
 
     def readahead(self, batches: list[np.ndarray]) -> None:
+        self.source.readahead(self._parent_rows(batches))
+
+    def _parent_rows(self, batches: list[np.ndarray]) -> list[np.ndarray]:
+        """Each batch as rows of the inner source, rows outside the subset left out (hints only)."""
         n = len(self.indices)
-        self.source.readahead([self.indices[b[(b >= 0) & (b < n)]] for b in map(np.asarray, batches)])
+        return [self.indices[idx[(idx >= 0) & (idx < n)]] for idx in (np.asarray(b, dtype=np.int64) for b in batches)]
 
     @property
     def rowwise(self) -> bool:  # type: ignore[override]

@@ -42,10 +42,10 @@ def row_ranges(view: ColumnView, rows: np.ndarray) -> tuple[np.ndarray, np.ndarr
     data = view.data
     if view.offsets is None:
         stride = data.strides[0] if data.ndim else data.itemsize
-        starts = data.ctypes.data + rows * stride
+        starts = view.address + rows * stride
         return starts, starts + stride
     offsets = view.offsets
-    values = data.ctypes.data + offsets[rows] * data.itemsize, data.ctypes.data + offsets[rows + 1] * data.itemsize
+    values = view.address + offsets[rows] * data.itemsize, view.address + offsets[rows + 1] * data.itemsize
     entries = offsets.ctypes.data + rows * offsets.itemsize
     return np.concatenate([values[0], entries]), np.concatenate([values[1], entries + 2 * offsets.itemsize])
 
