@@ -58,11 +58,15 @@ class LabelCoder:
     Args:
         names: the names in id order, or ``None`` for numeric labels.
         given: whether the map came from the user (then the error names ``label_names``).
+        kind: for numeric labels, the kind of the whole input (``"int"`` or ``"float"``, from
+            :meth:`fit`): every part is then coded alike (a block of whole numbers among floats gives
+            ``float32`` too); ``None``: each call decides from its own values.
     """
 
-    def __init__(self, names: Sequence[str] | None, given: bool = False) -> None:
+    def __init__(self, names: Sequence[str] | None, given: bool = False, kind: str | None = None) -> None:
         self.names = None if names is None else tuple(names)
         self.given = given
+        self.kind = kind if names is None else "name"
         self._ids = None if names is None else {n: i for i, n in enumerate(self.names or ())}
 
     @classmethod
@@ -70,18 +74,21 @@ class LabelCoder:
         """The coder for ``values``: the given ``names``, else the sorted names found, else numbers."""
         if names is not None:
             return cls(names, given=True)
-        values = list(values)
-        if kind_of(values, where) == "name":
+        values = values if isinstance(values, list) else list(values)
+        kind = kind_of(values, where)
+        if kind == "name":
             return cls(sorted(set(map(str, values))))
-        return cls(None)
+        return cls(None, kind=kind)
 
     def encode(self, values: list[Any], lines: Sequence[int], where: str, unit: str = "line") -> np.ndarray:
         """Codes of ``values``; ``lines`` (one per value) name the ``unit`` (line or row) of a label outside the map."""
         if self._ids is None:
+            if self.kind == "int" and only(values, int):  # the common case: one C-level pass
+                return np.asarray(values, dtype=np.int64)
             kind = kind_of(values, where)
             if kind == "name":
                 raise InputError(f"{where}: labels mix numbers and names; use one kind of label")
-            if kind == "float":
+            if "float" in (kind, self.kind):
                 return np.asarray([float(v) for v in values], dtype=np.float32)
             return np.asarray(values if only(values, int) else [int(v) for v in values], dtype=np.int64)
         ids = self._ids

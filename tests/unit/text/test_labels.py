@@ -85,3 +85,16 @@ def test_bad_maps_are_refused_naming_the_option():
         with pytest.raises(ConfigError) as err:
             label_map(names, mapping)
         assert err.value.option == option
+
+
+def test_whole_numbers_among_float_labels_convert_as_floats_in_every_block(tmp_path):
+    # The converter codes labels block by block (8,192 rows); a first block of whole numbers once
+    # came out int64 and the float block after it was refused by the int64 column.
+    n = stoker.text.inputs.BLOCK_ROWS + 10
+    labels = [i % 3 for i in range(n - 10)] + [0.5] * 10
+    data = {"text": [f"line {i}" for i in range(n)], "label": labels}
+    store = stoker.convert.text(data, tmp_path / "store", max_length=8)
+    stored = labels_of(stoker.text.Loader(store, batch_size=4096, shuffle=False, bucketing=False))
+    on_the_fly = labels_of(stoker.text.Loader(data, batch_size=4096, shuffle=False, bucketing=False, max_length=8))
+    assert stored == on_the_fly == [float(v) for v in labels]
+    assert stoker.text.Loader(store, batch_size=2).source.label_names is None
