@@ -47,6 +47,7 @@ import tempfile
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -372,6 +373,12 @@ def main() -> int:
         default=0.25,
         help="epochs of warm-up: a count (>= 1), or a share of the epochs run (< 1); at least the first epoch",
     )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="configurations run at once (each in its own process tree; they share the CPUs)",
+    )
     ap.add_argument("--out", default="results/soak")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: run this configuration here, print JSON
     args = ap.parse_args()
@@ -380,7 +387,6 @@ def main() -> int:
         return 0
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    failed = False
     print(
         f"after the warm-up ({args.warmup:g} {'epochs' if args.warmup >= 1 else 'of the epochs'}, at least one), "
         f"anon+shm PSS must stay within the warm-up samples' range -/+ {args.tolerance:.0%} -/+ {args.floor_mib:g} MiB "
@@ -391,40 +397,49 @@ def main() -> int:
         f"{'config':<11} {'epochs':>6} {'samples':>7} {'anon+shm MiB':>15} {'band MiB':>13} {'fds':>9} {'threads':>9} "
         f"{'shm':>5} {'mid-epoch fds/threads':>22}  verdict"
     )
-    for config in args.configs.split(","):
-        if config == "remote" and not _has("moto.server", "s3fs", "boto3"):
-            print(f"{config:<11} skipped: needs moto[server], s3fs and boto3 (the dev extra)")
-            continue
+    configs = args.configs.split(",")
+    if "remote" in configs and not _has("moto.server", "s3fs", "boto3"):
+        configs.remove("remote")
+        print(f"{'remote':<11} skipped: needs moto[server], s3fs and boto3 (the dev extra)")
+
+    def run_one(config: str) -> subprocess.CompletedProcess[str]:
         server = start_s3() if config == "remote" else None
         cmd = [sys.executable, __file__, "--one", config, *_passed(args)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True)
+            return subprocess.run(cmd, capture_output=True, text=True)
         finally:
             if server is not None:
                 server.stop()
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode != 0 or not lines:
-            print(f"{config:<11} FAILED to run (exit {done.returncode}): {done.stderr.strip()[-400:]}")
-            failed = True
-            continue
-        run = json.loads(lines[-1])
-        floor = int(args.floor_mib * 2**20)
-        warmup = warmup_epochs(run, args.warmup)
-        bad = verdict(run, args.tolerance, floor, warmup)
-        failed |= bool(bad)
-        run["verdict"] = bad or ["pass"]
-        Path(f"{out}-{config}.json").write_text(json.dumps(run, indent=1))
-        drawn = plot(run, Path(f"{out}-{config}.png"))
-        after = [s for s in run["samples"] if s["epoch"] >= warmup] or run["samples"]
-        ends = [e for e in run["ends"] if e["epoch"] >= warmup] or run["ends"]
-        low, high = band(run, "owned", args.tolerance, floor, warmup)
-        mid = f"{_span(after, 'fds')} / {_span(after, 'threads')}"
-        print(
-            f"{config:<11} {run['epochs']:>6} {len(run['samples']):>7} {_span(after, 'owned', 2**20):>15} "
-            f"{low / 2**20:>6.1f}-{high / 2**20:<6.1f} {_span(ends, 'fds'):>9} {_span(ends, 'threads'):>9} "
-            f"{_span(ends, 'shm'):>5} {mid:>22}  {'; '.join(run['verdict'])}" + ("" if drawn else " (no plot)")
-        )
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        runs = zip(configs, pool.map(run_one, configs))  # in order, each as soon as it and those before are done
+        failed = any([_judge(config, done, args, out) for config, done in runs])
     return 1 if failed else 0
+
+
+def _judge(config: str, done: subprocess.CompletedProcess[str], args: argparse.Namespace, out: Path) -> bool:
+    """Judge and print one configuration's run; True when it failed."""
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        print(f"{config:<11} FAILED to run (exit {done.returncode}): {done.stderr.strip()[-400:]}")
+        return True
+    run = json.loads(lines[-1])
+    floor = int(args.floor_mib * 2**20)
+    warmup = warmup_epochs(run, args.warmup)
+    bad = verdict(run, args.tolerance, floor, warmup)
+    run["verdict"] = bad or ["pass"]
+    Path(f"{out}-{config}.json").write_text(json.dumps(run, indent=1))
+    drawn = plot(run, Path(f"{out}-{config}.png"))
+    after = [s for s in run["samples"] if s["epoch"] >= warmup] or run["samples"]
+    ends = [e for e in run["ends"] if e["epoch"] >= warmup] or run["ends"]
+    low, high = band(run, "owned", args.tolerance, floor, warmup)
+    mid = f"{_span(after, 'fds')} / {_span(after, 'threads')}"
+    print(
+        f"{config:<11} {run['epochs']:>6} {len(run['samples']):>7} {_span(after, 'owned', 2**20):>15} "
+        f"{low / 2**20:>6.1f}-{high / 2**20:<6.1f} {_span(ends, 'fds'):>9} {_span(ends, 'threads'):>9} "
+        f"{_span(ends, 'shm'):>5} {mid:>22}  {'; '.join(run['verdict'])}" + ("" if drawn else " (no plot)")
+    )
+    return bool(bad)
 
 
 def _span(samples: list[dict[str, Any]], key: str, scale: int = 1) -> str:
