@@ -13,7 +13,9 @@ Per process of the tree, ``mem`` lists ``[pid, uss, pss, cpu_s]`` (bytes private
 proportional share of shared pages: a forked worker's copied-on-access pages show as USS, and the
 CPU seconds it has used; USS and PSS are null in samples where they were not read: each costs a
 page-table walk, so a process is read again only after 100 times what the last reads of the whole
-tree cost: at most 1 % of a core, however many workers), and
+tree cost, times ``1 + t / 60 s`` where ``t`` is how long the sampler has run: at most 1 % of a core
+however many workers in the first minute, 0.1 % after ten; the reads of a run grow with the
+logarithm of its length, so an hour still has over a hundred of each process), and
 ``shm_managers`` counts the tree's ``torch_shm_manager`` processes; ``shm_files`` and
 ``shm_bytes`` are the entries of ``/dev/shm`` (whole machine; absent where there is none).
 
@@ -32,6 +34,7 @@ import psutil
 from stoker.pipeline.memory import Memory, descendants, process_memory
 
 USS_BUDGET = 100  # a process's USS/PSS is read again after this many times the last reads of the tree cost
+USS_SLOWDOWN_S = 60.0  # ... times 1 + (seconds sampled) / this: the reads thin out as a run goes on
 
 
 class _Gpus:
@@ -106,9 +109,11 @@ class ResourceSampler:
         self._uss_due: dict[int, float] = {}  # pid -> when its USS/PSS may be read again
         self._uss_cost: dict[int, float] = {}  # pid -> seconds its last USS/PSS read took
         self._last_memory: dict[int, Memory] = {}  # pid -> its last figures read
+        self._t0 = time.perf_counter()  # reset by start(): memory reads thin out from there
 
     def start(self) -> ResourceSampler:
         if self._thread is None:
+            self._t0 = time.perf_counter()
             self._stop.clear()
             self._thread = threading.Thread(target=self._run, name="stoker-doctor-sampler", daemon=True)
             self._thread.start()
@@ -225,14 +230,16 @@ class ResourceSampler:
         """``pid``'s memory (``pipeline/memory.py``: PSS, USS, RSS from ``smaps_rollup``, a page-table walk)
         when due, else None: each process is read again only after ``USS_BUDGET`` times the CPU the last reads
         of every process of the tree took, so reading costs at most 1/``USS_BUDGET`` of a core however many
-        workers there are; between reads its last figures stand."""
+        workers there are, and that wait grows by the sampler's age over ``USS_SLOWDOWN_S``; between
+        reads its last figures stand."""
         now = time.perf_counter()
         if now < self._uss_due.get(pid, 0.0):
             return None
         cpu = time.thread_time()
         read = process_memory(pid)
         self._uss_cost[pid] = time.thread_time() - cpu  # its CPU: a loaded machine's waits are nobody's cost
-        self._uss_due[pid] = now + USS_BUDGET * sum(self._uss_cost.values())
+        age = max(0.0, now - self._t0) / USS_SLOWDOWN_S
+        self._uss_due[pid] = now + USS_BUDGET * (1.0 + age) * sum(self._uss_cost.values())
         return read
 
 

@@ -6,7 +6,7 @@ import time
 
 import psutil
 
-from stoker.doctor.sampler import USS_BUDGET, ResourceSampler
+from stoker.doctor.sampler import USS_BUDGET, USS_SLOWDOWN_S, ResourceSampler
 
 
 def _burn_then_wait(seconds, burnt, go):
@@ -77,3 +77,20 @@ def test_memory_reads_are_spaced_by_what_the_whole_tree_costs():
     # the child ended: its cost no longer spaces the reads (other children of this test process, left by
     # earlier tests of the suite, may be in the tree and counted)
     assert me in sampler._uss_cost and other not in sampler._uss_cost
+
+
+def test_memory_reads_thin_out_as_the_run_goes_on():
+    """Ten minutes into a run a process's memory is read 11 times less often than at its start
+    (1 + 600 s / USS_SLOWDOWN_S): a long run's reads cost about 0.1 % of a core, not 1 %."""
+    sampler = ResourceSampler(os.getpid())
+    me = os.getpid()
+    before = time.perf_counter()
+    assert sampler._memory(me) is not None
+    young = sampler._uss_due[me] - before
+    assert young >= USS_BUDGET * sampler._uss_cost[me]
+    sampler._t0 -= 600.0  # as if it had sampled for ten minutes
+    sampler._uss_due.clear()
+    before = time.perf_counter()
+    assert sampler._memory(me) is not None
+    aged = sampler._uss_due[me] - before
+    assert aged >= USS_BUDGET * (1 + 600.0 / USS_SLOWDOWN_S) * sampler._uss_cost[me]
