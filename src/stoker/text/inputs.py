@@ -14,7 +14,7 @@ import itertools
 import operator
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,7 @@ class TextBlock:
     labels: list[Any] | None = None
     skipped_empty: int = 0
     replaced_lines: int = 0
-    lines: list[int] = field(default_factory=list)
+    lines: Sequence[int] = field(default_factory=list)  # a range where they are consecutive
 
 
 @dataclass(frozen=True)
@@ -179,13 +179,14 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
     pairs: list[str] | None = [] if columns.pair else None
     raw: list[Any] = []
     has_labels = False
-    lines: list[int] = []
+    lines: list[np.ndarray] = []
     skipped = replaced = 0
     bulk = bulk_rows(source, columns)
     blocks = iter_blocks(source, columns) if bulk is None else [whole_block(source, columns, bulk)]
     for block in blocks:
         texts.extend(block.texts)
-        lines.extend(block.lines)
+        at = block.lines
+        lines.append(np.arange(at.start, at.stop) if isinstance(at, range) else np.asarray(at, dtype=np.int64))
         if pairs is not None and block.pairs is not None:
             pairs.extend(block.pairs)
         if block.labels is not None:
@@ -197,15 +198,16 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
     if not texts:
         raise EmptyDatasetError(f"{where} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
     label_array, names = None, None
+    where_is = np.concatenate(lines)
     if has_labels:
         coder = LabelCoder.fit(raw, where, columns.label_names)
-        label_array, names = coder.encode(raw, lines, where, row_unit(source)), coder.label_names
+        label_array, names = coder.encode(raw, where_is, where, row_unit(source)), coder.label_names
     elif columns.label_names is not None:
         raise ConfigError(
             f"label_names/class_to_idx were given but {where} has no labels (label_column={columns.label!r})",
             option="label_names",
         )
-    return TextTable(texts, pairs, label_array, names, where, skipped, replaced, np.asarray(lines, dtype=np.int64))
+    return TextTable(texts, pairs, label_array, names, where, skipped, replaced, where_is)
 
 
 def scan_labels(source: Any, columns: TextColumns) -> LabelCoder | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ class Bulk:
     """A whole source's examples as columns (:func:`bulk_rows`): where each is, its text, second text
     and raw label (``labels`` None: no label column), and the blank lines that held no example."""
 
-    lines: list[int]
+    lines: Sequence[int]  # a range where they are consecutive
     texts: list[str]
     pairs: list[str] | None
     labels: list[Any] | None
@@ -307,11 +307,11 @@ def bulk_rows(source: Any, columns: TextColumns) -> Bulk | None:
         if len(sizes) > 1 or not only(texts, str):
             return None
         pairs = None if pairs is None else list(map(str, pairs))
-        return Bulk(list(range(len(texts))), list(texts), pairs, None if labels is None else list(labels))
+        return Bulk(range(len(texts)), list(texts), pairs, None if labels is None else list(labels))
     if isinstance(source, (list, tuple)):
         if columns.pair or not only(source, str):
             return None
-        return Bulk(list(range(len(source))), list(source), None, None)
+        return Bulk(range(len(source)), list(source), None, None)
     if not isinstance(source, (str, os.PathLike)):
         return None
     path = Path(source)
@@ -331,7 +331,7 @@ def bulk_rows(source: Any, columns: TextColumns) -> Bulk | None:
     if "\r" in text:
         lines = [line.rstrip("\r") for line in lines]
     if fmt == "lines":
-        return Bulk(list(range(1, len(lines) + 1)), lines, None, None)
+        return Bulk(range(1, len(lines) + 1), lines, None, None)
     return _bulk_tsv(path, lines, columns)
 
 
@@ -359,7 +359,7 @@ def _flat_tsv(path: Path, data: bytes, text: str, columns: TextColumns) -> Bulk 
     pos = {name: width + i for i, name in enumerate(header)}  # the first row's fields follow the header's
     pairs = flat[pos[columns.pair] :: width] if columns.pair else None
     labels = flat[pos[label] :: width] if label else None
-    return Bulk(list(range(2, lines + 1)), flat[pos[columns.text] :: width], pairs, labels)
+    return Bulk(range(2, lines + 1), flat[pos[columns.text] :: width], pairs, labels)
 
 
 def _bulk_tsv(path: Path, lines: list[str], columns: TextColumns) -> Bulk | None:

@@ -34,6 +34,7 @@ from stoker.store.columns import Ragged
 from stoker.text.long_lines import LongLineWarning, check_whole, cut_bound, encode_cut, longest_entry
 
 BUNDLED = {"bert-base-uncased": "bert-base-uncased-vocab.txt"}
+BUNDLED_LONGEST = {"bert-base-uncased": 18}  # longest_entry() of each bundled file, not read again at each start
 _PAD_NAMES = ("[PAD]", "<pad>", "<|padding|>")
 
 
@@ -265,7 +266,7 @@ def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[A
     if isinstance(spec, str) and spec in BUNDLED:
         ref = resources.files("stoker.text") / "data" / BUNDLED[spec]
         with resources.as_file(ref) as path:
-            return wordpiece_from_vocab(path, lowercase=True), spec, longest_entry(path)
+            return wordpiece_from_vocab(path, lowercase=True), spec, BUNDLED_LONGEST[spec]
     path = Path(spec)
     if path.is_dir():
         for candidate in ("tokenizer.json", "vocab.txt"):

@@ -204,3 +204,18 @@ def test_the_warning_gives_no_count_that_the_epoch_outgrows(tmp_path):
     assert loader.report().cut_lines == 3
     (message,) = [str(w.message) for w in got if w.category is LongLineWarning]
     assert "line(s)" not in message and message.startswith("lines longer than"), message
+
+
+def test_the_bundled_vocabularies_longest_entry_is_the_files_own():
+    """resolve() takes the bundled vocabularies' longest entry from a table, not from the file: it must match."""
+    from importlib import resources
+
+    from stoker.text.long_lines import cut_bound, longest_entry
+    from stoker.text.tokenizer import BUNDLED, BUNDLED_LONGEST
+
+    assert set(BUNDLED_LONGEST) == set(BUNDLED)
+    for name, file in BUNDLED.items():
+        with resources.as_file(resources.files("stoker.text") / "data" / file) as path:
+            assert BUNDLED_LONGEST[name] == longest_entry(path)
+        tok = resolve(name, max_length=128)
+        assert tok.cut_at == cut_bound(tok.tokenizer, 128)  # as from the tokenizer's own vocabulary
