@@ -16,7 +16,7 @@ import os
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def iter_blocks(
                 skipped.append(line)
             continue
         block.texts.append(text)
-        block.lines.append(row[0])
+        cast(list[int], block.lines).append(row[0])  # a block being read keeps a list
         if block.pairs is not None:
             block.pairs.append(pair)
         if label is not NO_LABEL:

@@ -80,7 +80,9 @@ class LabelCoder:
             return cls(sorted(set(map(str, values))))
         return cls(None, kind=kind)
 
-    def encode(self, values: list[Any], lines: Sequence[int], where: str, unit: str = "line") -> np.ndarray:
+    def encode(
+        self, values: list[Any], lines: Sequence[int] | np.ndarray, where: str, unit: str = "line"
+    ) -> np.ndarray:
         """Codes of ``values``; ``lines`` (one per value) name the ``unit`` (line or row) of a label outside the map."""
         if self._ids is None:
             if self.kind == "int" and only(values, int):  # the common case: one C-level pass
