@@ -64,12 +64,22 @@ def unlink_segment(name: str) -> None:
 
 
 def unlink_all(token: str) -> None:
-    """Remove every file of the pool named by ``token``."""
-    for path in glob.glob(os.path.join(SHM, f"stoker_{token}_*")):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+    """Remove every file of the pool named by ``token``.
+
+    The names are matched by prefix, not by ``glob``: a glob pattern per pool (a new one each epoch
+    where workers start each epoch) would stay in ``fnmatch``'s cache of compiled patterns, up to
+    32,768 of them, a slow growth of a long run's memory."""
+    prefix = f"stoker_{token}_"
+    try:
+        names = os.listdir(SHM)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            try:
+                os.unlink(os.path.join(SHM, name))
+            except OSError:
+                pass
 
 
 def sweep_stale_segments(directory: str = SHM) -> int:
