@@ -246,7 +246,7 @@ def _mapping_rows(source: Mapping[str, Any], columns: TextColumns) -> Iterator[A
     _pick(dict.fromkeys(source, ""), columns, label, "the dict of columns", source)
     texts = source[columns.text]
     pairs = source[columns.pair] if columns.pair else None
-    labels = source[label] if label else None
+    labels = plain(source[label]) if label else None
     for name, values in ((columns.pair, pairs), (label, labels)):
         if values is not None and len(values) != len(texts):
             raise InputError(f"column {name!r} has {len(values)} values, column {columns.text!r} has {len(texts)}")
@@ -254,6 +254,14 @@ def _mapping_rows(source: Mapping[str, Any], columns: TextColumns) -> Iterator[A
         if not isinstance(text, str):
             raise InputError(f"column {columns.text!r}, row {i}: {type(text).__name__}, not text")
         yield i, text, None if pairs is None else str(pairs[i]), NO_LABEL if labels is None else labels[i]
+
+
+def plain(values: Any) -> list[Any]:
+    """A column as a list of Python values: a 1-D numpy array, tensor or pandas Series through its
+    ``tolist()`` (one C-level pass; its numpy scalars would each be checked in Python later)."""
+    if getattr(values, "ndim", None) == 1 and hasattr(values, "tolist"):
+        return values.tolist()
+    return list(values)
 
 
 def _list_rows(source: list[Any] | tuple[Any, ...], columns: TextColumns) -> Iterator[Any]:
@@ -307,7 +315,7 @@ def bulk_rows(source: Any, columns: TextColumns) -> Bulk | None:
         if len(sizes) > 1 or not only(texts, str):
             return None
         pairs = None if pairs is None else list(map(str, pairs))
-        return Bulk(range(len(texts)), list(texts), pairs, None if labels is None else list(labels))
+        return Bulk(range(len(texts)), list(texts), pairs, None if labels is None else plain(labels))
     if isinstance(source, (list, tuple)):
         if columns.pair or not only(source, str):
             return None

@@ -98,3 +98,31 @@ def test_whole_numbers_among_float_labels_convert_as_floats_in_every_block(tmp_p
     on_the_fly = labels_of(stoker.text.Loader(data, batch_size=4096, shuffle=False, bucketing=False, max_length=8))
     assert stored == on_the_fly == [float(v) for v in labels]
     assert stoker.text.Loader(store, batch_size=2).source.label_names is None
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch", "pandas"])
+def test_array_label_columns_read_as_plain_values_without_a_check_per_label(kind, monkeypatch):
+    import stoker.text.labels as labels_module
+    from stoker.text.inputs import TextColumns, read_table
+
+    calls = []
+    real = labels_module.label_kind
+    monkeypatch.setattr(labels_module, "label_kind", lambda v: calls.append(v) or real(v))
+    ints, floats = np.arange(1000) % 7, (np.arange(1000) % 7 / 2).astype(np.float32)
+    if kind == "torch":
+        import torch
+
+        ints, floats = torch.from_numpy(ints), torch.from_numpy(floats)
+    elif kind == "pandas":
+        import pandas
+
+        index = np.random.default_rng(0).permutation(1000)  # positions, not index labels, line up with the texts
+        ints, floats = pandas.Series(ints, index=index), pandas.Series(floats, index=index)
+    texts = [f"text {i}" for i in range(1000)]
+    coded = read_table({"text": texts, "label": ints}, TextColumns())
+    assert coded.labels.dtype == np.int64 and coded.labels.tolist() == (np.arange(1000) % 7).tolist()
+    coded = read_table({"text": texts[:-1] + [" "], "label": floats}, TextColumns(keep_empty=False))
+    assert coded.labels.dtype == np.float32 and np.array_equal(
+        coded.labels, (np.arange(999) % 7 / 2).astype(np.float32)
+    )
+    assert len(calls) < 10  # one C-level pass over the values, not a Python check of each of the 2,000
