@@ -144,9 +144,14 @@ def skipped_as(text: str, pair: str | None, label: Any, keep_empty: bool) -> int
     return 0 if keep_empty else NAMED
 
 
-def whole_block(source: Any, columns: TextColumns, bulk: Bulk) -> TextBlock:
-    """``bulk`` as one :class:`TextBlock`, empty examples handled as :func:`iter_blocks` does."""
+def whole_block(source: Any, columns: TextColumns, bulk: Bulk, label_types: set[type]) -> TextBlock:
+    """``bulk`` as one :class:`TextBlock`, empty examples handled as :func:`iter_blocks` does.
+
+    ``label_types`` are the types of ``bulk.labels``: where empty texts are kept and no label is a
+    string (so none is blank), no example can be dropped and the texts are not scanned."""
     labels = bulk.labels
+    if columns.keep_empty and not any(issubclass(t, str) for t in label_types):
+        return TextBlock(bulk.texts, bulk.pairs, labels, bulk.blanks, 0, bulk.lines)
     drop: list[int] = []
     named: list[int] = []
     blank = map(operator.not_, map(str.strip, bulk.texts))  # C-level loops: no Python call per row
@@ -182,7 +187,8 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
     lines: list[np.ndarray] = []
     skipped = replaced = 0
     bulk = bulk_rows(source, columns)
-    blocks = iter_blocks(source, columns) if bulk is None else [whole_block(source, columns, bulk)]
+    label_types = set() if bulk is None or bulk.labels is None else set(map(type, bulk.labels))
+    blocks = iter_blocks(source, columns) if bulk is None else [whole_block(source, columns, bulk, label_types)]
     for block in blocks:
         texts.extend(block.texts)
         at = block.lines
@@ -199,7 +205,9 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
         raise EmptyDatasetError(f"{where} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
     label_array, names = None, None
     where_is = np.concatenate(lines)
-    if has_labels:
+    if has_labels and columns.label_names is None and label_types == {int}:
+        label_array = np.asarray(raw, dtype=np.int64)  # plain ints (read in bulk): what the coder gives them
+    elif has_labels:
         coder = LabelCoder.fit(raw, where, columns.label_names)
         label_array, names = coder.encode(raw, where_is, where, row_unit(source)), coder.label_names
     elif columns.label_names is not None:

@@ -23,7 +23,6 @@ import json
 import os
 import warnings
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -264,9 +263,8 @@ def _from_name_or_path(spec: str | os.PathLike[str], lowercase: bool) -> tuple[A
     """The tokenizer named or found at ``spec``, its name, and (for a ``vocab.txt``) its longest entry."""
     tk = _tokenizers()
     if isinstance(spec, str) and spec in BUNDLED:
-        ref = resources.files("stoker.text") / "data" / BUNDLED[spec]
-        with resources.as_file(ref) as path:
-            return wordpiece_from_vocab(path, lowercase=True), spec, BUNDLED_LONGEST[spec]
+        path = Path(__file__).with_name("data") / BUNDLED[spec]  # installed as files (package data)
+        return wordpiece_from_vocab(path, lowercase=True), spec, BUNDLED_LONGEST[spec]
     path = Path(spec)
     if path.is_dir():
         for candidate in ("tokenizer.json", "vocab.txt"):

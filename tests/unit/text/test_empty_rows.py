@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from stoker.text import Loader
+from stoker.text.inputs import TextColumns, read_table
 
 
 def test_an_empty_tsv_text_is_kept_as_an_empty_sequence(tmp_path):
@@ -61,3 +62,16 @@ def test_a_store_converted_with_the_defaults_has_the_loaders_rows(tmp_path):
     with pytest.warns(UserWarning, match=r"labelled\.tsv: keep_empty=False skipped empty texts at lines 3, 5 "):
         skipped = stoker.convert.text(path, tmp_path / "t", keep_empty=False, progress=False)
     assert (skipped.rows, skipped.skipped) == (2, 2)
+
+
+@pytest.mark.parametrize("keep_empty", [True, False])
+def test_a_dict_with_number_labels_keeps_or_skips_its_empty_texts_as_asked(keep_empty):
+    data = {"text": ["a b", "  ", "c", ""], "label": [7, 8, 9, 10]}
+    if keep_empty:
+        table = read_table(data, TextColumns(keep_empty=True))
+        assert table.texts == data["text"] and table.labels.tolist() == [7, 8, 9, 10]
+        return
+    with pytest.warns(UserWarning, match=r"keep_empty=False skipped empty texts at rows 1, 3 "):
+        table = read_table(data, TextColumns(keep_empty=False))
+    assert table.texts == ["a b", "c"] and table.labels.tolist() == [7, 9] and table.lines.tolist() == [0, 2]
+    assert table.skipped_empty == 2
