@@ -302,24 +302,39 @@ class TokenCache:
         return s.lengths.astype(np.int64) if s.complete else None
 
     def plan(self, blocks: Iterable[np.ndarray]) -> None:
-        """The order rows will be waited for: the thread starts tokenizing them in this order
-        (ignored once the thread runs; rows waited for are always taken first)."""
+        """The order rows will be waited for: the background thread, started by the next
+        :meth:`wait`, tokenizes them in this order (ignored once the thread runs; rows waited for
+        are always taken first)."""
         s = self._state
         self.ordered = True
         with s.cond:
             if s.thread is None and not s.complete:
                 s.plan = iter(blocks)
-                s.start()
 
     def wait(self, rows: np.ndarray) -> np.ndarray:
-        """The token counts of ``rows``, once they are cached."""
+        """The token counts of ``rows``, once they are cached. Rows missing while no background
+        thread runs (an epoch's first batch) are tokenized in this thread, then the thread starts
+        on the rest: the first batch waits for no thread start or hand-off."""
         s = self._state
         self.ordered = True
         rows = np.asarray(rows, dtype=np.int64)
         check_rows(rows, s.n, "a text source")
         if not s.done[rows].all():
             with s.cond:
+                idle = s.thread is None and not s.stopped and os.getpid() == s.pid
+            if idle:
+                missing = rows[~s.done[rows]]
+                enc = encode_rows(s.table, s.tokenizer, missing)
+                with s.cond:
+                    if not s.stopped:
+                        s.write(missing, enc)
+                if s.complete:  # no thread will run to report them
+                    with progress_bar(s.progress, s.n, "counting tokens") as bar:
+                        bar.update(s.n)
+            with s.cond:
                 s.wait_for(rows)
+                if not s.complete:
+                    s.start()
         return s.lengths[rows].astype(np.int64)
 
     def all(self) -> np.ndarray:

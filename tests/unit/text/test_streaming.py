@@ -70,6 +70,23 @@ def test_the_first_batch_comes_before_the_background_tokenization_ends():
     assert cache.complete and gate.blocked.is_set()
 
 
+def test_the_first_batchs_rows_are_tokenized_by_the_thread_waiting_for_them():
+    # no thread start and hand-off before the first batch: the background thread starts after it, for the rest
+    loader = stoker.text.Loader(ROWS, **OPTIONS)
+    tok = loader.source.rows.tokenizer
+    real, callers = tok.encode, []
+
+    def encode(*args, **kwargs):
+        callers.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    object.__setattr__(tok, "encode", encode)
+    got = labels(loader)
+    assert callers[0] != "stoker-text-tokenize" and "stoker-text-tokenize" in callers[1:]
+    want = eager_epoch()
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
 def test_the_streamed_epoch_equals_the_sampler_with_every_length_known():
     streamed = stoker.text.Loader(ROWS, **OPTIONS)
     got = labels(streamed)
