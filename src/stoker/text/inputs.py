@@ -40,7 +40,7 @@ class TextBlock:
     labels: list[Any] | None = None
     skipped_empty: int = 0
     replaced_lines: int = 0
-    lines: Sequence[int] = field(default_factory=list)  # a range where they are consecutive
+    lines: Sequence[int] | np.ndarray = field(default_factory=list)  # a range where they are consecutive
 
 
 @dataclass(frozen=True)
@@ -180,34 +180,28 @@ def whole_block(source: Any, columns: TextColumns, bulk: Bulk, label_types: set[
 
 def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable:
     """The whole source in memory (labels coded: see :mod:`stoker.text.labels`), for loading on the fly."""
-    texts: list[str] = []
-    pairs: list[str] | None = [] if columns.pair else None
-    raw: list[Any] = []
-    has_labels = False
-    lines: list[np.ndarray] = []
-    skipped = replaced = 0
     bulk = bulk_rows(source, columns)
     label_types = set() if bulk is None or bulk.labels is None else set(map(type, bulk.labels))
-    blocks = iter_blocks(source, columns) if bulk is None else [whole_block(source, columns, bulk, label_types)]
-    for block in blocks:
-        texts.extend(block.texts)
-        at = block.lines
-        lines.append(np.arange(at.start, at.stop) if isinstance(at, range) else np.asarray(at, dtype=np.int64))
-        if pairs is not None and block.pairs is not None:
-            pairs.extend(block.pairs)
-        if block.labels is not None:
-            has_labels = True
-            raw.extend(block.labels)
-        skipped += block.skipped_empty
-        replaced += block.replaced_lines
+    if bulk is not None:  # its lists are the reader's own copies: kept as they are
+        block = whole_block(source, columns, bulk, label_types)
+    else:
+        block = joined(iter_blocks(source, columns), columns)
+    texts, pairs, raw, skipped, replaced = (
+        block.texts,
+        block.pairs,
+        block.labels,
+        block.skipped_empty,
+        block.replaced_lines,
+    )
+    at = block.lines
+    where_is = np.arange(at.start, at.stop) if isinstance(at, range) else np.asarray(at, dtype=np.int64)
     where = describe_source(source)
     if not texts:
         raise EmptyDatasetError(f"{where} holds no text ({skipped} empty lines skipped; keep_empty=True keeps them)")
     label_array, names = None, None
-    where_is = np.concatenate(lines)
-    if has_labels and columns.label_names is None and label_types == {int}:
+    if raw is not None and columns.label_names is None and label_types == {int}:
         label_array = np.asarray(raw, dtype=np.int64)  # plain ints (read in bulk): what the coder gives them
-    elif has_labels:
+    elif raw is not None:
         coder = LabelCoder.fit(raw, where, columns.label_names)
         label_array, names = coder.encode(raw, where_is, where, row_unit(source)), coder.label_names
     elif columns.label_names is not None:
@@ -216,6 +210,25 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
             option="label_names",
         )
     return TextTable(texts, pairs, label_array, names, where, skipped, replaced, where_is)
+
+
+def joined(blocks: Iterator[TextBlock], columns: TextColumns) -> TextBlock:
+    """The blocks of a source as one block (``lines`` an int64 array)."""
+    out = TextBlock([], [] if columns.pair else None, None)
+    lines: list[np.ndarray] = []
+    for block in blocks:
+        out.texts.extend(block.texts)
+        lines.append(np.asarray(block.lines, dtype=np.int64))
+        if out.pairs is not None and block.pairs is not None:
+            out.pairs.extend(block.pairs)
+        if block.labels is not None:
+            if out.labels is None:
+                out.labels = []
+            out.labels.extend(block.labels)
+        out.skipped_empty += block.skipped_empty
+        out.replaced_lines += block.replaced_lines
+    out.lines = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)
+    return out
 
 
 def scan_labels(source: Any, columns: TextColumns) -> LabelCoder | None:
