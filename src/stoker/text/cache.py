@@ -6,8 +6,9 @@
 whose rows are all cached is a gather; other rows are tokenized by the reader and stored.
 
 It is also the lengths a :class:`~stoker.text.LengthBuckets` streams from (:meth:`wait`,
-:meth:`plan`, :meth:`all`): a background thread tokenizes the corpus in the order the sampler
-needs it, rows waited for first, then the rest. The cache is keyed by what determines the ids
+:meth:`plan`, :meth:`all`): the rows of the first wait are tokenized by the waiting thread, then
+a background thread tokenizes the rest of the corpus in the order the sampler needs it, rows waited
+for first. The cache is keyed by what determines the ids
 (:func:`ids_key`): a change empties it, or raises ``ConfigError`` (:meth:`check`) once batches were
 ordered by the old lengths. ``close()`` and garbage collection stop the thread and remove the
 files; a forked worker reads the rows cached before the fork and stores nothing.
