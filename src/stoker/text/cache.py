@@ -324,11 +324,7 @@ class TokenCache:
             with s.cond:
                 idle = s.thread is None and not s.stopped and os.getpid() == s.pid
             if idle:
-                missing = rows[~s.done[rows]]
-                enc = encode_rows(s.table, s.tokenizer, missing)
-                with s.cond:
-                    if not s.stopped:
-                        s.write(missing, enc)
+                self.fetch(rows[~s.done[rows]])  # tokenized here and stored
                 if s.complete:  # no thread will run to report them
                     with progress_bar(s.progress, s.n, "counting tokens") as bar:
                         bar.update(s.n)

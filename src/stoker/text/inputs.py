@@ -186,13 +186,7 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
         block = whole_block(source, columns, bulk, label_types)
     else:
         block = joined(iter_blocks(source, columns), columns)
-    texts, pairs, raw, skipped, replaced = (
-        block.texts,
-        block.pairs,
-        block.labels,
-        block.skipped_empty,
-        block.replaced_lines,
-    )
+    texts, pairs, raw, skipped = block.texts, block.pairs, block.labels, block.skipped_empty
     at = block.lines
     where_is = np.arange(at.start, at.stop) if isinstance(at, range) else np.asarray(at, dtype=np.int64)
     where = describe_source(source)
@@ -209,7 +203,7 @@ def read_table(source: Any, columns: TextColumns = DEFAULT_COLUMNS) -> TextTable
             f"label_names/class_to_idx were given but {where} has no labels (label_column={columns.label!r})",
             option="label_names",
         )
-    return TextTable(texts, pairs, label_array, names, where, skipped, replaced, where_is)
+    return TextTable(texts, pairs, label_array, names, where, skipped, block.replaced_lines, where_is)
 
 
 def joined(blocks: Iterator[TextBlock], columns: TextColumns) -> TextBlock:
