@@ -9,6 +9,7 @@ last; the stall share is the data wait over the loop time, summed over processes
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import mean, median
 from typing import Any
@@ -30,6 +31,7 @@ from stoker.doctor.events import (
 )
 
 MAX_SPANS = 100_000  # per loader, kept for the trace
+MAX_STEPS = 100_000  # per loader, the first ones kept in report.json and the trace; every step counts in the figures
 
 STAGE_LABELS = {
     "read": "read (source.read: gather, decode or tokenize)",
@@ -40,7 +42,7 @@ STAGE_LABELS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StepTime(Step):
     """One batch fetch of a loader (its :class:`Step`), and the compute since the fetch before it (0 for the first)."""
 
@@ -180,7 +182,7 @@ def _lineage(pid: int, procs: dict[int, Meta]) -> list[int]:
     return out
 
 
-def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStats], dict[int, Meta]]:
+def build_loaders(events: Iterable[tuple[int, Event]]) -> tuple[dict[str, LoaderStats], dict[int, Meta]]:
     """Group events by loader (``pid:id``).
 
     A stage or batch event of a worker process goes to the loader of the same id in the process
@@ -194,7 +196,16 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
     probes: list[Probe] = []
     last_ready: dict[str, float] = {}
     for pid, ev in events:
-        if isinstance(ev, Meta):
+        if isinstance(ev, Step):  # the most frequent first
+            key = f"{pid}:{ev.loader}"
+            st = loaders.get(key) or loaders.setdefault(key, LoaderStats(key, LoaderDesc.unknown()))
+            prev = last_ready.get(key)
+            compute = max(0.0, ev.requested - prev) if prev is not None else 0.0
+            st.steps.append(StepTime(ev.loader, ev.requested, ev.ready, compute))
+            last_ready[key] = ev.ready
+        elif isinstance(ev, (StageSpan, BatchSeen, WorkerSeen, IterStart)):
+            pending.append((pid, ev))
+        elif isinstance(ev, Meta):
             procs[pid] = procs[pid].merged(ev) if pid in procs else ev
         elif isinstance(ev, LoaderSeen):
             key = f"{pid}:{ev.loader}"
@@ -202,15 +213,6 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
                 loaders[key] = LoaderStats(key, ev.info)
                 by_source.setdefault(ev.info.source_id, key)
                 by_source.setdefault((pid, ev.info.source_id), key)
-        elif isinstance(ev, Step):
-            key = f"{pid}:{ev.loader}"
-            st = loaders.setdefault(key, LoaderStats(key, LoaderDesc.unknown()))
-            prev = last_ready.get(key)
-            compute = max(0.0, ev.requested - prev) if prev is not None else 0.0
-            st.steps.append(StepTime(ev.loader, ev.requested, ev.ready, compute))
-            last_ready[key] = ev.ready
-        elif isinstance(ev, (StageSpan, BatchSeen, WorkerSeen, IterStart)):
-            pending.append((pid, ev))
         elif isinstance(ev, Probe):
             probes.append(ev)
         elif isinstance(ev, DeviceStep):
@@ -220,11 +222,14 @@ def build_loaders(events: list[tuple[int, Event]]) -> tuple[dict[str, LoaderStat
             loaders.setdefault(
                 f"{pid}:{ev.loader}", LoaderStats(f"{pid}:{ev.loader}", LoaderDesc.unknown())
             ).tunings.append(ev)
+    owners: dict[tuple[int, int], LoaderStats | None] = {}  # (pid, an event's loader) -> the loader it goes to
     for pid, ev in pending:
-        lineage = _lineage(pid, procs)
-        owner = next((f"{p}:{ev.loader}" for p in lineage if f"{p}:{ev.loader}" in loaders), None)
-        owner = owner or next((by_source[(p, ev.loader)] for p in lineage if (p, ev.loader) in by_source), None)
-        found = loaders.get(owner or by_source.get(ev.loader, ""))
+        if (pid, ev.loader) not in owners:
+            lineage = _lineage(pid, procs)
+            owner = next((f"{p}:{ev.loader}" for p in lineage if f"{p}:{ev.loader}" in loaders), None)
+            owner = owner or next((by_source[(p, ev.loader)] for p in lineage if (p, ev.loader) in by_source), None)
+            owners[pid, ev.loader] = loaders.get(owner or by_source.get(ev.loader, ""))
+        found = owners[pid, ev.loader]
         if found is None:
             continue
         if isinstance(ev, BatchSeen):

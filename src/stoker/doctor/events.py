@@ -133,7 +133,7 @@ class BatchDesc:
         return cls(d["type"], tensors, d.get("padding"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _OfLoader:
     """The first field of every event but :class:`Meta`: ``loader``, the loader's ``id()``."""
 
@@ -148,7 +148,7 @@ class LoaderSeen(_OfLoader):
     info: LoaderDesc
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a long run holds millions
 class Step(_OfLoader):
     """One batch handed out by a loader: asked for at ``requested``, got at ``ready``."""
 
@@ -157,7 +157,7 @@ class Step(_OfLoader):
     ready: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a long run holds millions
 class StageSpan(_OfLoader):
     """One pipeline stage of one batch (or chunk of batches), run by ``thread``.
 
@@ -338,14 +338,24 @@ def to_wire(event: Any) -> list[Any]:
     return [event.TAG, *(_plain(getattr(event, f.name)) for f in fields(event))]
 
 
+def _declared(cls: type) -> tuple[str, ...] | None:
+    """The declared types of a record's fields, or None when all are scalars (its JSON values are its fields)."""
+    types = tuple(str(f.type) for f in fields(cls))  # strings: this module postpones annotations
+    return types if any("tuple" in t or any(n in t for n in _NESTED) for t in types) else None
+
+
+_DECLARED = {tag: (cls, _declared(cls)) for tag, cls in RECORDS.items()}
+
+
 def from_wire(item: list[Any]) -> Event:
     """The record of a wire event; ``ValueError`` for a tag this version does not know."""
-    cls = RECORDS.get(item[0]) if item else None
+    cls, declared = _DECLARED.get(item[0], (None, None)) if item else (None, None)
     if cls is None:
         raise ValueError(f"not a doctor event: {item!r:.200}")
     values = item[1:]
-    decoded = [_from_json(f.type, v) for f, v in zip(fields(cls), values)]
-    return cls(*decoded, *values[len(decoded) :])  # more values than fields: the TypeError of a foreign event
+    if declared is not None:
+        values = [_from_json(t, v) for t, v in zip(declared, values)] + values[len(declared) :]
+    return cls(*values)  # more values than fields: the TypeError of a foreign event
 
 
 def encode_line(events: Iterable[Any]) -> str:

@@ -36,29 +36,56 @@ def _svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
+BARS = 500  # the steps plot's bars per loader at most: a longer run gets one bar per run of steps
+
+
+def step_bars(steps: list[Any]) -> tuple[Any, Any, Any, Any, int]:
+    """Per bar of the steps plot: its first step, the mean data wait and compute of its steps (ms), the
+    slowest data wait among them (ms), and how many steps a bar holds (1 up to ``BARS`` steps)."""
+    import numpy as np
+
+    wait = 1000 * np.array([s.wait for s in steps], dtype=np.float64)
+    comp = 1000 * np.array([s.compute_before for s in steps[1:]] + [0.0], dtype=np.float64)  # until the next fetch
+    per = -(-len(steps) // BARS)
+    first = np.arange(0, len(steps), per)
+    count = np.diff(np.append(first, len(steps)))
+    return (
+        first,
+        np.add.reduceat(wait, first) / count,
+        np.add.reduceat(comp, first) / count,
+        np.maximum.reduceat(wait, first),
+        per,
+    )
+
+
 def steps_figure(report: Report) -> Any:
-    """The steps plot as a matplotlib Figure, or None when there is nothing to draw."""
+    """The steps plot as a matplotlib Figure (every step of every loader), or None when there is nothing to draw."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    if not report.steps:
+    loaders = [st for st in report._stats.values() if st.steps]
+    if not loaders:
         return None
-    keys = list(dict.fromkeys(s["loader"] for s in report.steps))
-    fig = Figure(figsize=(10, 0.6 + 2.6 * len(keys)))
-    axes = fig.subplots(len(keys), 1, squeeze=False)[:, 0]
-    for ax, key in zip(axes, keys):  # one panel per loader: bars of two loaders never cover each other
-        steps = [s for s in report.steps if s["loader"] == key]
-        name = next((ld["name"] for ld in report.loaders if ld["key"] == key), key)
-        x = range(len(steps))
-        wait = [1000 * (s["t1"] - s["t0"]) for s in steps]
-        comp = [1000 * s["compute_before"] for s in steps[1:]] + [0.0]
-        ax.bar(x, wait, width=1.0, color="#d9534f", label="data wait")
-        ax.bar(x, comp, width=1.0, bottom=wait, color="#5cb85c", label="compute until the next fetch")
-        ax.set_title(textwrap.shorten(name, 110), fontsize="medium", loc="left")
-        ax.set_ylabel("ms")
+    loaders.sort(key=lambda st: st.steps[0].requested)
+    fig = Figure(figsize=(10, 0.6 + 2.6 * len(loaders)))
+    axes = fig.subplots(len(loaders), 1, squeeze=False)[:, 0]
+    for ax, st in zip(axes, loaders):  # one panel per loader: bars of two loaders never cover each other
+        first, wait, comp, slowest, per = step_bars(st.steps)
+        ax.bar(first, wait, width=per, align="edge", color="#d9534f", label="data wait")
+        ax.bar(first, comp, width=per, align="edge", bottom=wait, color="#5cb85c", label="compute until the next fetch")
+        handles = ax.get_legend_handles_labels()
+        if per > 1:  # on its own axis: one long stall does not flatten the means
+            slow = ax.twinx()
+            slow.step(first, slowest, where="post", color="#333333", linewidth=0.8, label="slowest data wait (right)")
+            slow.set_ylabel("slowest wait, ms")
+            slow.set_ylim(bottom=0)
+            more = slow.get_legend_handles_labels()
+            handles = (handles[0] + more[0], handles[1] + more[1])
+        ax.set_title(textwrap.shorten(st.name, 110), fontsize="medium", loc="left")
+        ax.set_ylabel("ms" if per == 1 else f"ms, mean of {per:,} steps")
         ax.set_ylim(bottom=0)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="upper right", fontsize="small")
+        ax.legend(*handles, loc="upper right", fontsize="small")
     axes[-1].set_xlabel("step")
     fig.suptitle("per step: waiting for data (red) vs compute until the next fetch (green)")
     return fig
@@ -110,9 +137,10 @@ def resources_figure(report: Report) -> Any:
 
 
 def _loop_spans(report: Report) -> list[tuple[float, float]]:
-    if not report.steps:
+    steps = [st.steps for st in report._stats.values() if st.steps]
+    if not steps:
         return []
-    return [(min(s["t0"] for s in report.steps), max(s["t1"] for s in report.steps))]
+    return [(min(s[0].requested for s in steps) - report.origin, max(s[-1].ready for s in steps) - report.origin)]
 
 
 def stages_figure(report: Report) -> Any:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from stoker.doctor.advice import Recommendation, bottleneck_resource, bottleneck_stage, recommend, verdict
 from stoker.doctor.analysis import (
+    MAX_STEPS,
     LoaderStats,
     build_loaders,
     cpu_seconds,
@@ -54,7 +56,8 @@ class Report:
     stalls: list[Stall] = field(default_factory=list)
     ranks: list[dict[str, Any]] = field(default_factory=list)  # one row per torchrun rank (ranks.py)
     samples: list[dict[str, Any]] = field(default_factory=list)
-    steps: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the first MAX_STEPS of each loader
+    steps_left_out: int = 0  # steps not in ``steps``: past the first MAX_STEPS of their loader
     files: dict[str, str] = field(default_factory=dict)
     _stats: dict[str, LoaderStats] = field(default_factory=dict, repr=False)
     origin: float = 0.0  # perf_counter of the run's start; times in steps and samples are relative to it
@@ -148,8 +151,14 @@ def build_report(
     """Read every process's events under ``events_dir`` and judge the run.
 
     ``resources["doctor"]`` says what the doctor itself cost (:func:`doctor_cost`); :func:`cost_line` says it in words."""
-    recorded = list(read_events(events_dir))
-    loaders, procs = build_loaders(recorded)
+    recorded = [0]  # events read: counted as they stream by, not held (a long run has millions)
+
+    def counted() -> Iterator[tuple[int, Any]]:
+        for item in read_events(events_dir):
+            recorded[0] += 1
+            yield item
+
+    loaders, procs = build_loaders(counted())
     active = {k: st for k, st in loaders.items() if st.steps}
     label_loaders(active)
     loop = loop_window(active)
@@ -164,7 +173,7 @@ def build_report(
     res["cpu_s_tree"], res["cpu_s_root"] = tree_s, root_s
     steps = sum(len(st.steps) for st in active.values())
     window = last - first if first is not None and last is not None else 0.0
-    res["doctor"] = doctor_cost(len(recorded), procs, steps, (window, wall[1] - wall[0], loop), sampler_cpu_s)
+    res["doctor"] = doctor_cost(recorded[0], procs, steps, (window, wall[1] - wall[0], loop), sampler_cpu_s)
     report = Report(
         verdict=bound,
         stall_share=stall,
@@ -198,8 +207,9 @@ def build_report(
         report.loaders.append(entry)
         report.steps.extend(
             {"loader": st.key, "t0": s.requested - wall[0], "t1": s.ready - wall[0], "compute_before": s.compute_before}
-            for s in st.steps
+            for s in st.steps[:MAX_STEPS]
         )
+        report.steps_left_out += max(0, len(st.steps) - MAX_STEPS)
     report.steps.sort(key=lambda s: s["t0"])
     only = "" if bound == "input-bound" else "only "  # the message follows the verdict: it does not repeat it
     report.message = f"{only}{100 * stall:.0f} % of the loop's {loop:.2f} s is spent waiting for data"

@@ -1,10 +1,11 @@
 """The Chrome-trace / Perfetto JSON of a report: steps (data wait, compute) and pipeline stages.
 
-Open it in https://ui.perfetto.dev or chrome://tracing. Under torchrun each rank is a process named ``rank N`` (its loaders and stages are its tracks,
-its workers' stages under their own pids). One track per loader holds its data
-waits and the compute between them, and the decisions of its online tuner (``num_workers="auto"``)
-as instant events; each stage runs on the track of the thread (or worker process) that ran it;
-CPU, RSS and GPU samples are counters.
+Open it in https://ui.perfetto.dev or chrome://tracing. Under torchrun each rank is a process named
+``rank N`` (its loaders and stages are its tracks, its workers' stages under their own pids). One
+track per loader holds its data waits and the compute between them (its first ``MAX_STEPS`` steps;
+the track's name says when there were more), and the decisions of its online tuner
+(``num_workers="auto"``) as instant events; each stage runs on the track of the thread (or worker
+process) that ran it (the first ``MAX_SPANS`` of a loader); CPU, RSS and GPU samples are counters.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stoker.doctor.analysis import MAX_STEPS
 from stoker.doctor.report import Report
 
 _US = 1e6
@@ -39,9 +41,10 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
         )
     for st in report._stats.values():
         pid = st.pid
-        tid = track(pid, st.key, f"steps: {st.name}")
+        kept = f" (the first {MAX_STEPS:,} of {len(st.steps):,})" if len(st.steps) > MAX_STEPS else ""
+        tid = track(pid, st.key, f"steps: {st.name}{kept}")
         prev = None
-        for i, step in enumerate(st.steps):
+        for i, step in enumerate(st.steps[:MAX_STEPS]):
             t0, t1 = step.requested, step.ready
             if prev is not None and t0 > prev:
                 events.append(_span("compute", "step", pid, tid, prev - origin, t0 - prev))

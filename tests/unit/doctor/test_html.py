@@ -4,7 +4,7 @@ import json
 
 from stoker.doctor.config import DoctorConfig
 from stoker.doctor.events import BatchDesc, BatchSeen, LoaderDesc, LoaderSeen, StageSpan, Step, TensorDesc, encode_line
-from stoker.doctor.html import CSS, render_html, resources_figure, stages_figure, steps_figure
+from stoker.doctor.html import BARS, CSS, render_html, resources_figure, stages_figure, steps_figure
 from stoker.doctor.report import build_report
 
 
@@ -82,3 +82,55 @@ def test_a_compute_bound_run_gets_a_sentence_not_an_empty_recommendations_table(
     page = render_html(report)
     advice = page[page.index("<h2>Recommendations</h2>") : page.index("<h2>Loaders</h2>")]
     assert "<table" not in advice and "no change to data loading would speed this run up" in advice
+
+
+def _long_run(tmp_path, steps):
+    """One loader, ``steps`` steps of 1 ms wait and 2 ms compute; step 1234 waits 300 ms."""
+    desc = LoaderDesc(kind="torch", name="DataLoader(Toy)", source="Toy", source_id=7, batch_size=8)
+    events, t = [LoaderSeen(1, desc)], 1.0
+    for i in range(steps):
+        wait = 0.3 if i == 1234 else 0.001
+        events.append(Step(1, t, t + wait))
+        t += wait + 0.002
+    with open(tmp_path / "events-100.jsonl", "w") as f:
+        f.write(encode_line(events))
+    return build_report(tmp_path, [], "no GPU", DoctorConfig(interval=0.1), wall=(0.0, t + 1))
+
+
+def test_a_long_runs_steps_plot_draws_one_bar_per_run_of_steps_with_their_means_and_the_slowest_wait(tmp_path):
+    report = _long_run(tmp_path, 20_000)
+    ax, slow = steps_figure(report).axes
+    assert len(ax.patches) <= 2 * BARS  # wait and compute bars: 40,000 patches drawn one per step before
+    wait_bars, comp_bars = ax.patches[: len(ax.patches) // 2], ax.patches[len(ax.patches) // 2 :]
+    per = 20_000 // len(wait_bars)
+    assert sum(b.get_width() for b in wait_bars) == 20_000  # every step is in one bar
+    assert abs(wait_bars[0].get_height() - 1.0) < 1e-6 and abs(comp_bars[0].get_height() - 2.0) < 1e-6
+    stalled = wait_bars[1234 // per]
+    assert abs(stalled.get_height() - (299 + per) / per) < 1e-6  # the mean of its steps, one of 300 ms
+    slowest = slow.lines[0].get_ydata()  # on its own axis: the means keep their scale
+    assert abs(max(slowest) - 300) < 1e-6 and abs(slowest[1234 // per] - 300) < 1e-6  # the stall stays in the line
+    assert f"mean of {per:,} steps" in ax.get_ylabel() and ax.get_ylim()[1] < 20 and slow.get_ylim()[0] == 0
+
+
+def test_a_short_runs_steps_plot_keeps_one_bar_per_step(tmp_path):
+    (ax,) = steps_figure(_long_run(tmp_path, 50)).axes
+    assert len(ax.patches) == 100 and not ax.lines
+    assert abs(ax.patches[0].get_height() - 1.0) < 1e-6
+
+
+def test_report_json_and_the_trace_keep_the_first_steps_of_a_long_run_and_say_how_many_were_left_out(
+    tmp_path, monkeypatch
+):
+    import stoker.doctor.report as report_module
+    import stoker.doctor.trace as trace_module
+
+    monkeypatch.setattr(report_module, "MAX_STEPS", 1_000)
+    monkeypatch.setattr(trace_module, "MAX_STEPS", 1_000)
+    report = _long_run(tmp_path, 3_000)
+    assert len(report.steps) == 1_000 and report.steps_left_out == 2_000
+    assert report.loaders[0]["steps"] == 3_000  # the statistics count every step
+    assert report.to_json()["steps_left_out"] == 2_000
+    events = trace_module.trace_events(report)
+    waits = [e for e in events if e.get("name") == "data wait"]
+    assert len(waits) == 1_000
+    assert any("the first 1,000 of 3,000" in e["args"]["name"] for e in events if e.get("name") == "thread_name")
