@@ -41,7 +41,7 @@ BARS = 500  # the steps plot's bars per loader at most: a longer run gets one ba
 
 def step_bars(steps: list[Any]) -> tuple[Any, Any, Any, Any, int]:
     """Per bar of the steps plot: its first step, the mean data wait and compute of its steps (ms), the
-    slowest data wait among them (ms), and how many steps a bar holds (1 up to ``BARS`` steps)."""
+    slowest data wait among them (ms), and how many steps a bar holds (1 while there are at most ``BARS``)."""
     import numpy as np
 
     wait = 1000 * np.array([s.wait for s in steps], dtype=np.float64)
