@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from stoker.doctor.config import DoctorConfig
+    from stoker.doctor.outputs import write_outputs
     from stoker.doctor.run import run_command
-    from stoker.doctor.session import write_outputs
     from stoker.doctor.terminal import render
 
     command = args.script[1:] if args.script[:1] == ["--"] else args.script

@@ -1,4 +1,4 @@
-"""``DoctorConfig``: every option of a doctor run, frozen and validated."""
+"""``DoctorConfig``: every option of a doctor run, frozen and validated; ``require_sampler``: what it needs installed."""
 
 from __future__ import annotations
 
@@ -63,3 +63,12 @@ class DoctorConfig:
             )
         if not isinstance(self.probe, bool):
             raise ConfigError(f"probe must be True or False, got {self.probe!r}", option="probe")
+
+
+def require_sampler() -> type:
+    """The sampler class, or an error saying how to install what it needs."""
+    try:
+        from stoker.doctor.sampler import ResourceSampler
+    except ImportError as exc:
+        raise ConfigError(f"stoker doctor needs {exc.name}: pip install 'stoker[doctor]'", option="doctor") from exc
+    return ResourceSampler

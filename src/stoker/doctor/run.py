@@ -23,9 +23,8 @@ from typing import IO
 
 from stoker.boot import child_env as child_env_with
 from stoker.doctor.child import HOOKS
-from stoker.doctor.config import DoctorConfig
+from stoker.doctor.config import DoctorConfig, require_sampler
 from stoker.doctor.report import Report, build_report
-from stoker.doctor.session import require_sampler
 from stoker.errors import ConfigError
 
 CHILD = str(Path(__file__).resolve().parent / "child.py")

@@ -13,11 +13,11 @@ import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from stoker.doctor.config import DoctorConfig
+from stoker.doctor.config import DoctorConfig, require_sampler
 from stoker.doctor.instrument import Instrumentation
+from stoker.doctor.outputs import write_outputs
 from stoker.doctor.recorder import Recorder
 from stoker.doctor.report import Report, build_report
 from stoker.errors import ConfigError
@@ -71,33 +71,6 @@ class Doctor:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
             self._recorder = self._instr = self._sampler = None
-
-
-def require_sampler() -> type:
-    """The sampler class, or an error saying how to install what it needs."""
-    try:
-        from stoker.doctor.sampler import ResourceSampler
-    except ImportError as exc:
-        raise ConfigError(f"stoker doctor needs {exc.name}: pip install 'stoker[doctor]'", option="doctor") from exc
-    return ResourceSampler
-
-
-def write_outputs(report: Report, config: DoctorConfig) -> dict[str, str]:
-    """Write report.json (and report.html, trace.json as configured) under ``config.out``."""
-    out = Path(config.out or ".")
-    out.mkdir(parents=True, exist_ok=True)
-    files = {"json": str(out / "report.json")}
-    if config.trace:
-        from stoker.doctor.trace import write_trace
-
-        files["trace"] = str(write_trace(report, out / "trace.json"))
-    if config.html:
-        from stoker.doctor.html import write_html
-
-        files["html"] = str(write_html(report, out / "report.html"))
-    report.files = files
-    report.write_json(files["json"])
-    return files
 
 
 def doctor(
