@@ -5,7 +5,8 @@ Open it in https://ui.perfetto.dev or chrome://tracing. Under torchrun each rank
 track per loader holds its data waits and the compute between them (its first ``MAX_STEPS`` steps;
 the track's name says when there were more), and the decisions of its online tuner
 (``num_workers="auto"``) as instant events; each stage runs on the track of the thread (or worker
-process) that ran it (the first ``MAX_SPANS`` of a loader); CPU, RSS and GPU samples are counters.
+process) that ran it (the first ``MAX_SPANS`` of a loader; the steps track's name says when there were
+more); CPU, RSS and GPU samples are counters.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def trace_events(report: Report) -> list[dict[str, Any]]:
     for st in report._stats.values():
         pid = st.pid
         kept = f" (the first {MAX_STEPS:,} of {len(st.steps):,})" if len(st.steps) > MAX_STEPS else ""
+        spans = sum(len(durations) for durations in st.stages.values())
+        kept += f" (stages: the first {len(st.spans):,} of {spans:,})" if spans > len(st.spans) else ""
         tid = track(pid, st.key, f"steps: {st.name}{kept}")
         prev = None
         for i, step in enumerate(st.steps[:MAX_STEPS]):

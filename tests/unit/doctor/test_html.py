@@ -134,3 +134,15 @@ def test_report_json_and_the_trace_keep_the_first_steps_of_a_long_run_and_say_ho
     waits = [e for e in events if e.get("name") == "data wait"]
     assert len(waits) == 1_000
     assert any("the first 1,000 of 3,000" in e["args"]["name"] for e in events if e.get("name") == "thread_name")
+
+
+def test_the_trace_says_when_a_loaders_stages_were_more_than_it_keeps(tmp_path, monkeypatch):
+    import stoker.doctor.analysis as analysis
+    import stoker.doctor.trace as trace_module
+
+    monkeypatch.setattr(analysis, "MAX_SPANS", 5)
+    report = _report(tmp_path)  # two loaders, 10 fetch spans each
+    events = trace_module.trace_events(report)
+    assert sum(1 for e in events if e.get("cat") == "stage") == 10
+    names = [e["args"]["name"] for e in events if e.get("name") == "thread_name" and "steps:" in e["args"]["name"]]
+    assert len(names) == 2 and all("(stages: the first 5 of 10)" in n for n in names)
