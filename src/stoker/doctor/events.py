@@ -338,10 +338,15 @@ def to_wire(event: Any) -> list[Any]:
     return [event.TAG, *(_plain(getattr(event, f.name)) for f in fields(event))]
 
 
+_SCALAR_NAMES = frozenset({"int", "float", "str", "bool", "None"})
+
+
 def _declared(cls: type) -> tuple[str, ...] | None:
-    """The declared types of a record's fields, or None when all are scalars (its JSON values are its fields)."""
+    """The declared types of a record's fields, or None when each is a scalar or a union of scalars (its
+    JSON values are its fields as they are); any other field (a tuple, a nested record) is decoded."""
     types = tuple(str(f.type) for f in fields(cls))  # strings: this module postpones annotations
-    return types if any("tuple" in t or any(n in t for n in _NESTED) for t in types) else None
+    scalar = all({part.strip() for part in t.split("|")} <= _SCALAR_NAMES for t in types)
+    return None if scalar else types
 
 
 _DECLARED = {tag: (cls, _declared(cls)) for tag, cls in RECORDS.items()}
